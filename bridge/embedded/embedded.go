@@ -1,0 +1,631 @@
+// Package embedded is the single-host transport: inboxes, bindings and the
+// dead-letter queue live in one bbolt file in the gateway's state directory,
+// routed in-process with the observable semantics of the broker topology
+// (SPEC §6). It owns that file and nothing else; it knows nothing of
+// entities, waiters or MCP.
+//
+// bbolt was chosen because it is a single pure-Go file with ACID
+// transactions and a crash-safe page layout: a kill -9 at any instant leaves
+// either the old or the new state, never a torn one, which is exactly what
+// "nothing lost on a crash" needs, with no server and no cgo.
+package embedded
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+var _ bridge.Transport = (*Transport)(nil)
+
+var (
+	bktInbox  = []byte("inbox")  // sub-bucket per gid: seq -> record
+	bktBind   = []byte("bind")   // gid -> inboxMeta
+	bktCount  = []byte("count")  // gid -> uint64 messages stored
+	bktDLQ    = []byte("dlq")    // seq -> deadRecord
+	bktDLQCnt = []byte("dlqcnt") // "n" -> uint64
+)
+
+// Options tune the transport.
+type Options struct {
+	// DLQMax caps the dead-letter queue; past it the oldest entry is dropped
+	// with a warning (SPEC §4: bridge.dlq is itself capped).
+	DLQMax int
+	// NoSync skips fsync on commit: a process crash still loses nothing,
+	// only an OS crash or power loss can. Off by default.
+	NoSync bool
+	Logger *slog.Logger
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+// Transport is the embedded transport. Create it with Open.
+type Transport struct {
+	db   *bolt.DB
+	path string
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	inboxes map[string]*inbox
+	dlqCons *consumer
+	closed  bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+type inboxMeta struct {
+	Groups     []string      `json:"groups"`
+	MaxLength  int           `json:"maxLength"`
+	MessageTTL time.Duration `json:"messageTtl"`
+}
+
+type inbox struct {
+	gid    string
+	meta   inboxMeta
+	groups map[string]bool
+	cons   *consumer
+}
+
+type record struct {
+	H  map[string]any `json:"h"`
+	B  []byte         `json:"b"`
+	At int64          `json:"at"` // enqueue time, Unix ms
+}
+
+type deadRecord struct {
+	H      map[string]any `json:"h"`
+	B      []byte         `json:"b"`
+	Reason string         `json:"reason"`
+	Queue  string         `json:"queue"`
+	At     int64          `json:"at"`
+}
+
+// Open opens (creating if needed) the store at path. A file that is not a
+// valid store is an error naming the file; nothing is deleted or rewritten.
+func Open(path string, opts Options) (*Transport, error) {
+	if opts.DLQMax <= 0 {
+		opts.DLQMax = 10000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: opts.NoSync})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("embedded: %s is locked by another process: is a gateway already running on this state dir?", path)
+		}
+		return nil, fmt.Errorf("embedded: cannot open store %s (%w): if it is corrupt, move it aside to start with an empty store; nothing was deleted", path, err)
+	}
+	t := &Transport{db: db, path: path, opts: opts, log: opts.Logger, inboxes: map[string]*inbox{}, stop: make(chan struct{})}
+	if err := t.load(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("embedded: store %s is unreadable (%w): move it aside to start with an empty store; nothing was deleted", path, err)
+	}
+	return t, nil
+}
+
+func (t *Transport) load() error {
+	return t.db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bktInbox, bktBind, bktCount, bktDLQ, bktDLQCnt} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bktBind).ForEach(func(k, v []byte) error {
+			var m inboxMeta
+			if err := json.Unmarshal(v, &m); err != nil {
+				return fmt.Errorf("binding of inbox %s: %w", k, err)
+			}
+			if tx.Bucket(bktInbox).Bucket(k) == nil {
+				return fmt.Errorf("inbox %s has a binding but no queue", k)
+			}
+			t.inboxes[string(k)] = newInbox(string(k), m)
+			return nil
+		})
+	})
+}
+
+func newInbox(gid string, m inboxMeta) *inbox {
+	ib := &inbox{gid: gid, meta: m, groups: map[string]bool{}}
+	for _, g := range m.Groups {
+		ib.groups[g] = true
+	}
+	return ib
+}
+
+// Close stops every consumer and closes the store. Idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	close(t.stop)
+	var cons []*consumer
+	for _, ib := range t.inboxes {
+		if ib.cons != nil {
+			cons = append(cons, ib.cons)
+		}
+	}
+	if t.dlqCons != nil {
+		cons = append(cons, t.dlqCons)
+	}
+	t.mu.Unlock()
+	for _, c := range cons {
+		c.Cancel()
+	}
+	t.wg.Wait()
+	return t.db.Close()
+}
+
+// DeclareInbox implements bridge.Transport.
+func (t *Transport) DeclareInbox(ctx context.Context, gid string, spec bridge.InboxSpec) error {
+	groups := append([]string(nil), spec.Groups...)
+	sort.Strings(groups)
+	m := inboxMeta{Groups: groups, MaxLength: spec.MaxLength, MessageTTL: spec.MessageTTL}
+	raw, _ := json.Marshal(m)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return bridge.ErrClosed
+	}
+	err := t.db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.Bucket(bktInbox).CreateBucketIfNotExists([]byte(gid)); err != nil {
+			return err
+		}
+		return tx.Bucket(bktBind).Put([]byte(gid), raw)
+	})
+	if err != nil {
+		return fmt.Errorf("embedded: declare inbox %s: %w", gid, err)
+	}
+	if ib := t.inboxes[gid]; ib != nil {
+		ib.meta = m
+		ib.groups = newInbox(gid, m).groups
+		return nil
+	}
+	t.inboxes[gid] = newInbox(gid, m)
+	return nil
+}
+
+// DeleteInbox implements bridge.Transport.
+func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
+	t.mu.Lock()
+	ib := t.inboxes[gid]
+	if ib == nil {
+		t.mu.Unlock()
+		return nil
+	}
+	delete(t.inboxes, gid)
+	cons := ib.cons
+	t.mu.Unlock()
+	if cons != nil {
+		cons.Cancel()
+	}
+	return t.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bktInbox).DeleteBucket([]byte(gid)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+			return err
+		}
+		if err := tx.Bucket(bktCount).Delete([]byte(gid)); err != nil {
+			return err
+		}
+		return tx.Bucket(bktBind).Delete([]byte(gid))
+	})
+}
+
+func (t *Transport) route(key string) []*inbox {
+	if ib := t.inboxes[key]; ib != nil {
+		return []*inbox{ib}
+	}
+	if !bridge.IsBroadcastKey(key) {
+		return nil
+	}
+	var out []*inbox
+	group := key[len("broadcast."):]
+	for _, ib := range t.inboxes {
+		if key == bridge.BroadcastAll || ib.groups[group] {
+			out = append(out, ib)
+		}
+	}
+	return out
+}
+
+func seqKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+func getCount(b *bolt.Bucket, k []byte) uint64 {
+	v := b.Get(k)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func putCount(b *bolt.Bucket, k []byte, n uint64) error {
+	return b.Put(k, binary.BigEndian.AppendUint64(nil, n))
+}
+
+// Publish implements bridge.Transport.
+func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelope, mandatory bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := t.opts.Now()
+	rec, err := json.Marshal(record{H: env.Headers(), B: env.Body, At: now.UnixMilli()})
+	if err != nil {
+		return fmt.Errorf("embedded: encode %s: %w", env.MsgID, err)
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return bridge.ErrClosed
+	}
+	targets := t.route(key)
+	t.mu.Unlock()
+	if len(targets) == 0 {
+		if mandatory {
+			return fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
+		}
+		return nil
+	}
+	pointToPoint := len(targets) == 1 && targets[0].gid == key
+	var full bool
+	var wake []*inbox
+	dlqAdded := false
+	err = t.db.Batch(func(tx *bolt.Tx) error {
+		full, wake, dlqAdded = false, wake[:0], false
+		for _, ib := range targets {
+			q := tx.Bucket(bktInbox).Bucket([]byte(ib.gid))
+			if q == nil { // deleted meanwhile
+				continue
+			}
+			cnt := tx.Bucket(bktCount)
+			n := getCount(cnt, []byte(ib.gid))
+			if ib.meta.MaxLength > 0 && n >= uint64(ib.meta.MaxLength) {
+				if pointToPoint {
+					full = true
+				}
+				if err := t.putDead(tx, env.Headers(), env.Body, bridge.ReasonMaxLen, bridge.InboxQueueName(ib.gid), now); err != nil {
+					return err
+				}
+				dlqAdded = true
+				continue
+			}
+			seq, _ := q.NextSequence()
+			if err := q.Put(seqKey(seq), rec); err != nil {
+				return err
+			}
+			if err := putCount(cnt, []byte(ib.gid), n+1); err != nil {
+				return err
+			}
+			wake = append(wake, ib)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("embedded: publish %s: %w", env.MsgID, err)
+	}
+	t.mu.Lock()
+	for _, ib := range wake {
+		if ib.cons != nil {
+			ib.cons.poke()
+		}
+	}
+	if dlqAdded && t.dlqCons != nil {
+		t.dlqCons.poke()
+	}
+	t.mu.Unlock()
+	if full {
+		return fmt.Errorf("%w: %s holds %d messages", bridge.ErrInboxFull, bridge.InboxQueueName(key), targets[0].meta.MaxLength)
+	}
+	return nil
+}
+
+func (t *Transport) putDead(tx *bolt.Tx, h map[string]any, body []byte, reason, queue string, now time.Time) error {
+	raw, err := json.Marshal(deadRecord{H: h, B: body, Reason: reason, Queue: queue, At: now.UnixMilli()})
+	if err != nil {
+		return err
+	}
+	d := tx.Bucket(bktDLQ)
+	seq, _ := d.NextSequence()
+	if err := d.Put(seqKey(seq), raw); err != nil {
+		return err
+	}
+	cnt := tx.Bucket(bktDLQCnt)
+	n := getCount(cnt, []byte("n")) + 1
+	for n > uint64(t.opts.DLQMax) {
+		k, v := d.Cursor().First()
+		if k == nil {
+			break
+		}
+		var old deadRecord
+		_ = json.Unmarshal(v, &old)
+		t.log.Warn("dead-letter queue over its cap: oldest entry dropped", "cap", t.opts.DLQMax, "msgId", old.H[bridge.HdrMsgID], "reason", old.Reason)
+		if err := d.Delete(k); err != nil {
+			return err
+		}
+		n--
+	}
+	return putCount(cnt, []byte("n"), n)
+}
+
+// Consume implements bridge.Transport.
+func (t *Transport) Consume(ctx context.Context, gid string, prefetch int, h func(bridge.Delivery)) (bridge.Subscription, error) {
+	if prefetch <= 0 {
+		prefetch = 1
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, bridge.ErrClosed
+	}
+	ib := t.inboxes[gid]
+	if ib == nil {
+		return nil, fmt.Errorf("%w: %s", bridge.ErrNoInbox, gid)
+	}
+	if ib.cons != nil {
+		return nil, fmt.Errorf("%w: %s", bridge.ErrConsumerExists, bridge.InboxQueueName(gid))
+	}
+	c := newConsumer(prefetch)
+	ib.cons = c
+	c.onCancel = func() {
+		t.mu.Lock()
+		if ib.cons == c {
+			ib.cons = nil
+		}
+		t.mu.Unlock()
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		c.run(ctx, func() bool { return t.deliverInbox(ib, c, h) })
+	}()
+	return c, nil
+}
+
+// deliverInbox hands out what the prefetch window allows; reports whether
+// it delivered anything (so the loop looks again at once).
+func (t *Transport) deliverInbox(ib *inbox, c *consumer, h func(bridge.Delivery)) bool {
+	room := c.room()
+	if room <= 0 {
+		return false
+	}
+	type item struct {
+		seq uint64
+		rec record
+		bad error
+	}
+	var items []item
+	now := t.opts.Now()
+	t.mu.Lock()
+	ttl := ib.meta.MessageTTL
+	t.mu.Unlock()
+	_ = t.db.View(func(tx *bolt.Tx) error {
+		q := tx.Bucket(bktInbox).Bucket([]byte(ib.gid))
+		if q == nil {
+			return nil
+		}
+		cur := q.Cursor()
+		for k, v := cur.Seek(seqKey(c.cursor() + 1)); k != nil && len(items) < room; k, v = cur.Next() {
+			it := item{seq: binary.BigEndian.Uint64(k)}
+			if err := json.Unmarshal(v, &it.rec); err != nil {
+				it.bad = err
+			}
+			items = append(items, it)
+		}
+		return nil
+	})
+	for _, it := range items {
+		c.advance(it.seq)
+		a := &acker{t: t, gid: ib.gid, seq: it.seq, c: c}
+		if it.bad != nil {
+			t.log.Warn("undecodable record dead-lettered", "queue", bridge.InboxQueueName(ib.gid), "seq", it.seq, "err", it.bad)
+			_ = a.Reject(bridge.ReasonRejected + ": undecodable record")
+			continue
+		}
+		if ttl > 0 && now.Sub(time.UnixMilli(it.rec.At)) >= ttl {
+			_ = a.Reject(bridge.ReasonExpired)
+			continue
+		}
+		env, err := bridge.FromHeaders(it.rec.H, it.rec.B)
+		if err != nil {
+			t.log.Warn("malformed envelope dead-lettered", "queue", bridge.InboxQueueName(ib.gid), "msgId", it.rec.H[bridge.HdrMsgID], "err", err)
+			_ = a.Reject(bridge.ReasonRejected + ": " + err.Error())
+			continue
+		}
+		c.hold(it.seq)
+		h(bridge.Delivery{Env: env, Acker: a})
+	}
+	return len(items) > 0
+}
+
+type acker struct {
+	t    *Transport
+	gid  string
+	seq  uint64
+	c    *consumer
+	once sync.Once
+	err  error
+}
+
+func (a *acker) Ack() error {
+	a.once.Do(func() { a.err = a.t.settle(a.gid, a.seq, "", a.c) })
+	return a.err
+}
+
+func (a *acker) Reject(reason string) error {
+	if reason == "" {
+		reason = bridge.ReasonRejected
+	}
+	a.once.Do(func() { a.err = a.t.settle(a.gid, a.seq, reason, a.c) })
+	return a.err
+}
+
+// settle removes a message from its inbox, dead-lettering it when reason is
+// set, and opens the consumer's prefetch window by one.
+func (t *Transport) settle(gid string, seq uint64, reason string, c *consumer) error {
+	dead := false
+	err := t.db.Batch(func(tx *bolt.Tx) error {
+		dead = false
+		q := tx.Bucket(bktInbox).Bucket([]byte(gid))
+		if q == nil {
+			return nil
+		}
+		v := q.Get(seqKey(seq))
+		if v == nil {
+			return nil // already settled (e.g. by an earlier consumer)
+		}
+		if reason != "" {
+			var rec record
+			if err := json.Unmarshal(v, &rec); err != nil {
+				rec = record{H: map[string]any{}, B: v}
+			}
+			if err := t.putDead(tx, rec.H, rec.B, reason, bridge.InboxQueueName(gid), t.opts.Now()); err != nil {
+				return err
+			}
+			dead = true
+		}
+		if err := q.Delete(seqKey(seq)); err != nil {
+			return err
+		}
+		cnt := tx.Bucket(bktCount)
+		if n := getCount(cnt, []byte(gid)); n > 0 {
+			return putCount(cnt, []byte(gid), n-1)
+		}
+		return nil
+	})
+	c.release(seq)
+	if dead {
+		t.mu.Lock()
+		if t.dlqCons != nil {
+			t.dlqCons.poke()
+		}
+		t.mu.Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("embedded: settle %s/%d: %w", gid, seq, err)
+	}
+	return nil
+}
+
+// ConsumeDeadLetters implements bridge.Transport.
+func (t *Transport) ConsumeDeadLetters(ctx context.Context, h func(bridge.DeadLetter)) (bridge.Subscription, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, bridge.ErrClosed
+	}
+	if t.dlqCons != nil {
+		return nil, fmt.Errorf("%w: bridge.dlq", bridge.ErrConsumerExists)
+	}
+	c := newConsumer(256)
+	t.dlqCons = c
+	c.onCancel = func() {
+		t.mu.Lock()
+		if t.dlqCons == c {
+			t.dlqCons = nil
+		}
+		t.mu.Unlock()
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		c.run(ctx, func() bool { return t.deliverDead(c, h) })
+	}()
+	return c, nil
+}
+
+func (t *Transport) deliverDead(c *consumer, h func(bridge.DeadLetter)) bool {
+	room := c.room()
+	if room <= 0 {
+		return false
+	}
+	type item struct {
+		seq uint64
+		rec deadRecord
+	}
+	var items []item
+	_ = t.db.View(func(tx *bolt.Tx) error {
+		cur := tx.Bucket(bktDLQ).Cursor()
+		for k, v := cur.Seek(seqKey(c.cursor() + 1)); k != nil && len(items) < room; k, v = cur.Next() {
+			it := item{seq: binary.BigEndian.Uint64(k)}
+			if err := json.Unmarshal(v, &it.rec); err != nil {
+				it.rec = deadRecord{Reason: "undecodable dead-letter record"}
+			}
+			items = append(items, it)
+		}
+		return nil
+	})
+	for _, it := range items {
+		c.advance(it.seq)
+		c.hold(it.seq)
+		dl := bridge.DeadLetter{Reason: it.rec.Reason, Queue: it.rec.Queue, At: time.UnixMilli(it.rec.At), Acker: &dlqAcker{t: t, seq: it.seq, c: c}}
+		if s, ok := it.rec.H[bridge.HdrMsgID].(string); ok {
+			dl.MsgID = s
+		}
+		if env, err := bridge.FromHeaders(it.rec.H, it.rec.B); err == nil {
+			dl.Env = env
+		}
+		h(dl)
+	}
+	return len(items) > 0
+}
+
+type dlqAcker struct {
+	t    *Transport
+	seq  uint64
+	c    *consumer
+	once sync.Once
+	err  error
+}
+
+func (a *dlqAcker) Ack() error {
+	a.once.Do(func() {
+		a.err = a.t.db.Batch(func(tx *bolt.Tx) error {
+			d := tx.Bucket(bktDLQ)
+			if d.Get(seqKey(a.seq)) == nil {
+				return nil
+			}
+			if err := d.Delete(seqKey(a.seq)); err != nil {
+				return err
+			}
+			cnt := tx.Bucket(bktDLQCnt)
+			if n := getCount(cnt, []byte("n")); n > 0 {
+				return putCount(cnt, []byte("n"), n-1)
+			}
+			return nil
+		})
+		a.c.release(a.seq)
+	})
+	return a.err
+}
+
+// Reject on a dead letter keeps it where it is (there is nowhere further).
+func (a *dlqAcker) Reject(string) error { a.c.release(a.seq); return nil }
+
+// Path is the store file.
+func (t *Transport) Path() string { return t.path }
+
+// Depth reports how many messages gid's inbox stores (delivered-unacked
+// included). For metrics and tests.
+func (t *Transport) Depth(gid string) int {
+	var n uint64
+	_ = t.db.View(func(tx *bolt.Tx) error {
+		n = getCount(tx.Bucket(bktCount), []byte(gid))
+		return nil
+	})
+	return int(n)
+}

@@ -1,0 +1,98 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Transport moves envelopes between per-entity inboxes (SPEC §5, §6). The
+// bridge core owns this interface; the embedded store and the AMQP broker
+// implement it, and both pass the suite in bridge/transporttest.
+//
+// Routing keys are an entity gid (point to point) or broadcast.all /
+// broadcast.<group>. An inbox is bound to its gid, broadcast.all and one
+// broadcast key per group.
+type Transport interface {
+	// DeclareInbox creates the durable inbox of gid, or re-binds an existing
+	// one to exactly spec.Groups. Idempotent.
+	DeclareInbox(ctx context.Context, gid string, spec InboxSpec) error
+	// DeleteInbox removes the inbox, its bindings and whatever it held.
+	DeleteInbox(ctx context.Context, gid string) error
+	// Publish routes env by key and returns once it is durable in every
+	// inbox it was routed to. With mandatory set, a key bound to no inbox
+	// is ErrUnroutable. A point-to-point publish into an inbox at its cap is
+	// ErrInboxFull (the message is dead-lettered with reason "maxlen").
+	Publish(ctx context.Context, key string, env *Envelope, mandatory bool) error
+	// Consume attaches the one consumer of gid's inbox. At most prefetch
+	// deliveries are outstanding (neither acked nor rejected); the rest stay
+	// in the inbox where caps and TTL act. h is called from one goroutine per
+	// inbox and must not block. Deliveries left unacked when the
+	// subscription ends are delivered again to the next consumer.
+	Consume(ctx context.Context, gid string, prefetch int, h func(Delivery)) (Subscription, error)
+	// ConsumeDeadLetters delivers every dead-lettered message once until it
+	// is acked.
+	ConsumeDeadLetters(ctx context.Context, h func(DeadLetter)) (Subscription, error)
+	// Close releases the transport. Idempotent.
+	Close() error
+}
+
+// InboxSpec is how an inbox is declared: its bindings and its limits.
+type InboxSpec struct {
+	Groups     []string
+	MaxLength  int           // messages; publishes over it are refused and dead-lettered
+	MessageTTL time.Duration // backstop: older unconsumed messages are dead-lettered
+	Expires    time.Duration // an inbox unused this long may be collected (0: never)
+}
+
+// Acker settles one delivery.
+type Acker interface {
+	// Ack removes the message from the inbox: the entity has it.
+	Ack() error
+	// Reject dead-letters the message (never requeues it) with reason.
+	Reject(reason string) error
+}
+
+// Delivery is one message handed to a consumer.
+type Delivery struct {
+	Env         *Envelope
+	Redelivered bool
+	Acker       Acker
+}
+
+// DeadLetter is one message that reached the dead-letter queue. Env is nil
+// when the message could not be decoded; MsgID and From are then best effort.
+type DeadLetter struct {
+	Env    *Envelope
+	MsgID  string
+	Reason string // maxlen | expired | rejected | rejected: <why>
+	Queue  string // inbox it left, e.g. agent.<gid>.inbox.v2
+	At     time.Time
+	Acker  Acker
+}
+
+// Subscription is a running consumer.
+type Subscription interface {
+	// Cancel stops deliveries and waits until the handler is no longer
+	// called. Idempotent.
+	Cancel()
+}
+
+// Dead-letter reasons shared by every transport.
+const (
+	ReasonMaxLen   = "maxlen"
+	ReasonExpired  = "expired"
+	ReasonRejected = "rejected"
+)
+
+// Transport errors.
+var (
+	ErrUnroutable     = errors.New("bridge: no inbox bound to that key")
+	ErrInboxFull      = errors.New("bridge: inbox full")
+	ErrConsumerExists = errors.New("bridge: inbox already has a consumer")
+	ErrNoInbox        = errors.New("bridge: no such inbox")
+	ErrClosed         = errors.New("bridge: transport closed")
+)
+
+// InboxQueueName is the broker name of gid's inbox (SPEC §5).
+func InboxQueueName(gid string) string { return "agent." + gid + ".inbox.v2" }
