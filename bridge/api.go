@@ -283,9 +283,13 @@ func (c *Core) answer(ctx context.Context, st *entState, req SendRequest) (*Resu
 	askerName := c.nameLocked(asker)
 	res := &Result{TurnID: rt.turnID, TraceID: rt.traceID}
 	switch {
+	case rt.abandoned:
+		res.Status, res.Reason = StatusAbandoned, "the asker stopped waiting"
+	case rt.late:
+		res.Status, res.Reason = StatusTooLate, "the asker no longer waited"
 	case rt.answered:
 		res.Status = StatusAlreadyAnswered
-	case rt.abandoned:
+	case false:
 		res.Status, res.Reason = StatusAbandoned, "the asker stopped waiting"
 	case !c.cfg.Now().Before(rt.expiresAt):
 		res.Status, res.Reason = StatusTooLate, "the ask expired"
@@ -345,9 +349,16 @@ func (c *Core) answer(ctx context.Context, st *entState, req SendRequest) (*Resu
 			res.Status, res.Reason = StatusTooLate, string(r.Body)
 			if string(r.Body) == StatusAlreadyAnswered {
 				res.Status, res.Reason = StatusAlreadyAnswered, ""
+			} else {
+				c.mu.Lock()
+				rt.late = true
+				c.mu.Unlock()
 			}
 		case KindAbandoned:
 			res.Status, res.Reason = StatusAbandoned, string(r.Body)
+			c.mu.Lock()
+			rt.abandoned = true
+			c.mu.Unlock()
 		case KindFailed:
 			res.Status, res.Reason = StatusFailed, string(r.Body)
 		}
@@ -594,6 +605,7 @@ func (c *Core) waitOne(ctx context.Context, st *entState, w *waiter, wait time.D
 			if prog != nil {
 				prog(time.Since(start), wait, what)
 			}
+			continue
 		case <-timer.C:
 		case <-ctx.Done():
 		}

@@ -149,6 +149,14 @@ func New(cfg Config) (*Core, error) {
 	}, nil
 }
 
+// SetNudger sets who is told about held messages (the MCP server, and in a
+// herdr pane the pane nudger). Safe to call while running.
+func (c *Core) SetNudger(n Nudger) {
+	c.mu.Lock()
+	c.cfg.Nudger = n
+	c.mu.Unlock()
+}
+
 // Host is this gateway's host id.
 func (c *Core) Host() string { return c.cfg.Host }
 

@@ -145,6 +145,14 @@ func (e *Envelope) Validate() error {
 	if !kinds[e.Kind] {
 		return malformed("unknown kind %q", e.Kind)
 	}
+	// fields not held to a UUID or a pattern below must still be text: a
+	// store that keeps headers as JSON would otherwise rewrite them (and so
+	// break the signature)
+	for _, f := range [...]struct{ name, v string }{{HdrFrom, e.From}, {HdrTo, e.To}, {HdrTurnID, e.TurnID}, {HdrSpawnID, e.SpawnID}} {
+		if !utf8.ValidString(f.v) {
+			return malformed("%s is not UTF-8", f.name)
+		}
+	}
 	if !isUUID(e.MsgID) {
 		return malformed("msgId %q is not a UUID", e.MsgID)
 	}

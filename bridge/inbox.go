@@ -99,7 +99,7 @@ func (t *askTurn) finish(status, reason string) {
 type recvTurn struct {
 	turnID, askMsgID, asker, traceID string
 	expiresAt                        time.Time
-	answered, abandoned              bool
+	answered, abandoned, late        bool
 }
 
 // match hands env to the first waiter that accepts it. Called under lock.
@@ -191,6 +191,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 			c.log.Warn("settle failed", LogMsgID, env.MsgID, LogGID, gid, "err", err)
 		}
 	}
+	c.log.Debug("arrived", LogKind, env.Kind, LogMsgID, env.MsgID, LogGID, gid, LogFrom, env.From)
 	c.mu.Lock()
 	st := c.ents[gid]
 	if st == nil {
@@ -205,7 +206,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 		settle(ReasonRejected + ": to does not match routing key")
 		return
 	}
-	if c.seen.has(env.MsgID) {
+	if c.seen.has(gid + env.MsgID) {
 		c.mu.Unlock()
 		settle("")
 		return
@@ -219,7 +220,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 	}
 	now := c.cfg.Now()
 	if env.Expired(now) {
-		c.seen.add(env.MsgID)
+		c.seen.add(gid + env.MsgID)
 		if env.Kind == KindSend {
 			out = append(out, c.control(KindFailed, gid, env.From, env.MsgID, "", env.TraceID, "expired before delivery"))
 		}
@@ -230,7 +231,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 		return
 	}
 	if env.Kind == KindBroadcast && env.From == gid {
-		c.seen.add(env.MsgID)
+		c.seen.add(gid + env.MsgID)
 		c.mu.Unlock()
 		settle("")
 		return
@@ -238,7 +239,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 	hold := false
 	switch env.Kind {
 	case KindAsk:
-		c.seen.add(env.MsgID)
+		c.seen.add(gid + env.MsgID)
 		hm := &heldMsg{env: env, at: now}
 		if st.match(hm) {
 			st.turns[env.TurnID] = &recvTurn{turnID: env.TurnID, askMsgID: env.MsgID, asker: env.From, traceID: env.TraceID, expiresAt: env.ExpiresAt}
@@ -246,9 +247,11 @@ func (c *Core) deliver(gid string, d Delivery) {
 			out = append(out, c.control(KindNoWaiter, gid, env.From, env.MsgID, env.TurnID, env.TraceID, "nobody is waiting: "+st.Name+" has no open bridge_send or bridge_poll"))
 		}
 	case KindAnswer:
-		c.seen.add(env.MsgID)
+		c.seen.add(gid + env.MsgID)
 		t := st.asks[env.TurnID]
 		switch {
+		case t != nil && t.status == StatusAbandoned:
+			out = append(out, c.control(KindAbandoned, gid, env.From, env.MsgID, env.TurnID, env.TraceID, "the asker stopped waiting: "+t.reason))
 		case t == nil || t.status != "" && t.status != StatusAnswered:
 			out = append(out, c.control(KindTooLate, gid, env.From, env.MsgID, env.TurnID, env.TraceID, "the turn is no longer waiting"))
 		case env.From != t.target:
@@ -261,7 +264,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 			out = append(out, c.control(KindInjected, gid, env.From, env.MsgID, env.TurnID, env.TraceID, "answer delivered to the waiting turn"))
 		}
 	case KindInjected, KindFailed, KindNoWaiter, KindTooLate, KindAbandoned:
-		c.seen.add(env.MsgID)
+		c.seen.add(gid + env.MsgID)
 		if ch, ok := st.receipts[env.Corr]; ok {
 			select {
 			case ch <- env:
@@ -354,7 +357,7 @@ func (c *Core) settleTaken(st *entState, hms []*heldMsg) error {
 	set := map[*heldMsg]bool{}
 	for _, hm := range hms {
 		set[hm] = true
-		c.seen.add(hm.env.MsgID)
+		c.seen.add(st.GID + hm.env.MsgID)
 	}
 	st.dropHeld(set)
 	c.mu.Unlock()
@@ -402,7 +405,8 @@ func (c *Core) abandonLocked(st *entState) []outMsg {
 	return out
 }
 
-// seenSet is a bounded set of msgIds already handled (FIFO eviction).
+// seenSet is a bounded set of (gid, msgId) pairs already handled, FIFO
+// eviction. Keyed per entity: one broadcast is one msgId in many inboxes.
 type seenSet struct {
 	max  int
 	m    map[string]struct{}
@@ -526,12 +530,13 @@ func (c *Core) nudgeLoop() {
 			st.lastNudge = now
 			jobs = append(jobs, job{st.snapshot(), s})
 		}
+		nudger := c.cfg.Nudger
 		c.mu.Unlock()
-		if c.cfg.Nudger == nil {
+		if nudger == nil {
 			continue
 		}
 		for _, j := range jobs {
-			c.cfg.Nudger.Nudge(j.e, j.s)
+			nudger.Nudge(j.e, j.s)
 		}
 	}
 }

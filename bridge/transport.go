@@ -40,7 +40,7 @@ type Transport interface {
 // InboxSpec is how an inbox is declared: its bindings and its limits.
 type InboxSpec struct {
 	Groups     []string
-	MaxLength  int           // messages; publishes over it are refused and dead-lettered
+	MaxLength  int           // ready messages (delivered-unacked ones do not count, as on the broker); publishes over it are refused and dead-lettered
 	MessageTTL time.Duration // backstop: older unconsumed messages are dead-lettered
 	Expires    time.Duration // an inbox unused this long may be collected (0: never)
 }

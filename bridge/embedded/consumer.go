@@ -44,6 +44,13 @@ func (c *consumer) room() int {
 	return c.prefetch - len(c.unacked)
 }
 
+// outstanding is how many deliveries are neither acked nor rejected.
+func (c *consumer) outstanding() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.unacked)
+}
+
 func (c *consumer) cursor() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -78,6 +85,13 @@ func (c *consumer) release(seq uint64) {
 // quiet queue) until cancelled.
 func (c *consumer) run(ctx context.Context, deliver func() bool) {
 	defer close(c.stopped)
+	// detach only once deliver can no longer run, so whoever sees the queue
+	// without a consumer (the TTL sweeper, the next Consume) cannot race it
+	defer func() {
+		if c.onCancel != nil {
+			c.onCancel()
+		}
+	}()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	c.poke()
@@ -102,12 +116,7 @@ func (c *consumer) run(ctx context.Context, deliver func() bool) {
 }
 
 func (c *consumer) shut() {
-	c.once.Do(func() {
-		close(c.done)
-		if c.onCancel != nil {
-			c.onCancel()
-		}
-	})
+	c.once.Do(func() { close(c.done) })
 }
 
 // Cancel implements bridge.Subscription.

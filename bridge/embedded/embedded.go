@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,20 +76,60 @@ type inbox struct {
 	meta   inboxMeta
 	groups map[string]bool
 	cons   *consumer
+	// delivered holds the sequences handed to some consumer and not yet
+	// settled; loaded is the queue's last sequence when the store was
+	// opened: those may have been delivered before (Delivery.Redelivered).
+	delivered map[uint64]bool
+	loaded    uint64
 }
 
 type record struct {
-	H  map[string]any `json:"h"`
-	B  []byte         `json:"b"`
-	At int64          `json:"at"` // enqueue time, Unix ms
+	H  map[string]any    `json:"h"`
+	HB map[string][]byte `json:"hb,omitempty"` // byte-valued headers (sig)
+	B  []byte            `json:"b"`
+	At int64             `json:"at"` // enqueue time, Unix ms
 }
 
 type deadRecord struct {
-	H      map[string]any `json:"h"`
-	B      []byte         `json:"b"`
-	Reason string         `json:"reason"`
-	Queue  string         `json:"queue"`
-	At     int64          `json:"at"`
+	H      map[string]any    `json:"h"`
+	HB     map[string][]byte `json:"hb,omitempty"`
+	B      []byte            `json:"b"`
+	Reason string            `json:"reason"`
+	Queue  string            `json:"queue"`
+	At     int64             `json:"at"`
+}
+
+// splitHeaders moves byte-valued headers (the signature) out of h, so JSON
+// gives them back as bytes rather than as base64 text.
+func splitHeaders(h map[string]any) (map[string]any, map[string][]byte) {
+	var hb map[string][]byte
+	out := make(map[string]any, len(h))
+	for k, v := range h {
+		if b, ok := v.([]byte); ok {
+			if hb == nil {
+				hb = map[string][]byte{}
+			}
+			hb[k] = b
+			continue
+		}
+		out[k] = v
+	}
+	return out, hb
+}
+
+// joinHeaders is the inverse of splitHeaders.
+func joinHeaders(h map[string]any, hb map[string][]byte) map[string]any {
+	if len(hb) == 0 {
+		return h
+	}
+	out := make(map[string]any, len(h)+len(hb))
+	for k, v := range h {
+		out[k] = v
+	}
+	for k, v := range hb {
+		out[k] = v
+	}
+	return out
 }
 
 // Open opens (creating if needed) the store at path. A file that is not a
@@ -115,6 +156,8 @@ func Open(path string, opts Options) (*Transport, error) {
 		db.Close()
 		return nil, fmt.Errorf("embedded: store %s is unreadable (%w): move it aside to start with an empty store; nothing was deleted", path, err)
 	}
+	t.wg.Add(1)
+	go t.sweep()
 	return t, nil
 }
 
@@ -133,14 +176,16 @@ func (t *Transport) load() error {
 			if tx.Bucket(bktInbox).Bucket(k) == nil {
 				return fmt.Errorf("inbox %s has a binding but no queue", k)
 			}
-			t.inboxes[string(k)] = newInbox(string(k), m)
+			ib := newInbox(string(k), m)
+			ib.loaded = tx.Bucket(bktInbox).Bucket(k).Sequence()
+			t.inboxes[string(k)] = ib
 			return nil
 		})
 	})
 }
 
 func newInbox(gid string, m inboxMeta) *inbox {
-	ib := &inbox{gid: gid, meta: m, groups: map[string]bool{}}
+	ib := &inbox{gid: gid, meta: m, groups: map[string]bool{}, delivered: map[uint64]bool{}}
 	for _, g := range m.Groups {
 		ib.groups[g] = true
 	}
@@ -205,6 +250,10 @@ func (t *Transport) DeclareInbox(ctx context.Context, gid string, spec bridge.In
 // DeleteInbox implements bridge.Transport.
 func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return bridge.ErrClosed
+	}
 	ib := t.inboxes[gid]
 	if ib == nil {
 		t.mu.Unlock()
@@ -264,7 +313,8 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 		return err
 	}
 	now := t.opts.Now()
-	rec, err := json.Marshal(record{H: env.Headers(), B: env.Body, At: now.UnixMilli()})
+	h, hb := splitHeaders(env.Headers())
+	rec, err := json.Marshal(record{H: h, HB: hb, B: env.Body, At: now.UnixMilli()})
 	if err != nil {
 		return fmt.Errorf("embedded: encode %s: %w", env.MsgID, err)
 	}
@@ -274,6 +324,17 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 		return bridge.ErrClosed
 	}
 	targets := t.route(key)
+	// Snapshots under t.mu: ib.meta changes under it (DeclareInbox). As on
+	// the broker, only ready messages count towards MaxLength: those handed
+	// to the consumer and not yet settled do not.
+	caps := make([]int, len(targets))
+	unacked := make([]uint64, len(targets))
+	for i, ib := range targets {
+		caps[i] = ib.meta.MaxLength
+		if ib.cons != nil {
+			unacked[i] = uint64(ib.cons.outstanding())
+		}
+	}
 	t.mu.Unlock()
 	if len(targets) == 0 {
 		if mandatory {
@@ -287,14 +348,14 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 	dlqAdded := false
 	err = t.db.Batch(func(tx *bolt.Tx) error {
 		full, wake, dlqAdded = false, wake[:0], false
-		for _, ib := range targets {
+		for i, ib := range targets {
 			q := tx.Bucket(bktInbox).Bucket([]byte(ib.gid))
 			if q == nil { // deleted meanwhile
 				continue
 			}
 			cnt := tx.Bucket(bktCount)
 			n := getCount(cnt, []byte(ib.gid))
-			if ib.meta.MaxLength > 0 && n >= uint64(ib.meta.MaxLength) {
+			if caps[i] > 0 && n-min(n, unacked[i]) >= uint64(caps[i]) {
 				if pointToPoint {
 					full = true
 				}
@@ -329,13 +390,14 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 	}
 	t.mu.Unlock()
 	if full {
-		return fmt.Errorf("%w: %s holds %d messages", bridge.ErrInboxFull, bridge.InboxQueueName(key), targets[0].meta.MaxLength)
+		return fmt.Errorf("%w: %s holds %d messages", bridge.ErrInboxFull, bridge.InboxQueueName(key), caps[0])
 	}
 	return nil
 }
 
 func (t *Transport) putDead(tx *bolt.Tx, h map[string]any, body []byte, reason, queue string, now time.Time) error {
-	raw, err := json.Marshal(deadRecord{H: h, B: body, Reason: reason, Queue: queue, At: now.UnixMilli()})
+	h, hb := splitHeaders(h)
+	raw, err := json.Marshal(deadRecord{H: h, HB: hb, B: body, Reason: reason, Queue: queue, At: now.UnixMilli()})
 	if err != nil {
 		return err
 	}
@@ -399,6 +461,13 @@ func (t *Transport) Consume(ctx context.Context, gid string, prefetch int, h fun
 // deliverInbox hands out what the prefetch window allows; reports whether
 // it delivered anything (so the loop looks again at once).
 func (t *Transport) deliverInbox(ib *inbox, c *consumer, h func(bridge.Delivery)) bool {
+	t.mu.Lock()
+	ttl := ib.meta.MessageTTL
+	t.mu.Unlock()
+	if ttl > 0 {
+		// the backlog behind the prefetch window expires too (broker TTL)
+		t.expire(ib.gid, c.cursor(), ttl)
+	}
 	room := c.room()
 	if room <= 0 {
 		return false
@@ -410,9 +479,6 @@ func (t *Transport) deliverInbox(ib *inbox, c *consumer, h func(bridge.Delivery)
 	}
 	var items []item
 	now := t.opts.Now()
-	t.mu.Lock()
-	ttl := ib.meta.MessageTTL
-	t.mu.Unlock()
 	_ = t.db.View(func(tx *bolt.Tx) error {
 		q := tx.Bucket(bktInbox).Bucket([]byte(ib.gid))
 		if q == nil {
@@ -437,17 +503,21 @@ func (t *Transport) deliverInbox(ib *inbox, c *consumer, h func(bridge.Delivery)
 			continue
 		}
 		if ttl > 0 && now.Sub(time.UnixMilli(it.rec.At)) >= ttl {
-			_ = a.Reject(bridge.ReasonExpired)
+			a.once.Do(func() { a.err = t.settle(ib.gid, it.seq, bridge.ReasonExpired, c) })
 			continue
 		}
-		env, err := bridge.FromHeaders(it.rec.H, it.rec.B)
+		env, err := bridge.FromHeaders(joinHeaders(it.rec.H, it.rec.HB), it.rec.B)
 		if err != nil {
 			t.log.Warn("malformed envelope dead-lettered", "queue", bridge.InboxQueueName(ib.gid), "msgId", it.rec.H[bridge.HdrMsgID], "err", err)
 			_ = a.Reject(bridge.ReasonRejected + ": " + err.Error())
 			continue
 		}
 		c.hold(it.seq)
-		h(bridge.Delivery{Env: env, Acker: a})
+		t.mu.Lock()
+		redelivered := it.seq <= ib.loaded || ib.delivered[it.seq]
+		ib.delivered[it.seq] = true
+		t.mu.Unlock()
+		h(bridge.Delivery{Env: env, Redelivered: redelivered, Acker: a})
 	}
 	return len(items) > 0
 }
@@ -466,9 +536,13 @@ func (a *acker) Ack() error {
 	return a.err
 }
 
+// Reject dead-letters with reason "rejected", or "rejected: <reason>".
 func (a *acker) Reject(reason string) error {
-	if reason == "" {
+	switch {
+	case reason == "" || reason == bridge.ReasonRejected:
 		reason = bridge.ReasonRejected
+	case !strings.HasPrefix(reason, bridge.ReasonRejected+": "):
+		reason = bridge.ReasonRejected + ": " + reason
 	}
 	a.once.Do(func() { a.err = a.t.settle(a.gid, a.seq, reason, a.c) })
 	return a.err
@@ -479,34 +553,15 @@ func (a *acker) Reject(reason string) error {
 func (t *Transport) settle(gid string, seq uint64, reason string, c *consumer) error {
 	dead := false
 	err := t.db.Batch(func(tx *bolt.Tx) error {
-		dead = false
-		q := tx.Bucket(bktInbox).Bucket([]byte(gid))
-		if q == nil {
-			return nil
-		}
-		v := q.Get(seqKey(seq))
-		if v == nil {
-			return nil // already settled (e.g. by an earlier consumer)
-		}
-		if reason != "" {
-			var rec record
-			if err := json.Unmarshal(v, &rec); err != nil {
-				rec = record{H: map[string]any{}, B: v}
-			}
-			if err := t.putDead(tx, rec.H, rec.B, reason, bridge.InboxQueueName(gid), t.opts.Now()); err != nil {
-				return err
-			}
-			dead = true
-		}
-		if err := q.Delete(seqKey(seq)); err != nil {
-			return err
-		}
-		cnt := tx.Bucket(bktCount)
-		if n := getCount(cnt, []byte(gid)); n > 0 {
-			return putCount(cnt, []byte(gid), n-1)
-		}
-		return nil
+		var err error
+		dead, err = t.removeTx(tx, gid, seq, reason)
+		return err
 	})
+	t.mu.Lock()
+	if ib := t.inboxes[gid]; ib != nil && err == nil {
+		delete(ib.delivered, seq)
+	}
+	t.mu.Unlock()
 	c.release(seq)
 	if dead {
 		t.mu.Lock()
@@ -519,6 +574,135 @@ func (t *Transport) settle(gid string, seq uint64, reason string, c *consumer) e
 		return fmt.Errorf("embedded: settle %s/%d: %w", gid, seq, err)
 	}
 	return nil
+}
+
+// removeTx deletes message seq from gid's queue, dead-lettering it first
+// when reason is set; reports whether it dead-lettered.
+func (t *Transport) removeTx(tx *bolt.Tx, gid string, seq uint64, reason string) (bool, error) {
+	q := tx.Bucket(bktInbox).Bucket([]byte(gid))
+	if q == nil {
+		return false, nil
+	}
+	v := q.Get(seqKey(seq))
+	if v == nil {
+		return false, nil // already settled (e.g. by an earlier consumer)
+	}
+	dead := false
+	if reason != "" {
+		var rec record
+		if err := json.Unmarshal(v, &rec); err != nil {
+			rec = record{H: map[string]any{}, B: v}
+		}
+		if err := t.putDead(tx, joinHeaders(rec.H, rec.HB), rec.B, reason, bridge.InboxQueueName(gid), t.opts.Now()); err != nil {
+			return false, err
+		}
+		dead = true
+	}
+	if err := q.Delete(seqKey(seq)); err != nil {
+		return false, err
+	}
+	cnt := tx.Bucket(bktCount)
+	if n := getCount(cnt, []byte(gid)); n > 0 {
+		return dead, putCount(cnt, []byte(gid), n-1)
+	}
+	return dead, nil
+}
+
+// sweepEvery is how often inboxes with no consumer are checked for messages
+// past their MessageTTL.
+const sweepEvery = 250 * time.Millisecond
+
+// sweep is the TTL backstop for inboxes no consumer is attached to (a
+// consumer expires its own backlog in deliverInbox).
+func (t *Transport) sweep() {
+	defer t.wg.Done()
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tick.C:
+		}
+		t.mu.Lock() // held so no consumer attaches mid-sweep
+		if t.closed {
+			t.mu.Unlock()
+			return
+		}
+		dead := 0
+		for _, ib := range t.inboxes {
+			if ib.cons == nil && ib.meta.MessageTTL > 0 {
+				dead += t.expireLocked(ib.gid, 0, ib.meta.MessageTTL)
+			}
+		}
+		if dead > 0 && t.dlqCons != nil {
+			t.dlqCons.poke()
+		}
+		t.mu.Unlock()
+	}
+}
+
+// expire dead-letters with reason "expired" the messages of gid's queue
+// after sequence after that are older than ttl, from the head up to the
+// first younger one (as a broker's per-queue TTL does).
+func (t *Transport) expire(gid string, after uint64, ttl time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if t.expireLocked(gid, after, ttl) > 0 && t.dlqCons != nil {
+		t.dlqCons.poke()
+	}
+}
+
+func (t *Transport) expireLocked(gid string, after uint64, ttl time.Duration) int {
+	cutoff := t.opts.Now().Add(-ttl).UnixMilli()
+	var due []uint64
+	_ = t.db.View(func(tx *bolt.Tx) error {
+		q := tx.Bucket(bktInbox).Bucket([]byte(gid))
+		if q == nil {
+			return nil
+		}
+		cur := q.Cursor()
+		for k, v := cur.Seek(seqKey(after + 1)); k != nil; k, v = cur.Next() {
+			var r struct {
+				At int64 `json:"at"`
+			}
+			if json.Unmarshal(v, &r) == nil && r.At > cutoff {
+				break
+			}
+			due = append(due, binary.BigEndian.Uint64(k))
+		}
+		return nil
+	})
+	if len(due) == 0 {
+		return 0
+	}
+	n := 0
+	err := t.db.Update(func(tx *bolt.Tx) error {
+		n = 0
+		for _, seq := range due {
+			dead, err := t.removeTx(tx, gid, seq, bridge.ReasonExpired)
+			if err != nil {
+				return err
+			}
+			if dead {
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.log.Warn("expiring messages failed", "queue", bridge.InboxQueueName(gid), "err", err)
+		return 0
+	}
+	if ib := t.inboxes[gid]; ib != nil {
+		for _, seq := range due {
+			delete(ib.delivered, seq)
+		}
+	}
+	return n
 }
 
 // ConsumeDeadLetters implements bridge.Transport.
@@ -576,7 +760,7 @@ func (t *Transport) deliverDead(c *consumer, h func(bridge.DeadLetter)) bool {
 		if s, ok := it.rec.H[bridge.HdrMsgID].(string); ok {
 			dl.MsgID = s
 		}
-		if env, err := bridge.FromHeaders(it.rec.H, it.rec.B); err == nil {
+		if env, err := bridge.FromHeaders(joinHeaders(it.rec.H, it.rec.HB), it.rec.B); err == nil {
 			dl.Env = env
 		}
 		h(dl)

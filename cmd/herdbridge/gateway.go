@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/embedded"
+	"github.com/herdbridge/herdbridge/mcp"
+)
+
+// Gateway is one running gateway: core, transport, MCP over HTTP and the
+// local unix socket. Tests start it in-process on 127.0.0.1:0.
+type Gateway struct {
+	StateDir string
+	Listen   string
+	Host     string
+	Logger   *slog.Logger
+	Core     bridge.Config // tuning; Transport, Store, Host, Logger are set by Start
+
+	Addr string // actual HTTP address once started
+
+	tr       *embedded.Transport
+	store    *bridge.Store
+	core     *bridge.Core
+	mcp      *mcp.Server
+	http     *http.Server
+	shutdown func(context.Context) error
+	sock     net.Listener
+	wg       sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
+	once     sync.Once
+}
+
+// gatewayInfo is written to the state dir so local commands find the gateway.
+type gatewayInfo struct {
+	URL  string `json:"url"`
+	Host string `json:"host"`
+	PID  int    `json:"pid"`
+}
+
+const (
+	sockName  = "gateway.sock"
+	infoName  = "gateway.json"
+	stateName = "state.db"
+	queueName = "transport.db"
+)
+
+// Start opens the state, starts the core and begins serving.
+func (g *Gateway) Start(ctx context.Context) error {
+	if g.Logger == nil {
+		g.Logger = slog.New(slog.DiscardHandler)
+	}
+	if g.Listen == "" {
+		g.Listen = "127.0.0.1:7077"
+	}
+	if err := os.MkdirAll(g.StateDir, 0o700); err != nil {
+		return fmt.Errorf("gateway: state dir %s: %w", g.StateDir, err)
+	}
+	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	var err error
+	g.tr, err = embedded.Open(filepath.Join(g.StateDir, queueName), embedded.Options{Logger: g.Logger})
+	if err != nil {
+		return err
+	}
+	g.store, err = bridge.OpenStore(filepath.Join(g.StateDir, stateName), 0)
+	if err != nil {
+		g.tr.Close()
+		return err
+	}
+	cfg := g.Core
+	cfg.Host, cfg.Transport, cfg.Store, cfg.Logger = g.Host, g.tr, g.store, g.Logger
+	g.core, err = bridge.New(cfg)
+	if err != nil {
+		g.closeStores()
+		return err
+	}
+	g.mcp = mcp.New(g.core, g.Logger)
+	g.core.SetNudger(g.mcp)
+	if err := g.core.Start(g.ctx); err != nil {
+		g.closeStores()
+		return err
+	}
+	if err := g.listenSocket(); err != nil {
+		g.core.Close()
+		g.closeStores()
+		return err
+	}
+	ln, err := net.Listen("tcp", g.Listen)
+	if err != nil {
+		g.sock.Close()
+		g.core.Close()
+		g.closeStores()
+		return fmt.Errorf("gateway: listen on %s: %w (is another gateway running? pick another with --listen)", g.Listen, err)
+	}
+	g.Addr = ln.Addr().String()
+	handler, shutdown := g.mcp.Handler(mcp.HTTPOptions{})
+	g.shutdown = shutdown
+	g.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := g.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			g.Logger.Error("http server stopped", "err", err)
+		}
+	}()
+	info, _ := json.Marshal(gatewayInfo{URL: g.URL(), Host: g.core.Host(), PID: os.Getpid()})
+	if err := os.WriteFile(filepath.Join(g.StateDir, infoName), info, 0o600); err != nil {
+		g.Logger.Warn("cannot write gateway.json", "err", err)
+	}
+	g.Logger.Info("gateway serving", "url", g.URL(), "socket", g.SocketPath(), "stateDir", g.StateDir, "host", g.core.Host(), "transport", "embedded")
+	return nil
+}
+
+// URL is the HTTP base of the gateway.
+func (g *Gateway) URL() string { return "http://" + g.Addr }
+
+// SocketPath is the local unix socket.
+func (g *Gateway) SocketPath() string { return filepath.Join(g.StateDir, sockName) }
+
+// Core is the running bridge core.
+func (g *Gateway) BridgeCore() *bridge.Core { return g.core }
+
+func (g *Gateway) closeStores() {
+	if g.store != nil {
+		g.store.Close()
+	}
+	if g.tr != nil {
+		g.tr.Close()
+	}
+}
+
+// Close stops serving and closes the state. Idempotent.
+func (g *Gateway) Close() error {
+	g.once.Do(func() {
+		g.cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if g.http != nil {
+			_ = g.shutdown(ctx)
+			_ = g.http.Shutdown(ctx)
+			_ = g.http.Close()
+		}
+		if g.sock != nil {
+			g.sock.Close()
+		}
+		g.wg.Wait()
+		g.core.Close()
+		g.closeStores()
+		_ = os.Remove(filepath.Join(g.StateDir, infoName))
+	})
+	return nil
+}
+
+func (g *Gateway) listenSocket() error {
+	path := g.SocketPath()
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("gateway: a gateway already answers on %s", path)
+	}
+	_ = os.Remove(path) // stale from a crash
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("gateway: unix socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("gateway: chmod %s: %w", path, err)
+	}
+	g.sock = ln
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			g.wg.Add(1)
+			go func() {
+				defer g.wg.Done()
+				g.serveSocket(c)
+			}()
+		}
+	}()
+	return nil
+}
+
+// sockRequest is the first line a local client sends on the unix socket.
+type sockRequest struct {
+	Op     string   `json:"op"` // register | mcp | roster | dlq | remove
+	Name   string   `json:"name,omitempty"`
+	Role   string   `json:"role,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+	PaneID string   `json:"paneId,omitempty"`
+	Limit  int      `json:"limit,omitempty"`
+}
+
+type sockReply struct {
+	OK     bool                      `json:"ok"`
+	Error  string                    `json:"error,omitempty"`
+	Entity *bridge.Entity            `json:"entity,omitempty"`
+	Token  string                    `json:"token,omitempty"`
+	URL    string                    `json:"url,omitempty"`
+	Roster *bridge.RosterView        `json:"roster,omitempty"`
+	Dead   []bridge.DeadLetterRecord `json:"dead,omitempty"`
+}
+
+func (g *Gateway) serveSocket(c net.Conn) {
+	defer c.Close()
+	go func() { <-g.ctx.Done(); c.Close() }()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReaderSize(c, 64<<10)
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	var req sockRequest
+	reply := func(r sockReply) error {
+		raw, _ := json.Marshal(r)
+		_, err := c.Write(append(raw, '\n'))
+		return err
+	}
+	if err := json.Unmarshal(line, &req); err != nil {
+		_ = reply(sockReply{Error: "bad request: " + err.Error()})
+		return
+	}
+	switch req.Op {
+	case "register", "mcp":
+		e, tok, err := g.core.Register(g.ctx, bridge.RegisterRequest{Name: req.Name, Role: bridge.Role(req.Role), Groups: req.Groups, PaneID: req.PaneID})
+		if err != nil {
+			_ = reply(sockReply{Error: err.Error()})
+			return
+		}
+		r := sockReply{OK: true, Entity: &e, URL: g.URL()}
+		if req.Op == "register" {
+			r.Token = tok
+		}
+		if reply(r) != nil || req.Op == "register" {
+			return
+		}
+		if err := g.mcp.ServeConn(g.ctx, e.GID, br, c); err != nil {
+			g.Logger.Debug("socket session ended", bridge.LogGID, e.GID, "err", err)
+		}
+	case "roster":
+		v := g.core.Roster()
+		_ = reply(sockReply{OK: true, Roster: &v})
+	case "dlq":
+		d, err := g.core.DeadLetters(req.Limit)
+		if err != nil {
+			_ = reply(sockReply{Error: err.Error()})
+			return
+		}
+		_ = reply(sockReply{OK: true, Dead: d})
+	case "remove":
+		e, err := g.core.Resolve(req.Name)
+		if err == nil {
+			err = g.core.Remove(g.ctx, e.GID)
+		}
+		if err != nil {
+			_ = reply(sockReply{Error: err.Error()})
+			return
+		}
+		_ = reply(sockReply{OK: true, Entity: &e})
+	default:
+		_ = reply(sockReply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, dlq, remove)", req.Op)})
+	}
+}
+
+// dialGateway opens the local socket of the gateway on stateDir and sends req.
+func dialGateway(stateDir string, req sockRequest) (net.Conn, *bufio.Reader, sockReply, error) {
+	path := filepath.Join(stateDir, sockName)
+	c, err := net.DialTimeout("unix", path, 3*time.Second)
+	if err != nil {
+		return nil, nil, sockReply{}, fmt.Errorf("no gateway answers on %s (%v): start one with `herdbridge gateway --state-dir %s`", path, err, stateDir)
+	}
+	raw, _ := json.Marshal(req)
+	if _, err := c.Write(append(raw, '\n')); err != nil {
+		c.Close()
+		return nil, nil, sockReply{}, err
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		c.Close()
+		return nil, nil, sockReply{}, fmt.Errorf("gateway on %s closed the connection: %w", path, err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	var r sockReply
+	if err := json.Unmarshal(line, &r); err != nil {
+		c.Close()
+		return nil, nil, sockReply{}, fmt.Errorf("gateway sent a bad reply: %w", err)
+	}
+	if !r.OK {
+		c.Close()
+		return nil, nil, r, errors.New(strings.TrimSpace(r.Error))
+	}
+	return c, br, r, nil
+}

@@ -1,0 +1,298 @@
+// Command herdbridge is the message fabric for coding agents: a gateway per
+// host and the MCP server agents connect to. See README.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+const usage = `herdbridge — message fabric for coding agents
+
+usage:
+  herdbridge gateway  [--listen 127.0.0.1:7077] [--state-dir DIR] [--host-id ID]
+  herdbridge register --name N --role primary|worker|orchestrator [--group G]... [--state-dir DIR]
+  herdbridge mcp      --name N --role R [--group G]... [--state-dir DIR]   (stdio MCP server)
+  herdbridge roster   [--state-dir DIR] [--json]
+  herdbridge dlq list [--state-dir DIR] [--limit N] [--json]
+  herdbridge remove   --name N [--state-dir DIR]
+  herdbridge demo     [--state-dir DIR]
+
+The state dir defaults to $HERDBRIDGE_STATE_DIR, else $XDG_STATE_HOME/herdbridge,
+else ~/.local/state/herdbridge.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "herdbridge:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func defaultStateDir() string {
+	if d := os.Getenv("HERDBRIDGE_STATE_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "herdbridge")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "herdbridge")
+	}
+	return filepath.Join(home, ".local", "state", "herdbridge")
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("state-dir", defaultStateDir(), "gateway state directory")
+	return fs, dir
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command")
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "gateway":
+		return cmdGateway(ctx, args, stderr)
+	case "register":
+		return cmdRegister(args, stdout, stderr)
+	case "mcp":
+		return cmdMCP(ctx, args, stdin, stdout, stderr)
+	case "roster":
+		return cmdRoster(args, stdout, stderr)
+	case "dlq":
+		return cmdDLQ(args, stdout, stderr)
+	case "remove":
+		return cmdRemove(args, stdout, stderr)
+	case "demo":
+		return cmdDemo(ctx, args, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func defaultHost() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "local"
+	}
+	h = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '-'
+	}, h)
+	if len(h) > 63 {
+		h = h[:63]
+	}
+	return h
+}
+
+func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
+	fs, dir := newFlags("gateway", stderr)
+	listen := fs.String("listen", "127.0.0.1:7077", "HTTP address for MCP (streamable HTTP at /mcp, SSE at /sse)")
+	host := fs.String("host-id", defaultHost(), "this host's id")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	maxWait := fs.Duration("max-wait", 45*time.Second, "cap of any blocking tool call")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, *level)
+	if err != nil {
+		return err
+	}
+	g := &Gateway{StateDir: *dir, Listen: *listen, Host: *host, Logger: log}
+	g.Core.MaxWait = *maxWait
+	if err := g.Start(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "herdbridge gateway on %s (state %s, socket %s)\n", g.URL(), g.StateDir, g.SocketPath())
+	<-ctx.Done()
+	log.Info("shutting down")
+	return g.Close()
+}
+
+func cmdRegister(args []string, stdout, stderr io.Writer) error {
+	fs, dir := newFlags("register", stderr)
+	name := fs.String("name", "", "entity name (unique on this host)")
+	role := fs.String("role", "", "primary, worker or orchestrator")
+	pane := fs.String("pane", os.Getenv("HERDR_PANE_ID"), "herdr pane id")
+	var groups multiFlag
+	fs.Var(&groups, "group", "group to join (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" || *role == "" {
+		return errors.New("register needs --name and --role")
+	}
+	c, _, r, err := dialGateway(*dir, sockRequest{Op: "register", Name: *name, Role: *role, Groups: groups, PaneID: *pane})
+	if err != nil {
+		return err
+	}
+	c.Close()
+	out := map[string]any{"gid": r.Entity.GID, "name": r.Entity.Name, "role": r.Entity.Role, "groups": r.Entity.Groups, "token": r.Token, "url": r.URL + "/mcp"}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// cmdMCP is the stdio MCP server an agent's client starts: it registers
+// over the gateway's unix socket and relays stdio to the session there.
+func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs, dir := newFlags("mcp", stderr)
+	name := fs.String("name", "", "entity name (unique on this host)")
+	role := fs.String("role", "", "primary, worker or orchestrator")
+	var groups multiFlag
+	fs.Var(&groups, "group", "group to join (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" || *role == "" {
+		return errors.New("mcp needs --name and --role")
+	}
+	return relay(ctx, *dir, sockRequest{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: os.Getenv("HERDR_PANE_ID")}, stdin, stdout)
+}
+
+// relay copies stdin to the gateway session and the session to stdout.
+func relay(ctx context.Context, dir string, req sockRequest, stdin io.Reader, stdout io.Writer) error {
+	c, br, _, err := dialGateway(dir, req)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	done := make(chan error, 2)
+	go func() {
+		_, err := io.Copy(c, stdin)
+		done <- err
+	}()
+	go func() {
+		_, err := io.Copy(stdout, br)
+		if err == nil {
+			err = errors.New("the gateway closed the session (restarted or stopped): restart this MCP server")
+		}
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+	}
+	if err != nil && (errors.Is(err, io.EOF) || isClosed(err)) {
+		err = nil
+	}
+	return err
+}
+
+func isClosed(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "use of closed network connection")
+}
+
+func cmdRoster(args []string, stdout, stderr io.Writer) error {
+	fs, dir := newFlags("roster", stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, _, r, err := dialGateway(*dir, sockRequest{Op: "roster"})
+	if err != nil {
+		return err
+	}
+	c.Close()
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(r.Roster)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	for _, h := range r.Roster.Hosts {
+		fmt.Fprintf(tw, "host %s\tprofiles: %s\n", h.Host, strings.Join(h.Profiles, ","))
+	}
+	fmt.Fprintln(tw, "NAME\tROLE\tSTATUS\tHELD\tGROUPS\tGID")
+	for _, e := range r.Roster.Entities {
+		fmt.Fprintf(tw, "%s@%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Host, e.Role, e.Status, e.Held, strings.Join(e.Groups, ","), e.GID)
+	}
+	return tw.Flush()
+}
+
+func cmdDLQ(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "list" {
+		return errors.New("usage: herdbridge dlq list [--state-dir DIR] [--limit N] [--json]")
+	}
+	fs, dir := newFlags("dlq list", stderr)
+	limit := fs.Int("limit", 100, "most recent N")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	c, _, r, err := dialGateway(*dir, sockRequest{Op: "dlq", Limit: *limit})
+	if err != nil {
+		return err
+	}
+	c.Close()
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(r.Dead)
+	}
+	if len(r.Dead) == 0 {
+		fmt.Fprintln(stdout, "no dead letters")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tKIND\tMSGID\tFROM\tTO\tREASON\tREPORTED")
+	for _, d := range r.Dead {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\n", d.At.Format(time.RFC3339), d.Kind, d.MsgID, d.From, d.To, d.Reason, d.Reported)
+	}
+	return tw.Flush()
+}
+
+func cmdRemove(args []string, stdout, stderr io.Writer) error {
+	fs, dir := newFlags("remove", stderr)
+	name := fs.String("name", "", "entity to remove (its inbox and held messages go with it)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" {
+		return errors.New("remove needs --name")
+	}
+	c, _, r, err := dialGateway(*dir, sockRequest{Op: "remove", Name: *name})
+	if err != nil {
+		return err
+	}
+	c.Close()
+	fmt.Fprintf(stdout, "removed %s (%s)\n", r.Entity.Name, r.Entity.GID)
+	return nil
+}

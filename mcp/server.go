@@ -1,0 +1,265 @@
+// Package mcp is the gateway's MCP face: one mcp-go server offering the
+// bridge tools and the inbox resource, served over streamable HTTP (/mcp),
+// SSE (/sse) and the local unix socket that `herdbridge mcp` relays stdio
+// to. Identity always comes from the connection (a bearer token, or the
+// registration that opened the socket session), never from a tool argument.
+// It calls the bridge core and owns no message state.
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// Version is reported to MCP clients.
+var Version = "0.1.0"
+
+// InboxURI is the resource that peeks at the caller's held messages.
+const InboxURI = "bridge://inbox"
+
+type ctxKey struct{}
+
+// WithEntity puts the calling entity's gid in ctx.
+func WithEntity(ctx context.Context, gid string) context.Context {
+	return context.WithValue(ctx, ctxKey{}, gid)
+}
+
+// EntityFrom is the one accessor every tool uses for identity.
+func EntityFrom(ctx context.Context) (string, bool) {
+	gid, ok := ctx.Value(ctxKey{}).(string)
+	return gid, ok && gid != ""
+}
+
+// Server is the MCP server of one gateway.
+type Server struct {
+	core *bridge.Core
+	log  *slog.Logger
+	mcp  *server.MCPServer
+
+	mu       sync.Mutex
+	sessions map[string]*sessionInfo // MCP session id -> whose, and its open calls
+}
+
+type sessionInfo struct {
+	gid     string
+	cancels map[int64]context.CancelFunc
+	next    int64
+}
+
+// New builds the MCP server for core.
+func New(core *bridge.Core, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{core: core, log: log, sessions: map[string]*sessionInfo{}}
+	hooks := &server.Hooks{}
+	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
+		if gid, ok := EntityFrom(ctx); ok {
+			s.track(cs.SessionID(), gid)
+		}
+	})
+	hooks.AddOnUnregisterSession(func(ctx context.Context, cs server.ClientSession) { s.untrack(cs.SessionID()) })
+	s.mcp = server.NewMCPServer("herdbridge", Version,
+		server.WithToolCapabilities(false),
+		server.WithResourceCapabilities(true, false),
+		server.WithLogging(),
+		server.WithRecovery(),
+		server.WithHooks(hooks),
+		server.WithInstructions("herdbridge connects coding agents. bridge_send briefs a worker or reports back to a primary; "+
+			"bridge_ask asks the entity that briefed you; bridge_poll drains messages held for you (filter with target); "+
+			"bridge_broadcast tells everyone or a group; bridge_roster lists who is here. Calls that wait return status=pending "+
+			"with what to call next instead of timing out."),
+	)
+	for _, t := range s.tools() {
+		s.mcp.AddTool(t.Tool, t.Handler)
+	}
+	s.mcp.AddResource(mcpgo.NewResource(InboxURI, "inbox",
+		mcpgo.WithResourceDescription("Messages held for you, peeked without consuming. Subscribe to be told when something arrives."),
+		mcpgo.WithMIMEType("application/json")), s.readInbox)
+	return s
+}
+
+// MCP returns the mcp-go server (for transports and in-process clients).
+func (s *Server) MCP() *server.MCPServer { return s.mcp }
+
+func (s *Server) track(sid, gid string) {
+	s.mu.Lock()
+	if _, ok := s.sessions[sid]; ok {
+		s.mu.Unlock()
+		return
+	}
+	s.sessions[sid] = &sessionInfo{gid: gid, cancels: map[int64]context.CancelFunc{}}
+	s.mu.Unlock()
+	s.core.Attach(gid)
+	s.log.Debug("mcp session attached", "session", sid, bridge.LogGID, gid)
+}
+
+// untrack forgets a closed session and cancels its calls still running:
+// mcp-go's SSE transport does not cancel handlers when the client goes.
+func (s *Server) untrack(sid string) {
+	s.mu.Lock()
+	si := s.sessions[sid]
+	delete(s.sessions, sid)
+	s.mu.Unlock()
+	if si == nil {
+		return
+	}
+	for _, cancel := range si.cancels {
+		cancel()
+	}
+	s.core.Detach(si.gid)
+	s.log.Debug("mcp session closed", "session", sid, bridge.LogGID, si.gid, "cancelledCalls", len(si.cancels))
+}
+
+// callContext ties a tool call to its session so closing the session
+// cancels it; the returned func releases it.
+func (s *Server) callContext(ctx context.Context, gid string) (context.Context, func()) {
+	cs := server.ClientSessionFromContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	if cs == nil {
+		return ctx, cancel
+	}
+	sid := cs.SessionID()
+	s.track(sid, gid)
+	s.mu.Lock()
+	si := s.sessions[sid]
+	if si == nil || si.gid != gid {
+		s.mu.Unlock()
+		return ctx, cancel
+	}
+	si.next++
+	id := si.next
+	si.cancels[id] = cancel
+	s.mu.Unlock()
+	return ctx, func() {
+		s.mu.Lock()
+		delete(si.cancels, id)
+		s.mu.Unlock()
+		cancel()
+	}
+}
+
+func (s *Server) sessionsOf(gid string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for sid, si := range s.sessions {
+		if si.gid == gid {
+			out = append(out, sid)
+		}
+	}
+	return out
+}
+
+// Nudge implements bridge.Nudger: a log message and resources/updated for
+// the inbox resource on every session of the entity.
+func (s *Server) Nudge(e bridge.Entity, held bridge.HeldSummary) {
+	var parts []string
+	for _, f := range held.From {
+		parts = append(parts, fmt.Sprintf("%d from %s", f.Count, f.FromName))
+	}
+	text := fmt.Sprintf("herdbridge: %d message(s) held for you (%s): call bridge_poll", held.Total, strings.Join(parts, ", "))
+	for _, sid := range s.sessionsOf(e.GID) {
+		_ = s.mcp.SendNotificationToSpecificClient(sid, string(mcpgo.MethodNotificationMessage), map[string]any{
+			"level": "info", "logger": "herdbridge", "data": map[string]any{"text": text, "held": held},
+		})
+		_ = s.mcp.SendNotificationToSpecificClient(sid, string(mcpgo.MethodNotificationResourceUpdated), map[string]any{"uri": InboxURI})
+	}
+}
+
+func (s *Server) readInbox(ctx context.Context, req mcpgo.ReadResourceRequest) ([]mcpgo.ResourceContents, error) {
+	gid, ok := EntityFrom(ctx)
+	if !ok {
+		return nil, fmt.Errorf("herdbridge: this connection has no entity")
+	}
+	res, err := s.core.Poll(ctx, gid, bridge.PollRequest{Peek: true, Max: 500}, nil)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := jsonMarshal(res)
+	if err != nil {
+		return nil, err
+	}
+	return []mcpgo.ResourceContents{mcpgo.TextResourceContents{URI: InboxURI, MIMEType: "application/json", Text: string(raw)}}, nil
+}
+
+// HTTPOptions configure the HTTP transports.
+type HTTPOptions struct {
+	// SessionIdleTTL reclaims streamable HTTP sessions a client abandoned
+	// without a DELETE (default 15m).
+	SessionIdleTTL time.Duration
+}
+
+// Handler serves streamable HTTP at /mcp and SSE at /sse (+ /message),
+// behind bearer-token authentication: a missing or wrong token is a 401
+// and nothing else.
+func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) error) {
+	if opts.SessionIdleTTL <= 0 {
+		opts.SessionIdleTTL = 15 * time.Minute
+	}
+	streamable := server.NewStreamableHTTPServer(s.mcp,
+		server.WithEndpointPath("/mcp"),
+		// Without an event store mcp-go drops notifications sent just before
+		// a handler returns (the POST stream closes first).
+		server.WithEventStore(server.NewInMemoryEventStore()),
+		server.WithSessionIdleTTL(opts.SessionIdleTTL),
+		server.WithStreamableHTTPLogger(s.log),
+	)
+	sse := server.NewSSEServer(s.mcp,
+		server.WithSSEEndpoint("/sse"),
+		server.WithMessageEndpoint("/message"),
+		server.WithKeepAlive(true),
+		server.WithKeepAliveInterval(15*time.Second),
+	)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", s.auth(streamable))
+	mux.Handle("/sse", s.auth(sse.SSEHandler()))
+	mux.Handle("/message", s.auth(sse.MessageHandler()))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintln(w, "ok")
+	})
+	shutdown := func(ctx context.Context) error {
+		err1 := streamable.Shutdown(ctx)
+		err2 := sse.Shutdown(ctx)
+		if err1 != nil {
+			return err1
+		}
+		return err2
+	}
+	return mux, shutdown
+}
+
+func (s *Server) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || tok == "" {
+			unauthorized(w, "missing bearer token: send Authorization: Bearer <token> (herdbridge register prints one)")
+			return
+		}
+		e, ok := s.core.Authenticate(strings.TrimSpace(tok))
+		if !ok {
+			unauthorized(w, "invalid token: register again with herdbridge register")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(WithEntity(r.Context(), e.GID)))
+	})
+}
+
+func unauthorized(w http.ResponseWriter, msg string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="herdbridge"`)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusUnauthorized)
+	fmt.Fprintln(w, msg)
+}

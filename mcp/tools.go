@@ -1,0 +1,324 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// Tool arguments. Fields without omitempty are required in the schema.
+type sendArgs struct {
+	Target  string   `json:"target" jsonschema:"Entity to send to: name, name@host or gid (bridge_roster lists them)"`
+	Message string   `json:"message" jsonschema:"The brief, reply or answer text"`
+	WaitS   *float64 `json:"wait_s,omitempty" jsonschema:"Seconds to stay open for the worker's reply (capped at 45; 0 returns at once)"`
+	TurnID  string   `json:"turn_id,omitempty" jsonschema:"Answer the open ask with this turn_id instead of sending a new message"`
+}
+
+type askArgs struct {
+	Question string   `json:"question,omitempty" jsonschema:"The question (omit when resuming with turn_id)"`
+	Target   string   `json:"target,omitempty" jsonschema:"Who to ask (default: whoever sent you your current brief)"`
+	TimeoutS *float64 `json:"timeout_s,omitempty" jsonschema:"How long the ask stays valid in seconds (default 600)"`
+	TurnID   string   `json:"turn_id,omitempty" jsonschema:"Keep waiting on this open ask (from a pending result)"`
+}
+
+type pollArgs struct {
+	Target string   `json:"target,omitempty" jsonschema:"Only messages from this entity; others stay held"`
+	WaitS  *float64 `json:"wait_s,omitempty" jsonschema:"Long-poll up to this many seconds when nothing is held (capped at 45)"`
+	Max    *int     `json:"max,omitempty" jsonschema:"Most messages to return (default 50, at most 500)"`
+	Peek   bool     `json:"peek,omitempty" jsonschema:"Read without consuming"`
+}
+
+type broadcastArgs struct {
+	Message string `json:"message" jsonschema:"Text for everyone (or the group)"`
+	Group   string `json:"group,omitempty" jsonschema:"Only entities in this group (default: all)"`
+}
+
+type rosterArgs struct {
+	Host string `json:"host,omitempty" jsonschema:"Only this host"`
+}
+
+// maxArgBytes bounds the raw arguments of one call (messages have their own,
+// smaller limit in the core).
+const maxArgBytes = 1 << 20
+
+// decodeArgs decodes tool arguments strictly: unknown fields and wrong types
+// are errors the model can fix.
+func decodeArgs(req mcpgo.CallToolRequest, v any) error {
+	raw, err := json.Marshal(req.GetRawArguments())
+	if err != nil {
+		return fmt.Errorf("arguments are not JSON: %v", err)
+	}
+	if len(raw) > maxArgBytes {
+		return fmt.Errorf("arguments are %d bytes, over the %d-byte limit", len(raw), maxArgBytes)
+	}
+	if string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid arguments: %v", err)
+	}
+	return nil
+}
+
+func seconds(p *float64, name string, max float64) (time.Duration, error) {
+	if p == nil {
+		return 0, nil
+	}
+	if math.IsNaN(*p) || *p < 0 || *p > max {
+		return 0, fmt.Errorf("%s must be between 0 and %g seconds", name, max)
+	}
+	return time.Duration(*p * float64(time.Second)), nil
+}
+
+type toolDef struct {
+	Tool    mcpgo.Tool
+	Handler server.ToolHandlerFunc
+}
+
+func (s *Server) tools() []toolDef {
+	return []toolDef{s.sendTool(), s.askTool(), s.pollTool(), s.broadcastTool(), s.rosterTool()}
+}
+
+// call wraps a tool body with identity, session-bound cancellation,
+// progress and the error policy: UserError → tool error, else a Go error.
+func (s *Server) call(body func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error)) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		gid, ok := EntityFrom(ctx)
+		if !ok {
+			return mcpgo.NewToolResultError("this connection is not registered as an entity: connect with a token or through herdbridge mcp --name"), nil
+		}
+		ctx, done := s.callContext(ctx, gid)
+		defer done()
+		var prog bridge.Progress
+		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+			tok := req.Params.Meta.ProgressToken
+			srv := server.ServerFromContext(ctx)
+			prog = func(waited, of time.Duration, msg string) {
+				if srv == nil {
+					return
+				}
+				_ = srv.SendNotificationToClient(ctx, string(mcpgo.MethodNotificationProgress), map[string]any{
+					"progressToken": tok, "progress": waited.Seconds(), "total": of.Seconds(), "message": msg,
+				})
+			}
+		}
+		res, err := body(ctx, gid, req, prog)
+		if err != nil {
+			var ue *bridge.UserError
+			if errors.As(err, &ue) {
+				return mcpgo.NewToolResultError(ue.Msg), nil
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			s.log.Error("tool call failed", "tool", req.Params.Name, bridge.LogGID, gid, "err", err)
+			return mcpgo.NewToolResultError("herdbridge: " + err.Error()), nil
+		}
+		return mcpgo.NewToolResultStructured(res, summary(res)), nil
+	}
+}
+
+func argErr(err error) error { return &bridge.UserError{Msg: err.Error()} }
+
+func (s *Server) sendTool() toolDef {
+	t := mcpgo.NewTool("bridge_send",
+		mcpgo.WithDescription("Send a message. To a worker it is a brief: returns once the transport has it (status confirmed/injected), "+
+			"and with wait_s stays open until the worker replies (replied), asks you something (asked, with turn_id), or wait_s runs out (pending: bridge_poll(target) later). "+
+			"To a primary or orchestrator it is a reply (confirmed). With turn_id it answers that open ask (delivered, too_late, abandoned, already_answered)."),
+		mcpgo.WithInputSchema[sendArgs](),
+		mcpgo.WithOutputSchema[bridge.Result](),
+		mcpgo.WithTitleAnnotation("Send a brief, reply or answer"),
+		mcpgo.WithReadOnlyHintAnnotation(false),
+		mcpgo.WithDestructiveHintAnnotation(false),
+		mcpgo.WithIdempotentHintAnnotation(false),
+		mcpgo.WithOpenWorldHintAnnotation(false),
+	)
+	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
+		var a sendArgs
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, argErr(err)
+		}
+		wait, err := seconds(a.WaitS, "wait_s", 3600)
+		if err != nil {
+			return nil, argErr(err)
+		}
+		if a.TurnID == "" && a.Target == "" {
+			return nil, argErr(errors.New("target is required (or turn_id to answer an open ask)"))
+		}
+		return s.core.Send(ctx, gid, bridge.SendRequest{Target: a.Target, Message: a.Message, Wait: wait, TurnID: a.TurnID}, prog)
+	})}
+}
+
+func (s *Server) askTool() toolDef {
+	t := mcpgo.NewTool("bridge_ask",
+		mcpgo.WithDescription("Ask a question mid-turn, by default of whoever sent you your current brief, and wait for the answer (answered). "+
+			"Returns no_waiter at once if nobody is listening, expired after timeout_s, or pending after 45 s: call bridge_ask(turn_id) to keep waiting on the same ask."),
+		mcpgo.WithInputSchema[askArgs](),
+		mcpgo.WithOutputSchema[bridge.Result](),
+		mcpgo.WithTitleAnnotation("Ask your primary a question"),
+		mcpgo.WithReadOnlyHintAnnotation(false),
+		mcpgo.WithDestructiveHintAnnotation(false),
+		mcpgo.WithIdempotentHintAnnotation(false),
+		mcpgo.WithOpenWorldHintAnnotation(false),
+	)
+	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
+		var a askArgs
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, argErr(err)
+		}
+		timeout, err := seconds(a.TimeoutS, "timeout_s", 86400)
+		if err != nil {
+			return nil, argErr(err)
+		}
+		if a.TurnID == "" && strings.TrimSpace(a.Question) == "" {
+			return nil, argErr(errors.New("question is required (or turn_id to keep waiting on an open ask)"))
+		}
+		return s.core.Ask(ctx, gid, bridge.AskRequest{Question: a.Question, Target: a.Target, Timeout: timeout, TurnID: a.TurnID}, prog)
+	})}
+}
+
+func (s *Server) pollTool() toolDef {
+	t := mcpgo.NewTool("bridge_poll",
+		mcpgo.WithDescription("Drain messages held for you (replies, briefs, broadcasts, failures). With target, only those from that entity; the rest stay held. "+
+			"With wait_s, long-polls when nothing is held. peek reads without consuming. Status drained, peeked or empty."),
+		mcpgo.WithInputSchema[pollArgs](),
+		mcpgo.WithOutputSchema[bridge.Result](),
+		mcpgo.WithTitleAnnotation("Collect held messages"),
+		mcpgo.WithReadOnlyHintAnnotation(false),
+		mcpgo.WithDestructiveHintAnnotation(true), // draining consumes held messages
+		mcpgo.WithIdempotentHintAnnotation(false),
+		mcpgo.WithOpenWorldHintAnnotation(false),
+	)
+	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
+		var a pollArgs
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, argErr(err)
+		}
+		wait, err := seconds(a.WaitS, "wait_s", 3600)
+		if err != nil {
+			return nil, argErr(err)
+		}
+		max := 0
+		if a.Max != nil {
+			if *a.Max < 1 || *a.Max > 500 {
+				return nil, argErr(errors.New("max must be between 1 and 500"))
+			}
+			max = *a.Max
+		}
+		return s.core.Poll(ctx, gid, bridge.PollRequest{Target: a.Target, Wait: wait, Max: max, Peek: a.Peek}, prog)
+	})}
+}
+
+func (s *Server) broadcastTool() toolDef {
+	t := mcpgo.NewTool("bridge_broadcast",
+		mcpgo.WithDescription("Tell every entity (or one group) something, in one publish; everyone bound gets a copy but you. Status confirmed."),
+		mcpgo.WithInputSchema[broadcastArgs](),
+		mcpgo.WithOutputSchema[bridge.Result](),
+		mcpgo.WithTitleAnnotation("Broadcast to everyone or a group"),
+		mcpgo.WithReadOnlyHintAnnotation(false),
+		mcpgo.WithDestructiveHintAnnotation(false),
+		mcpgo.WithIdempotentHintAnnotation(false),
+		mcpgo.WithOpenWorldHintAnnotation(false),
+	)
+	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
+		var a broadcastArgs
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, argErr(err)
+		}
+		return s.core.Broadcast(ctx, gid, a.Message, a.Group)
+	})}
+}
+
+func (s *Server) rosterTool() toolDef {
+	t := mcpgo.NewTool("bridge_roster",
+		mcpgo.WithDescription("Who is here: hosts, and entities with role, groups, status, how many messages they hold and whether they are waiting."),
+		mcpgo.WithInputSchema[rosterArgs](),
+		mcpgo.WithOutputSchema[bridge.RosterView](),
+		mcpgo.WithTitleAnnotation("List entities and hosts"),
+		mcpgo.WithReadOnlyHintAnnotation(true),
+		mcpgo.WithDestructiveHintAnnotation(false),
+		mcpgo.WithIdempotentHintAnnotation(true),
+		mcpgo.WithOpenWorldHintAnnotation(false),
+	)
+	h := func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		if _, ok := EntityFrom(ctx); !ok {
+			return mcpgo.NewToolResultError("this connection is not registered as an entity"), nil
+		}
+		var a rosterArgs
+		if err := decodeArgs(req, &a); err != nil {
+			return mcpgo.NewToolResultError(err.Error()), nil
+		}
+		v := s.core.Roster()
+		if a.Host != "" {
+			var es []bridge.EntityView
+			for _, e := range v.Entities {
+				if e.Host == a.Host {
+					es = append(es, e)
+				}
+			}
+			v.Entities = es
+		}
+		var b strings.Builder
+		for _, h := range v.Hosts {
+			fmt.Fprintf(&b, "host %s\n", h.Host)
+		}
+		for _, e := range v.Entities {
+			fmt.Fprintf(&b, "%s@%s  %s  %s  held=%d groups=%s\n", e.Name, e.Host, e.Role, e.Status, e.Held, strings.Join(e.Groups, ","))
+		}
+		return mcpgo.NewToolResultStructured(v, b.String()), nil
+	}
+	return toolDef{t, h}
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+func summary(r *bridge.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "status: %s", r.Status)
+	if r.Target != "" {
+		fmt.Fprintf(&b, " (target %s)", r.Target)
+	}
+	if r.Reason != "" {
+		fmt.Fprintf(&b, " — %s", r.Reason)
+	}
+	if r.TurnID != "" {
+		fmt.Fprintf(&b, "\nturn_id: %s", r.TurnID)
+	}
+	if r.MsgID != "" {
+		fmt.Fprintf(&b, "\nmsgId: %s", r.MsgID)
+	}
+	for _, m := range r.Messages {
+		name := m.FromName
+		if name == "" {
+			name = m.From
+		}
+		fmt.Fprintf(&b, "\n--- %s from %s", m.Kind, name)
+		if m.TurnID != "" {
+			fmt.Fprintf(&b, " (turn_id %s)", m.TurnID)
+		}
+		fmt.Fprintf(&b, ":\n%s", m.Body)
+	}
+	if r.Held != nil && r.Held.Total > 0 {
+		var parts []string
+		for _, f := range r.Held.From {
+			parts = append(parts, fmt.Sprintf("%d from %s", f.Count, f.FromName))
+		}
+		fmt.Fprintf(&b, "\nalso held for you: %s (bridge_poll)", strings.Join(parts, ", "))
+	}
+	if r.Next != "" {
+		fmt.Fprintf(&b, "\nnext: %s", r.Next)
+	}
+	return b.String()
+}
