@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// buildBinary builds herdbridge once per test run.
+func buildBinary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hbbin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "herdbridge")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// gatewayProc is a real gateway process.
+type gatewayProc struct {
+	cmd *exec.Cmd
+	dir string
+	url string
+}
+
+func startGatewayProc(t testing.TB, bin, dir string) *gatewayProc {
+	t.Helper()
+	_ = os.Remove(filepath.Join(dir, infoName))
+	cmd := exec.Command(bin, "gateway", "--listen", "127.0.0.1:0", "--state-dir", dir, "--host-id", "crashhost", "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gp := &gatewayProc{cmd: cmd, dir: dir}
+	t.Cleanup(func() { gp.kill() })
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		raw, err := os.ReadFile(filepath.Join(dir, infoName))
+		var info gatewayInfo
+		if err == nil && json.Unmarshal(raw, &info) == nil && info.PID == cmd.Process.Pid {
+			gp.url = info.URL
+			return gp
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("gateway process did not come up")
+	return nil
+}
+
+func (gp *gatewayProc) kill() {
+	if gp.cmd.ProcessState == nil {
+		_ = gp.cmd.Process.Signal(syscall.SIGKILL)
+		_, _ = gp.cmd.Process.Wait()
+	}
+}
+
+func procConn(t testing.TB, gp *gatewayProc, name, role string) *conn {
+	t.Helper()
+	c, _, r, err := dialGateway(gp.dir, sockRequest{Op: "register", Name: name, Role: role})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	hc, err := client.NewStreamableHttpClient(r.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + r.Token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn := &conn{t: t, name: name, c: hc}
+	cn.init(context.Background())
+	return cn
+}
+
+// TestCrashLosesNothing: 1000 replies held for a primary; part drained; the
+// gateway is kill -9ed; after a restart the rest drain, every reply exactly
+// once.
+func TestCrashLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills a real gateway process")
+	}
+	const n = 1000
+	bin := buildBinary(t)
+	dir := shortTempDir(t)
+	gp := startGatewayProc(t, bin, dir)
+	p := procConn(t, gp, "lead", "primary")
+	w := procConn(t, gp, "w", "worker")
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for k := 0; k < 8; k++ {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			for i := k; i < n; i += 8 {
+				r := w.call("bridge_send", map[string]any{"target": "lead", "message": fmt.Sprintf("reply-%04d", i)})
+				if r.IsError || r.Status != "confirmed" {
+					errs <- r.Text
+				}
+			}
+		}(k)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatalf("send: %s", e)
+	}
+	seen := map[string]int{}
+	drain := func(c *conn, max int, once bool) {
+		for {
+			r := c.call("bridge_poll", map[string]any{"max": max, "wait_s": 1})
+			if r.IsError {
+				t.Fatalf("poll: %s", r.Text)
+			}
+			for _, m := range r.Messages {
+				seen[m.Body]++
+			}
+			if once || len(r.Messages) == 0 {
+				return
+			}
+		}
+	}
+	drain(p, 300, true)
+	before := len(seen)
+	if before == 0 {
+		t.Fatal("nothing drained before the crash")
+	}
+	gp.kill() // kill -9 with the rest held
+	p.c.Close()
+	w.c.Close()
+
+	gp2 := startGatewayProc(t, bin, dir)
+	p2 := procConn(t, gp2, "lead", "primary") // re-attaches: same gid, same inbox
+	drain(p2, 500, false)
+	dups := 0
+	for _, k := range seen {
+		if k > 1 {
+			dups++
+		}
+	}
+	t.Logf("crash test: %d sent, %d drained before kill -9, %d after restart, %d unique, %d duplicates", n, before, len(seen)-before, len(seen), dups)
+	if len(seen) != n || dups != 0 {
+		t.Fatalf("after crash: %d unique of %d, %d duplicated", len(seen), n, dups)
+	}
+}
+
+// TestCorruptStateRefusesToStart: a corrupt store is a clear error naming
+// the file, and the file is left as it was.
+func TestCorruptStateRefusesToStart(t *testing.T) {
+	for _, name := range []string{stateName, queueName} {
+		t.Run(name, func(t *testing.T) {
+			dir := shortTempDir(t)
+			junk := []byte("this is not a bbolt file, it is a test of what the gateway does with one")
+			path := filepath.Join(dir, name)
+			if err := os.WriteFile(path, junk, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			g := &Gateway{StateDir: dir, Listen: "127.0.0.1:0", Host: "h"}
+			err := g.Start(context.Background())
+			if err == nil {
+				g.Close()
+				t.Fatal("started on a corrupt store")
+			}
+			if !containsAll(err.Error(), path, "nothing was deleted") {
+				t.Fatalf("error %q should name %s and say nothing was deleted", err, path)
+			}
+			if got, _ := os.ReadFile(path); string(got) != string(junk) {
+				t.Fatal("the corrupt file was modified")
+			}
+		})
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, x := range subs {
+		if !contains(s, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestDemo runs the demo command end to end (in-process gateway).
+func TestDemo(t *testing.T) {
+	var out, errb safeBuffer
+	if err := run(context.Background(), []string{"demo", "--state-dir", filepath.Join(shortTempDir(t), "none")}, nil, &out, &errb); err != nil {
+		t.Fatalf("demo: %v\n%s\n%s", err, out.String(), errb.String())
+	}
+	if !contains(out.String(), "demo complete") {
+		t.Fatalf("demo transcript:\n%s", out.String())
+	}
+}
+
+type safeBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.b)
+}
