@@ -1,0 +1,39 @@
+# herdbridge — targets:
+#   make build   build ./herdbridge
+#   make run     start a gateway (embedded transport, no broker needed)
+#   make test    vet, gofmt check, race tests incl. end-to-end and the TypeScript SDK client (what CI runs)
+#   make bench   benchmarks: MCP round trips vs a no-op tool, core send->drain, RSS with 10k held
+#   make fuzz    run every fuzz target for FUZZTIME each
+#   make demo    run the demo exchange against a fresh in-process gateway
+GO        ?= go
+FUZZTIME  ?= 30s
+BENCHTIME ?= 2000x
+
+.PHONY: build run test vet bench fuzz demo clean
+
+build:
+	$(GO) build -o herdbridge ./cmd/herdbridge
+
+run:
+	$(GO) run ./cmd/herdbridge gateway
+
+vet:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+test: vet
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 -timeout 30m ./bridge/ ./cmd/herdbridge/
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzFromHeaders$$' -fuzztime $(FUZZTIME) ./bridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME) ./mcp/
+
+demo:
+	$(GO) run ./cmd/herdbridge demo --state-dir /nonexistent-herdbridge-demo
+
+clean:
+	rm -f herdbridge
