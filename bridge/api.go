@@ -447,6 +447,9 @@ func (c *Core) Ask(ctx context.Context, gid string, req AskRequest, prog Progres
 	res := &Result{MsgID: t.msgID, TurnID: t.turnID, TraceID: t.traceID}
 	c.mu.Lock()
 	res.Target = c.nameLocked(t.target)
+	if st := c.ents[t.target]; st != nil {
+		res.Target = st.Addr()
+	}
 	c.mu.Unlock()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
