@@ -133,7 +133,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	relayDone := make(chan struct{})
 	go func() {
 		defer close(relayDone)
-		_ = relay(rctx, stateDir, sockRequest{Op: "mcp", Name: worker, Role: "worker", Groups: []string{"build"}}, inR, outW)
+		_ = relay(rctx, stateDir, sockRequest{Op: "mcp", Name: worker, Role: "worker", Groups: []string{"build"}}, inR, outW, nil)
 		outW.Close()
 	}()
 	defer func() { inW.Close(); rcancel(); <-relayDone }()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -368,6 +369,52 @@ func TestCancelledCallAbandons(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("answer after cancel: %+v (%s)", r.Result, r.Text)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestRelayReconnects: `herdbridge mcp` survives a gateway restart: the
+// call open at the time gets an error saying to retry, and the next calls
+// work on the same entity without restarting the MCP server.
+func TestRelayReconnects(t *testing.T) {
+	dir := shortTempDir(t)
+	g := startGateway(t, dir)
+	p := stdioConn(t, g, "lead", "primary")
+	w := httpConn(t, g, "w", "worker")
+	httpConn(t, g, "quiet", "worker")
+	w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "before"}, "confirmed")
+	inflight := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		r, err := p.callCtx(ctx, "bridge_poll", map[string]any{"target": "quiet", "wait_s": 8})
+		switch {
+		case err != nil:
+		case r.IsError && strings.Contains(r.Text, "call it again"):
+			err = errors.New("restarted: " + r.Text)
+		default:
+			err = fmt.Errorf("in-flight call returned %+v %q", r.Result, r.Text)
+		}
+		inflight <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	g.Close()
+	if err := <-inflight; err == nil || !strings.Contains(err.Error(), "restarted") {
+		t.Fatalf("in-flight call during restart: %v", err)
+	}
+	g2 := startGateway(t, dir)
+	_ = g2
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r, err := p.callCtx(ctx, "bridge_poll", map[string]any{})
+		cancel()
+		if err == nil && r.Status == "drained" && r.Messages[0].Body == "before" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after restart: %+v %v", r, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -126,7 +126,7 @@ func stdioConn(t testing.TB, g *Gateway, name, role string, groups ...string) *c
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- relay(ctx, g.StateDir, sockRequest{Op: "mcp", Name: name, Role: role, Groups: groups}, inR, outW)
+		done <- relay(ctx, g.StateDir, sockRequest{Op: "mcp", Name: name, Role: role, Groups: groups}, inR, outW, nil)
 		outW.Close()
 	}()
 	t.Cleanup(func() {

@@ -188,40 +188,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if *name == "" || *role == "" {
 		return errors.New("mcp needs --name and --role")
 	}
-	return relay(ctx, *dir, sockRequest{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: os.Getenv("HERDR_PANE_ID")}, stdin, stdout)
-}
-
-// relay copies stdin to the gateway session and the session to stdout.
-func relay(ctx context.Context, dir string, req sockRequest, stdin io.Reader, stdout io.Writer) error {
-	c, br, _, err := dialGateway(dir, req)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	done := make(chan error, 2)
-	go func() {
-		_, err := io.Copy(c, stdin)
-		done <- err
-	}()
-	go func() {
-		_, err := io.Copy(stdout, br)
-		if err == nil {
-			err = errors.New("the gateway closed the session (restarted or stopped): restart this MCP server")
-		}
-		done <- err
-	}()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-	}
-	if err != nil && (errors.Is(err, io.EOF) || isClosed(err)) {
-		err = nil
-	}
-	return err
-}
-
-func isClosed(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "use of closed network connection")
+	return relay(ctx, *dir, sockRequest{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: os.Getenv("HERDR_PANE_ID")}, stdin, stdout, stderr)
 }
 
 func cmdRoster(args []string, stdout, stderr io.Writer) error {

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// relay is `herdbridge mcp`: it registers over the gateway's unix socket
+// and relays the agent's stdio to the MCP session the gateway runs there.
+// When the gateway restarts it reconnects (same name, so the same entity
+// and inbox), replays the client's initialize handshake, and answers the
+// calls that were in flight with an error saying to retry them — the
+// agent's MCP server never has to be restarted by hand.
+func relay(ctx context.Context, dir string, req sockRequest, stdin io.Reader, stdout, log io.Writer) error {
+	if log == nil {
+		log = io.Discard
+	}
+	r := &relayer{dir: dir, req: req, out: stdout, pending: map[string]bool{}, log: log}
+	return r.run(ctx, stdin)
+}
+
+type relayer struct {
+	dir string
+	req sockRequest
+	log io.Writer
+
+	outMu sync.Mutex
+	out   io.Writer
+
+	mu       sync.Mutex
+	pending  map[string]bool // ids of client requests not yet answered
+	initReq  []byte          // the client's initialize request, replayed on reconnect
+	initNote []byte          // its notifications/initialized
+	swallow  string          // id of a replayed initialize whose answer the client must not see
+}
+
+type rpcProbe struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+}
+
+func (r *relayer) writeOut(line []byte) error {
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	_, err := r.out.Write(append(line, '\n'))
+	return err
+}
+
+// fromClient records what a client line means for a reconnect.
+func (r *relayer) fromClient(line []byte) {
+	var p rpcProbe
+	if json.Unmarshal(line, &p) != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case p.Method == "initialize":
+		r.initReq = append([]byte(nil), line...)
+	case p.Method == "notifications/initialized":
+		r.initNote = append([]byte(nil), line...)
+	}
+	if p.Method != "" && len(p.ID) > 0 {
+		r.pending[string(p.ID)] = true
+	}
+}
+
+// fromGateway reports whether a gateway line goes on to the client.
+func (r *relayer) fromGateway(line []byte) bool {
+	var p rpcProbe
+	if json.Unmarshal(line, &p) != nil || p.Method != "" || len(p.ID) == 0 {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if string(p.ID) == r.swallow {
+		r.swallow = ""
+		return false
+	}
+	delete(r.pending, string(p.ID))
+	return true
+}
+
+// failPending answers every call in flight when the gateway went away.
+func (r *relayer) failPending() {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.pending))
+	for id := range r.pending {
+		ids = append(ids, id)
+	}
+	r.pending = map[string]bool{}
+	r.mu.Unlock()
+	for _, id := range ids {
+		msg, _ := json.Marshal(map[string]any{
+			"jsonrpc": "2.0", "id": json.RawMessage(id),
+			"error": map[string]any{"code": -32000, "message": "herdbridge: the gateway restarted while this call was open; call it again"},
+		})
+		_ = r.writeOut(msg)
+	}
+}
+
+func (r *relayer) run(ctx context.Context, stdin io.Reader) error {
+	c, br, _, err := dialGateway(r.dir, r.req)
+	if err != nil {
+		return err // first connect: fail fast with the clear error
+	}
+	lines := make(chan []byte, 64)
+	stdinDone := make(chan struct{})
+	go func() {
+		defer close(stdinDone)
+		sc := bufio.NewScanner(stdin)
+		sc.Buffer(make([]byte, 64<<10), maxRelayLine)
+		for sc.Scan() {
+			line := append([]byte(nil), sc.Bytes()...)
+			select {
+			case lines <- line:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for reconnects := 0; ; reconnects++ {
+		gone := make(chan struct{})
+		go func(br *bufio.Reader) {
+			defer close(gone)
+			sc := bufio.NewScanner(br)
+			sc.Buffer(make([]byte, 64<<10), maxRelayLine)
+			for sc.Scan() {
+				if line := sc.Bytes(); r.fromGateway(line) {
+					if r.writeOut(line) != nil {
+						return
+					}
+				}
+			}
+		}(br)
+		if reconnects > 0 {
+			r.replayInit(c)
+		}
+		stop := r.pump(ctx, c, lines, stdinDone, gone)
+		c.Close()
+		<-gone
+		if stop {
+			return nil
+		}
+		r.failPending()
+		fmt.Fprintf(r.log, "herdbridge mcp: gateway connection lost; reconnecting\n")
+		if c, br, err = r.reconnect(ctx, stdinDone); err != nil || c == nil {
+			return err
+		}
+		fmt.Fprintf(r.log, "herdbridge mcp: reconnected to the gateway\n")
+	}
+}
+
+const maxRelayLine = 4 << 20
+
+// pump forwards client lines until the client is done (true) or the
+// gateway connection is gone (false).
+func (r *relayer) pump(ctx context.Context, c net.Conn, lines <-chan []byte, stdinDone, gone <-chan struct{}) bool {
+	for {
+		select {
+		case line := <-lines:
+			r.fromClient(line)
+			if _, err := c.Write(append(line, '\n')); err != nil {
+				return false
+			}
+		case <-stdinDone:
+			// drain what was read before EOF, then stop
+			for {
+				select {
+				case line := <-lines:
+					r.fromClient(line)
+					_, _ = c.Write(append(line, '\n'))
+				default:
+					return true
+				}
+			}
+		case <-gone:
+			return false
+		case <-ctx.Done():
+			return true
+		}
+	}
+}
+
+func (r *relayer) reconnect(ctx context.Context, stdinDone <-chan struct{}) (net.Conn, *bufio.Reader, error) {
+	backoff := 100 * time.Millisecond
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		c, br, _, err := dialGateway(r.dir, r.req)
+		if err == nil {
+			return c, br, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("gateway gone for 5 minutes: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-stdinDone:
+			return nil, nil, nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// replayInit repeats the client's handshake on a new session; the answer to
+// the replayed initialize is swallowed.
+func (r *relayer) replayInit(c net.Conn) {
+	r.mu.Lock()
+	initReq, initNote := r.initReq, r.initNote
+	r.mu.Unlock()
+	if initReq == nil {
+		return
+	}
+	var m map[string]any
+	if json.Unmarshal(initReq, &m) != nil {
+		return
+	}
+	id := fmt.Sprintf("herdbridge-reinit-%d", time.Now().UnixNano())
+	m["id"] = id
+	raw, _ := json.Marshal(m)
+	idRaw, _ := json.Marshal(id)
+	r.mu.Lock()
+	r.swallow = string(idRaw)
+	r.mu.Unlock()
+	_, _ = c.Write(append(raw, '\n'))
+	if initNote != nil {
+		_, _ = c.Write(append(initNote, '\n'))
+	}
+}
