@@ -168,6 +168,7 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 	var w *waiter
 	nudged := make(chan struct{}, 1)
 	wait := c.capWait(req.Wait)
+	forwarded := kind == KindSend && target.PaneID != "" && c.cfg.Injector != nil
 	if kind == KindSend && wait > 0 {
 		w = &waiter{
 			ch:     make(chan *heldMsg, 1),
@@ -198,9 +199,19 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 		return nil, c.publishErr(err, target)
 	}
 	c.log.Info("sent", LogKind, kind, LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogFrom, gid, LogTo, target.GID)
-	if w == nil {
+	if w == nil && !forwarded {
 		res.Held = c.heldFor(st)
 		return res, nil
+	}
+	if forwarded && wait < c.cfg.InjectWait {
+		wait = min(c.cfg.InjectWait, c.cfg.MaxWait)
+	}
+	if w == nil {
+		wait = min(c.cfg.InjectWait, c.cfg.MaxWait)
+	}
+	var replies chan *heldMsg // nil (never ready) when only the receipt is awaited
+	if w != nil {
+		replies = w.ch
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -209,7 +220,7 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 	start := time.Now()
 	for {
 		select {
-		case hm := <-w.ch:
+		case hm := <-replies:
 			if ctx.Err() != nil {
 				c.unclaim(st, []*heldMsg{hm})
 				return nil, ctx.Err()
@@ -232,7 +243,10 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 				res.Status, res.Reason = StatusFailed, string(r.Body)
 				return res, nil
 			case KindInjected:
-				res.Status = StatusInjected
+				res.Status, res.Reason = injectedRung(string(r.Body))
+				if w == nil { // no reply to wait for: the receipt was the point
+					return res, nil
+				}
 			}
 		case <-nudged:
 			if prog != nil {
@@ -245,6 +259,11 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 				prog(time.Since(start), wait, "waiting for a reply from "+target.Name)
 			}
 		case <-timer.C:
+			if forwarded && res.Status == StatusConfirmed {
+				res.Status, res.Reason = StatusFailed, "no INJECTED receipt within the bound: the brief was not typed into "+target.Name+"'s pane"
+				res.Held = c.heldFor(st)
+				return res, nil
+			}
 			res.Reason = "no reply yet"
 			res.Next = "bridge_poll(target=" + target.Name + ", wait_s=45) later"
 			if res.Status == StatusConfirmed || res.Status == StatusInjected {
@@ -253,6 +272,9 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 			res.Held = c.heldFor(st)
 			return res, nil
 		case <-ctx.Done():
+			if w == nil {
+				return nil, ctx.Err()
+			}
 			c.mu.Lock()
 			claimed := w.gone
 			if !claimed {
@@ -269,6 +291,17 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// injectedRung reads the rung an INJECTED receipt reports (its body is
+// "<status>[: reason]").
+func injectedRung(body string) (string, string) {
+	status, reason, _ := strings.Cut(body, ": ")
+	switch status {
+	case StatusInjected, StatusSubmitted, StatusUncertain:
+		return status, reason
+	}
+	return StatusInjected, body
 }
 
 // answer is bridge_send with a turn_id: an ANSWER to an open ask.
@@ -595,6 +628,10 @@ func (c *Core) messageLocked(env *Envelope) Message {
 
 // waitOne waits for a waiter to be resolved; nil, nil on timeout.
 func (c *Core) waitOne(ctx context.Context, st *entState, w *waiter, wait time.Duration, prog Progress, what string) (*heldMsg, error) {
+	var replies chan *heldMsg // nil (never ready) when only the receipt is awaited
+	if w != nil {
+		replies = w.ch
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	tick := time.NewTicker(c.cfg.ProgressEvery)
@@ -602,7 +639,7 @@ func (c *Core) waitOne(ctx context.Context, st *entState, w *waiter, wait time.D
 	start := time.Now()
 	for {
 		select {
-		case hm := <-w.ch:
+		case hm := <-replies:
 			return hm, nil
 		case <-tick.C:
 			if prog != nil {

@@ -37,7 +37,9 @@ type Config struct {
 	SeenSize        int           // msgId seen-set bound (default 65536)
 	NudgeEvery      time.Duration // minimum gap between nudges of one entity (default 2s)
 	ReattachGrace   time.Duration // how long a detached entity keeps its open turns (default 30s)
+	InjectWait      time.Duration // bound of the forward path, brief to INJECTED (default 30s)
 	Nudger          Nudger
+	Injector        Injector // nil: every entity pulls
 }
 
 func (c *Config) defaults() {
@@ -55,6 +57,7 @@ func (c *Config) defaults() {
 	d(&c.SweepEvery, time.Second)
 	d(&c.NudgeEvery, 2*time.Second)
 	d(&c.ReattachGrace, 30*time.Second)
+	d(&c.InjectWait, 30*time.Second)
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 256 << 10
 	}

@@ -297,6 +297,16 @@ func (c *Core) deliver(gid string, d Delivery) {
 		if env.Kind == KindSend {
 			st.brief = briefRef{from: env.From, msgID: env.MsgID, traceID: env.TraceID}
 		}
+		if env.Kind != KindReply && c.forwardsLocked(st) {
+			// forward path: ack first, then inject (SPEC §4)
+			c.seen.add(gid + env.MsgID)
+			e, inj := st.snapshot(), c.cfg.Injector
+			c.wg.Add(1)
+			c.mu.Unlock()
+			settle("")
+			go c.forward(e, env, inj)
+			return
+		}
 		hold = true
 	}
 	if !hold {
