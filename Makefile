@@ -7,7 +7,7 @@
 #   make demo    run the demo exchange against a fresh in-process gateway
 GO        ?= go
 FUZZTIME  ?= 30s
-BENCHTIME ?= 2000x
+BENCHTIME ?= 1s
 
 .PHONY: build run test vet bench fuzz demo clean
 
@@ -26,7 +26,7 @@ test: vet
 	$(GO) test -race -count=1 -timeout 15m ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 -timeout 30m ./bridge/ ./cmd/herdbridge/
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 -timeout 30m ./bridge/ ./cmd/herdbridge/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFromHeaders$$' -fuzztime $(FUZZTIME) ./bridge/

@@ -63,6 +63,13 @@ type Transport struct {
 	closed  bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
+
+	// group commit (commit.go)
+	wmu        sync.RWMutex
+	wclosed    bool
+	writes     chan writeOp
+	writerStop chan struct{}
+	writerDone chan struct{}
 }
 
 type inboxMeta struct {
@@ -156,6 +163,7 @@ func Open(path string, opts Options) (*Transport, error) {
 		db.Close()
 		return nil, fmt.Errorf("embedded: store %s is unreadable (%w): move it aside to start with an empty store; nothing was deleted", path, err)
 	}
+	t.startWriter()
 	t.wg.Add(1)
 	go t.sweep()
 	return t, nil
@@ -215,6 +223,7 @@ func (t *Transport) Close() error {
 		c.Cancel()
 	}
 	t.wg.Wait()
+	t.stopWriter()
 	return t.db.Close()
 }
 
@@ -346,7 +355,7 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 	var full bool
 	var wake []*inbox
 	dlqAdded := false
-	err = t.db.Batch(func(tx *bolt.Tx) error {
+	err = t.write(func(tx *bolt.Tx) error {
 		full, wake, dlqAdded = false, wake[:0], false
 		for i, ib := range targets {
 			q := tx.Bucket(bktInbox).Bucket([]byte(ib.gid))
@@ -552,7 +561,7 @@ func (a *acker) Reject(reason string) error {
 // set, and opens the consumer's prefetch window by one.
 func (t *Transport) settle(gid string, seq uint64, reason string, c *consumer) error {
 	dead := false
-	err := t.db.Batch(func(tx *bolt.Tx) error {
+	err := t.write(func(tx *bolt.Tx) error {
 		var err error
 		dead, err = t.removeTx(tx, gid, seq, reason)
 		return err
@@ -778,7 +787,7 @@ type dlqAcker struct {
 
 func (a *dlqAcker) Ack() error {
 	a.once.Do(func() {
-		a.err = a.t.db.Batch(func(tx *bolt.Tx) error {
+		a.err = a.t.write(func(tx *bolt.Tx) error {
 			d := tx.Bucket(bktDLQ)
 			if d.Get(seqKey(a.seq)) == nil {
 				return nil

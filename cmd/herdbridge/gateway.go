@@ -26,6 +26,7 @@ type Gateway struct {
 	StateDir string
 	Listen   string
 	Host     string
+	NoSync   bool // skip fsync: a process crash still loses nothing, an OS crash or power loss can
 	Logger   *slog.Logger
 	Core     bridge.Config // tuning; Transport, Store, Host, Logger are set by Start
 
@@ -71,7 +72,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	var err error
-	g.tr, err = embedded.Open(filepath.Join(g.StateDir, queueName), embedded.Options{Logger: g.Logger})
+	g.tr, err = embedded.Open(filepath.Join(g.StateDir, queueName), embedded.Options{Logger: g.Logger, NoSync: g.NoSync})
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 const usage = `herdbridge — message fabric for coding agents
 
 usage:
-  herdbridge gateway  [--listen 127.0.0.1:7077] [--state-dir DIR] [--host-id ID]
+  herdbridge gateway  [--listen 127.0.0.1:7077] [--state-dir DIR] [--host-id ID] [--fsync=true]
   herdbridge register --name N --role primary|worker|orchestrator [--group G]... [--state-dir DIR]
   herdbridge mcp      --name N --role R [--group G]... [--state-dir DIR]   (stdio MCP server)
   herdbridge roster   [--state-dir DIR] [--json]
@@ -132,6 +132,7 @@ func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	host := fs.String("host-id", defaultHost(), "this host's id")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	maxWait := fs.Duration("max-wait", 45*time.Second, "cap of any blocking tool call")
+	fsync := fs.Bool("fsync", true, "fsync every commit of the embedded store; false is several times faster and still loses nothing when the gateway process crashes, but an OS crash or power loss can lose or corrupt the store")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -139,7 +140,7 @@ func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g := &Gateway{StateDir: *dir, Listen: *listen, Host: *host, Logger: log}
+	g := &Gateway{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync}
 	g.Core.MaxWait = *maxWait
 	if err := g.Start(ctx); err != nil {
 		return err

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+)
+
+// startBenchGateway runs a gateway in-process like startGateway, but with
+// the production defaults of the core (nudge, sweep and wait timings) and
+// an info-level logger that formats every line and discards it, as a real
+// gateway at its default --log-level pays for its log. It also offers a
+// no-op tool: the baseline a bridge tool is compared against.
+func startBenchGateway(b *testing.B, noSync bool) *Gateway {
+	b.Helper()
+	g := &Gateway{StateDir: shortTempDir(b), Listen: "127.0.0.1:0", Host: "benchhost", NoSync: noSync,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	if err := g.Start(context.Background()); err != nil {
+		b.Fatalf("start gateway: %v", err)
+	}
+	b.Cleanup(func() { g.Close() })
+	g.mcp.MCP().AddTool(mcpgo.NewTool("noop"), func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		return mcpgo.NewToolResultText("ok"), nil
+	})
+	return g
+}
+
+// rawCall is one tool call without the harness's result decoding, so the
+// bridge and no-op calls pay the same client-side cost.
+func rawCall(b *testing.B, cn *conn, tool string, args map[string]any) *mcpgo.CallToolResult {
+	req := mcpgo.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cn.c.CallTool(ctx, req)
+	if err != nil {
+		b.Fatalf("%s: %s: %v", cn.name, tool, err)
+	}
+	if res.IsError {
+		b.Fatalf("%s: %s: tool error %+v", cn.name, tool, res.Content)
+	}
+	return res
+}
+
+func benchStatus(res *mcpgo.CallToolResult) (string, int) {
+	m, _ := res.StructuredContent.(map[string]any)
+	msgs, _ := m["messages"].([]any)
+	s, _ := m["status"].(string)
+	return s, len(msgs)
+}
+
+// BenchmarkRoundTrip is the MCP round trip of a reply: one iteration is the
+// worker's bridge_send (a REPLY into the primary, a pull entity) and the
+// primary's bridge_poll that drains it, over stdio (the `herdbridge mcp`
+// relay on the unix socket) and streamable HTTP. noop is the floor on the
+// same transport: the same two clients make one no-op call each, so both
+// variants are two MCP calls per iteration. The target is bridge ≤ 1.5× noop.
+func BenchmarkRoundTrip(b *testing.B) {
+	const body = "done: built the thing, 3 files changed, tests pass"
+	for _, tr := range []struct {
+		name string
+		dial dialer
+	}{
+		{"stdio", stdioConn},
+		{"http", httpConn},
+	} {
+		b.Run(tr.name, func(b *testing.B) {
+			iters := func(g *Gateway) (bridgeIter, noopIter func()) {
+				p := tr.dial(b, g, "lead", "primary")
+				w := tr.dial(b, g, "w", "worker")
+				send := map[string]any{"target": "lead", "message": body}
+				poll := map[string]any{"wait_s": 5}
+				bridgeIter = func() {
+					if s, _ := benchStatus(rawCall(b, w, "bridge_send", send)); s != "confirmed" {
+						b.Fatalf("send: status %q", s)
+					}
+					if s, n := benchStatus(rawCall(b, p, "bridge_poll", poll)); s != "drained" || n != 1 {
+						b.Fatalf("poll: status %q, %d messages", s, n)
+					}
+				}
+				noopIter = func() {
+					rawCall(b, w, "noop", nil)
+					rawCall(b, p, "noop", nil)
+				}
+				for range 3 { // warm up both: sessions, connections, first commits
+					bridgeIter()
+					noopIter()
+				}
+				return bridgeIter, noopIter
+			}
+			bridgeIter, noopIter := iters(startBenchGateway(b, false))
+			nosyncIter, _ := iters(startBenchGateway(b, true))
+			b.Run("bridge", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					bridgeIter()
+				}
+			})
+			// --fsync=false: same path, commits not fsynced
+			b.Run("bridge-nosync", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					nosyncIter()
+				}
+			})
+			b.Run("noop", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					noopIter()
+				}
+			})
+		})
+	}
+}
