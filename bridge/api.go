@@ -193,6 +193,13 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 			st.removeWaiter(w)
 		}
 		c.mu.Unlock()
+		if w != nil { // a message claimed after the call decided to return goes back
+			select {
+			case hm := <-w.ch:
+				c.unclaim(st, []*heldMsg{hm})
+			default:
+			}
+		}
 	}()
 	res := &Result{Status: StatusConfirmed, MsgID: env.MsgID, TraceID: env.TraceID, Target: target.Addr()}
 	if err := c.tr.Publish(ctx, target.GID, env, true); err != nil {
@@ -259,6 +266,17 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 				prog(time.Since(start), wait, "waiting for a reply from "+target.Name)
 			}
 		case <-timer.C:
+			if w != nil {
+				c.mu.Lock()
+				claimed := w.gone && len(w.ch) > 0
+				if !w.gone {
+					st.removeWaiter(w)
+				}
+				c.mu.Unlock()
+				if claimed { // a reply or an ASK arrived with the cap: return it
+					continue
+				}
+			}
 			if forwarded && res.Status == StatusConfirmed {
 				res.Status, res.Reason = StatusFailed, "no INJECTED receipt within the bound: the brief was not typed into "+target.Name+"'s pane"
 				res.Held = c.heldFor(st)
@@ -661,7 +679,15 @@ func (c *Core) waitOne(ctx context.Context, st *entState, w *waiter, wait time.D
 			}
 			return nil, nil
 		}
-		hm := <-w.ch // claimed under the lock: it is in the buffer
+		var hm *heldMsg
+		select {
+		case hm = <-w.ch: // claimed under the lock: it is in the buffer
+		default: // dropped without a message: entity removed or core closed
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, nil
+		}
 		if ctx.Err() != nil {
 			c.unclaim(st, []*heldMsg{hm})
 			return nil, ctx.Err()

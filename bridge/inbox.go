@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -61,6 +62,7 @@ func (st *entState) bound(key string) bool {
 type heldMsg struct {
 	env     *Envelope
 	acker   Acker
+	dups    []Acker // earlier deliveries of the same msgId, settled with it
 	at      time.Time
 	claimed bool
 }
@@ -211,10 +213,18 @@ func (c *Core) deliver(gid string, d Delivery) {
 		settle("")
 		return
 	}
-	if hm := st.findHeld(env.MsgID); hm != nil { // redelivered while held: keep one copy, settle with the new tag
-		if hm.acker != nil {
-			hm.acker = d.Acker
+	if hm := st.findHeld(env.MsgID); hm != nil { // redelivered or published twice while held: keep one copy
+		if hm.acker == nil {
+			c.mu.Unlock()
+			settle("")
+			return
 		}
+		// settle with the new tag, and the old one too: after a consumer
+		// bounce it is stale (its ack fails harmlessly), but a second
+		// publish of the same msgId is a live delivery that must not stay
+		// unacked in the inbox, to come back after a restart
+		hm.dups = append(hm.dups, hm.acker)
+		hm.acker = d.Acker
 		c.mu.Unlock()
 		return
 	}
@@ -355,22 +365,48 @@ func claimHeld(st *entState, f func(*Envelope) bool, max int) []*heldMsg {
 
 // settleTaken acks messages the entity now has and forgets them.
 func (c *Core) settleTaken(st *entState, hms []*heldMsg) error {
-	var firstErr error
-	for _, hm := range hms {
-		if hm.acker != nil {
-			if err := hm.acker.Ack(); err != nil && firstErr == nil {
-				firstErr = err
-			}
-		}
-	}
+	// forget them first, under the lock that deliver holds: a copy of one
+	// of them arriving from now on is acked by the seen-set, and none can
+	// still swap in an acker that would then never be acked
+	var ackers, dups []Acker
 	c.mu.Lock()
 	set := map[*heldMsg]bool{}
 	for _, hm := range hms {
 		set[hm] = true
 		c.seen.add(st.GID + hm.env.MsgID)
+		if hm.acker != nil {
+			ackers = append(ackers, hm.acker)
+		}
+		dups = append(dups, hm.dups...)
 	}
 	st.dropHeld(set)
 	c.mu.Unlock()
+	// Acks run concurrently so a transport that group-commits settles a
+	// whole drain in one write instead of one write per message.
+	var firstErr error
+	if len(ackers) == 1 {
+		firstErr = ackers[0].Ack()
+	} else {
+		var errMu sync.Mutex
+		var wg sync.WaitGroup
+		for _, a := range ackers {
+			wg.Add(1)
+			go func(a Acker) {
+				defer wg.Done()
+				if err := a.Ack(); err != nil {
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					errMu.Unlock()
+				}
+			}(a)
+		}
+		wg.Wait()
+	}
+	for _, a := range dups {
+		_ = a.Ack() // a stale tag of an earlier consumer fails: nothing to do
+	}
 	return firstErr
 }
 
