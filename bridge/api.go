@@ -232,9 +232,7 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 				c.unclaim(st, []*heldMsg{hm})
 				return nil, ctx.Err()
 			}
-			if err := c.settleTaken(st, []*heldMsg{hm}); err != nil {
-				c.log.Warn("ack after handover failed", LogMsgID, hm.env.MsgID, "err", err)
-			}
+			c.handOver(ctx, st, []*heldMsg{hm})
 			res.Messages = []Message{c.message(hm.env)}
 			res.Held = c.heldFor(st)
 			if hm.env.Kind == KindAsk {
@@ -617,9 +615,7 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 		c.unclaim(st, taken)
 		return nil, ctx.Err()
 	}
-	if err := c.settleTaken(st, taken); err != nil {
-		c.log.Warn("ack after drain failed", LogGID, gid, "err", err)
-	}
+	c.handOver(ctx, st, taken)
 	for _, hm := range taken {
 		res.Messages = append(res.Messages, c.message(hm.env))
 		if hm.env.Kind == KindAsk {

@@ -304,10 +304,10 @@ func (c *Core) deliver(gid string, d Delivery) {
 			c.log.Debug("receipt with nothing waiting dropped", LogKind, env.Kind, LogMsgID, env.MsgID, "corr", env.Corr, LogGID, gid)
 		}
 	default: // SEND, REPLY, BROADCAST
-		if env.Kind == KindSend {
-			st.brief = briefRef{from: env.From, msgID: env.MsgID, traceID: env.TraceID}
-		}
 		if env.Kind != KindReply && c.forwardsLocked(st) {
+			if env.Kind == KindSend { // typed into the pane: the brief it works on
+				st.brief = briefRef{from: env.From, msgID: env.MsgID, traceID: env.TraceID}
+			}
 			// forward path: ack first, then inject (SPEC §4)
 			c.seen.add(gid + env.MsgID)
 			e, inj := st.snapshot(), c.cfg.Injector

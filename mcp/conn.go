@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/herdbridge/herdbridge/bridge"
 )
 
 // MaxConcurrentCalls bounds the requests one stdio session runs at once.
@@ -129,11 +131,19 @@ func (s *Server) ServeConn(ctx context.Context, gid string, r io.Reader, w io.Wr
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if resp := s.mcp.HandleMessage(ctx, raw); resp != nil {
+			// messages this call hands over are acked only once its result
+			// is written to the socket (SPEC §4)
+			h := &bridge.Handover{}
+			resp := s.mcp.HandleMessage(bridge.WithHandover(ctx, h), raw)
+			delivered := false
+			if resp != nil {
 				if werr := write(resp); werr != nil {
 					cancel()
+				} else {
+					delivered = true
 				}
 			}
+			h.Settle(delivered)
 		}()
 	}
 	if e := sc.Err(); e != nil && !errors.Is(e, io.EOF) {

@@ -222,7 +222,7 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 		server.WithKeepAliveInterval(15*time.Second),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.auth(streamable))
+	mux.Handle("/mcp", s.auth(handover(streamable)))
 	mux.Handle("/sse", s.auth(sse.SSEHandler()))
 	mux.Handle("/message", s.auth(sse.MessageHandler()))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -256,6 +256,47 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r.WithContext(WithEntity(r.Context(), e.GID)))
 	})
 }
+
+// handover acks what a streamable HTTP call hands over only once its result
+// was written: the POST handler writes the response before it returns, so a
+// write error or a request cancelled by the client sends the messages back
+// to held instead (SPEC §4: ack only after the client has it). SSE answers
+// on another stream, with no such signal: there, messages are acked when
+// the call returns.
+func handover(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := &bridge.Handover{}
+		ew := &errWriter{ResponseWriter: w}
+		next.ServeHTTP(ew, r.WithContext(bridge.WithHandover(r.Context(), h)))
+		h.Settle(!ew.failed && r.Context().Err() == nil)
+	})
+}
+
+// errWriter remembers whether any write of the response failed.
+type errWriter struct {
+	http.ResponseWriter
+	failed bool
+}
+
+func (w *errWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	if err != nil {
+		w.failed = true
+	}
+	return n, err
+}
+
+func (w *errWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *errWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func unauthorized(w http.ResponseWriter, msg string) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="herdbridge"`)
