@@ -626,7 +626,10 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 	res.Status = StatusDrained
 	if len(taken) == 0 {
 		res.Status = StatusEmpty
-		if wait > 0 {
+		if req.Wait > wait { // the cap cut the wait short: say so, and how to go on
+			res.Status = StatusPending
+			res.Next = "nothing yet: call bridge_poll again to keep waiting"
+		} else if wait > 0 {
 			res.Next = "nothing yet: call bridge_poll again"
 		}
 	}

@@ -273,6 +273,10 @@ type RegisterRequest struct {
 	Role   Role
 	Groups []string
 	PaneID string
+	// NoToken re-attaches without minting a bearer token: the stdio relay
+	// authenticates by its socket, and minting one per reconnect would push
+	// the tokens users configured out of the last-32 window.
+	NoToken bool
 }
 
 const maxTokensPerEntity = 32
@@ -309,7 +313,11 @@ func (c *Core) Register(ctx context.Context, req RegisterRequest) (Entity, strin
 	} else {
 		st = newEntState(Entity{GID: uuid.NewString(), Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC()})
 	}
-	st.tokens = append(st.tokens, hash)
+	if req.NoToken {
+		token, hash = "", ""
+	} else {
+		st.tokens = append(st.tokens, hash)
+	}
 	if len(st.tokens) > maxTokensPerEntity {
 		st.tokens = st.tokens[len(st.tokens)-maxTokensPerEntity:]
 	}

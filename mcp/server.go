@@ -93,6 +93,9 @@ func New(core *bridge.Core, log *slog.Logger) *Server {
 func (s *Server) MCP() *server.MCPServer { return s.mcp }
 
 func (s *Server) track(sid, gid string) {
+	if sid == "" {
+		return
+	}
 	s.mu.Lock()
 	if _, ok := s.sessions[sid]; ok {
 		s.mu.Unlock()
@@ -130,7 +133,9 @@ func (s *Server) callContext(ctx context.Context, gid string) (context.Context, 
 		return ctx, cancel
 	}
 	sid := cs.SessionID()
-	s.track(sid, gid)
+	// Sessions are tracked when they register (hook, ServeConn), never
+	// here: a stateless HTTP call has an empty or one-off id and must not
+	// leave a phantom session behind.
 	s.mu.Lock()
 	si := s.sessions[sid]
 	if si == nil || si.gid != gid {
@@ -253,6 +258,15 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			unauthorized(w, "invalid token: register again with herdbridge register")
 			return
 		}
+		sid := r.Header.Get("Mcp-Session-Id")
+		if sid == "" {
+			sid = r.URL.Query().Get("sessionId")
+		}
+		if owner, ok := s.sessionOwner(sid); ok && owner != e.GID {
+			http.Error(w, "this MCP session belongs to another entity", http.StatusForbidden)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
 		next.ServeHTTP(w, r.WithContext(WithEntity(r.Context(), e.GID)))
 	})
 }
@@ -297,6 +311,23 @@ func (w *errWriter) Flush() {
 }
 
 func (w *errWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// maxRequestBytes bounds one HTTP request body (tool arguments are held to
+// 1 MiB, messages to far less).
+const maxRequestBytes = 2 << 20
+
+func (s *Server) sessionOwner(sid string) (string, bool) {
+	if sid == "" {
+		return "", false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	si, ok := s.sessions[sid]
+	if !ok {
+		return "", false
+	}
+	return si.gid, true
+}
 
 func unauthorized(w http.ResponseWriter, msg string) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="herdbridge"`)

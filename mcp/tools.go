@@ -194,7 +194,7 @@ func (s *Server) askTool() toolDef {
 func (s *Server) pollTool() toolDef {
 	t := mcpgo.NewTool("bridge_poll",
 		mcpgo.WithDescription("Drain messages held for you (replies, briefs, broadcasts, failures). With target, only those from that entity; the rest stay held. "+
-			"With wait_s, long-polls when nothing is held. peek reads without consuming. Status drained, peeked or empty."),
+			"With wait_s, long-polls when nothing is held (over 45 s: pending, call again). peek reads without consuming. Status drained, peeked, empty or pending."),
 		mcpgo.WithInputSchema[pollArgs](),
 		mcpgo.WithOutputSchema[bridge.Result](),
 		mcpgo.WithTitleAnnotation("Collect held messages"),

@@ -352,16 +352,18 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 		return nil
 	}
 	pointToPoint := len(targets) == 1 && targets[0].gid == key
+	var stored int
 	var full bool
 	var wake []*inbox
 	dlqAdded := false
 	err = t.write(func(tx *bolt.Tx) error {
-		full, wake, dlqAdded = false, wake[:0], false
+		full, wake, dlqAdded, stored = false, wake[:0], false, 0
 		for i, ib := range targets {
 			q := tx.Bucket(bktInbox).Bucket([]byte(ib.gid))
 			if q == nil { // deleted meanwhile
 				continue
 			}
+			stored++
 			cnt := tx.Bucket(bktCount)
 			n := getCount(cnt, []byte(ib.gid))
 			if caps[i] > 0 && n-min(n, unacked[i]) >= uint64(caps[i]) {
@@ -400,6 +402,9 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 	t.mu.Unlock()
 	if full {
 		return fmt.Errorf("%w: %s holds %d messages", bridge.ErrInboxFull, bridge.InboxQueueName(key), caps[0])
+	}
+	if stored == 0 && mandatory { // every target was deleted while we routed
+		return fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
 	}
 	return nil
 }

@@ -278,8 +278,6 @@ func TestNudge(t *testing.T) {
 			t.Parallel()
 			g := startGateway(t, "")
 			p := tr.dial(t, g, "lead", "primary")
-			// the session must be known before the reply: one call registers it on every transport
-			p.mustStatus("bridge_poll", map[string]any{}, "empty")
 			w := stdioConn(t, g, "w", "worker")
 			w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "done"}, "confirmed")
 			deadline := time.After(5 * time.Second)

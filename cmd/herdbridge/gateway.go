@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
@@ -67,8 +68,14 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if g.Listen == "" {
 		g.Listen = "127.0.0.1:7077"
 	}
+	if err := checkLoopback(g.Listen); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(g.StateDir, 0o700); err != nil {
 		return fmt.Errorf("gateway: state dir %s: %w", g.StateDir, err)
+	}
+	if fi, err := os.Stat(g.StateDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		g.Logger.Warn("state dir is readable by other users: chmod 700 it", "stateDir", g.StateDir, "mode", fi.Mode().Perm().String())
 	}
 	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	var err error
@@ -125,6 +132,22 @@ func (g *Gateway) Start(ctx context.Context) error {
 	return nil
 }
 
+// checkLoopback refuses an HTTP listener that is not on loopback: bearer
+// tokens and message bodies would cross the network in clear (SPEC §8).
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("gateway: --listen %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("gateway: refusing to serve MCP on %q: only loopback addresses (127.0.0.1, ::1, localhost) are allowed until TLS is configured, since tokens would cross the network in clear", addr)
+}
+
 // URL is the HTTP base of the gateway.
 func (g *Gateway) URL() string { return "http://" + g.Addr }
 
@@ -171,8 +194,10 @@ func (g *Gateway) listenSocket() error {
 		c.Close()
 		return fmt.Errorf("gateway: a gateway already answers on %s", path)
 	}
-	_ = os.Remove(path) // stale from a crash
+	_ = os.Remove(path)         // stale from a crash
+	old := syscall.Umask(0o177) // born 0600: no window before the chmod below
 	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
 	if err != nil {
 		return fmt.Errorf("gateway: unix socket %s: %w", path, err)
 	}
@@ -220,14 +245,27 @@ type sockReply struct {
 }
 
 func (g *Gateway) serveSocket(c net.Conn) {
+	done := make(chan struct{})
+	defer close(done)
 	defer c.Close()
-	go func() { <-g.ctx.Done(); c.Close() }()
+	go func() {
+		select {
+		case <-g.ctx.Done():
+			c.Close()
+		case <-done:
+		}
+	}()
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReaderSize(c, 64<<10)
-	line, err := br.ReadBytes('\n')
+	line, err := br.ReadSlice('\n') // at most the buffer: a request line is small
 	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			raw, _ := json.Marshal(sockReply{Error: "request line over 64 KiB"})
+			_, _ = c.Write(append(raw, '\n'))
+		}
 		return
 	}
+	line = append([]byte(nil), line...)
 	_ = c.SetReadDeadline(time.Time{})
 	var req sockRequest
 	reply := func(r sockReply) error {
@@ -241,7 +279,7 @@ func (g *Gateway) serveSocket(c net.Conn) {
 	}
 	switch req.Op {
 	case "register", "mcp":
-		e, tok, err := g.core.Register(g.ctx, bridge.RegisterRequest{Name: req.Name, Role: bridge.Role(req.Role), Groups: req.Groups, PaneID: req.PaneID})
+		e, tok, err := g.core.Register(g.ctx, bridge.RegisterRequest{Name: req.Name, Role: bridge.Role(req.Role), Groups: req.Groups, PaneID: req.PaneID, NoToken: req.Op == "mcp"})
 		if err != nil {
 			_ = reply(sockReply{Error: err.Error()})
 			return
