@@ -71,11 +71,9 @@ type Result struct {
 type Progress func(waited, of time.Duration, msg string)
 
 func (c *Core) message(env *Envelope) Message {
-	m := Message{MsgID: env.MsgID, Kind: env.Kind, From: env.From, To: env.To, Body: string(env.Body), TurnID: env.TurnID, TS: env.TS.UTC(), TraceID: env.TraceID}
 	c.mu.Lock()
-	m.FromName = c.nameLocked(env.From)
-	c.mu.Unlock()
-	return m
+	defer c.mu.Unlock()
+	return c.messageLocked(env)
 }
 
 func (c *Core) caller(gid string) (*entState, error) {
