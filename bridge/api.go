@@ -60,6 +60,7 @@ type Result struct {
 	MsgID    string       `json:"msgId,omitempty"`
 	TraceID  string       `json:"traceId,omitempty"`
 	TurnID   string       `json:"turnId,omitempty"`
+	SpawnID  string       `json:"spawnId,omitempty"` // bridge_spawn: the new worker's gid
 	Target   string       `json:"target,omitempty"`
 	Reason   string       `json:"reason,omitempty"`
 	Messages []Message    `json:"messages,omitempty"`
@@ -244,6 +245,9 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 			switch r.Kind {
 			case KindFailed:
 				res.Status, res.Reason = StatusFailed, string(r.Body)
+				return res, nil
+			case KindAbandoned:
+				res.Status, res.Reason = StatusAbandoned, string(r.Body)
 				return res, nil
 			case KindInjected:
 				res.Status, res.Reason = injectedRung(string(r.Body))
@@ -721,7 +725,7 @@ type EntityView struct {
 	Held     int    `json:"held"`
 	Waiting  bool   `json:"waiting"`
 	Sessions int    `json:"sessions"`
-	Status   string `json:"status"` // online | detached (herdr status when in a pane)
+	Status   string `json:"status"` // the live herdr agent status in a pane (idle|working|blocked|done|unknown), else online | detached
 }
 
 // HostView is one host of the roster.
@@ -751,6 +755,9 @@ func (c *Core) Roster() RosterView {
 		}
 		if st.sessions == 0 {
 			ev.Status = "detached"
+		}
+		if st.paneStatus != "" {
+			ev.Status = st.paneStatus
 		}
 		v.Entities = append(v.Entities, ev)
 	}

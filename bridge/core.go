@@ -152,6 +152,52 @@ func New(cfg Config) (*Core, error) {
 	}, nil
 }
 
+// PaneStatus records the live herdr status of the entity in pane (shown by
+// the roster).
+func (c *Core) PaneStatus(pane, status string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.ents {
+		if st.PaneID == pane {
+			st.paneStatus = status
+		}
+	}
+}
+
+// Panes lists the herdr panes of local entities.
+func (c *Core) Panes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, st := range c.ents {
+		if st.PaneID != "" {
+			out = append(out, st.PaneID)
+		}
+	}
+	return out
+}
+
+// PaneClosed removes the entities that lived in a closed pane: what was
+// pending on them becomes ABANDONED for their counterparts, and their
+// inboxes go.
+func (c *Core) PaneClosed(ctx context.Context, pane string) {
+	c.mu.Lock()
+	var gids []string
+	for gid, st := range c.ents {
+		if st.PaneID == pane {
+			gids = append(gids, gid)
+		}
+	}
+	c.mu.Unlock()
+	for _, gid := range gids {
+		if err := c.Remove(ctx, gid); err != nil {
+			c.log.Warn("removing the entity of a closed pane failed", LogGID, gid, "pane", pane, "err", err)
+			continue
+		}
+		c.log.Info("pane closed: entity removed", LogGID, gid, "pane", pane)
+	}
+}
+
 // SetNudger sets who is told about held messages (the MCP server, and in a
 // herdr pane the pane nudger). Safe to call while running.
 func (c *Core) SetNudger(n Nudger) {
@@ -277,6 +323,10 @@ type RegisterRequest struct {
 	// authenticates by its socket, and minting one per reconnect would push
 	// the tokens users configured out of the last-32 window.
 	NoToken bool
+	// GID fixes the gid of a new entity (a spawned worker's gid is its
+	// spawnId). Ignored on re-attach; an existing name with another gid is
+	// an error.
+	GID string
 }
 
 const maxTokensPerEntity = 32
@@ -304,6 +354,10 @@ func (c *Core) Register(ctx context.Context, req RegisterRequest) (Entity, strin
 	}
 	var st *entState
 	if gid, ok := c.byName[req.Name]; ok {
+		if req.GID != "" && req.GID != gid {
+			c.mu.Unlock()
+			return Entity{}, "", userErr("name %q is taken on this host by another entity", req.Name)
+		}
 		st = c.ents[gid]
 		st.Role = req.Role
 		st.Groups = groups
@@ -311,7 +365,15 @@ func (c *Core) Register(ctx context.Context, req RegisterRequest) (Entity, strin
 			st.PaneID = req.PaneID
 		}
 	} else {
-		st = newEntState(Entity{GID: uuid.NewString(), Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC()})
+		gid := req.GID
+		if gid == "" {
+			gid = uuid.NewString()
+		}
+		if c.ents[gid] != nil {
+			c.mu.Unlock()
+			return Entity{}, "", userErr("gid %s is taken by %s", gid, c.ents[gid].Name)
+		}
+		st = newEntState(Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC()})
 	}
 	if req.NoToken {
 		token, hash = "", ""
@@ -354,6 +416,9 @@ func (c *Core) Remove(ctx context.Context, gid string) error {
 		return &UserError{Msg: fmt.Sprintf("no entity %s", gid)}
 	}
 	out := c.abandonLocked(st)
+	if b := st.brief; b.from != "" { // the brief it was working on will get no reply
+		out = append(out, c.control(KindAbandoned, gid, b.from, b.msgID, "", b.traceID, st.Name+" went away (removed or its pane closed) before replying"))
+	}
 	delete(c.ents, gid)
 	delete(c.byName, st.Name)
 	for _, h := range st.tokens {

@@ -12,7 +12,14 @@ import (
 // ctx, and reports the highest rung it observed. It may be called
 // concurrently for different panes and must serialize writes to one pane.
 type Injector interface {
-	Inject(ctx context.Context, e Entity, env *Envelope) InjectReceipt
+	Inject(ctx context.Context, b Brief) InjectReceipt
+}
+
+// Brief is one message for the forward path.
+type Brief struct {
+	To       Entity    // the worker, with its pane id
+	Env      *Envelope // SEND or BROADCAST
+	FromName string    // the sender's name, for the prompt's header
 }
 
 // InjectReceipt is what the forward path observed.
@@ -40,7 +47,10 @@ func (c *Core) forward(e Entity, env *Envelope, inj Injector) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.InjectWait)
 	defer cancel()
 	start := c.cfg.Now()
-	r := inj.Inject(ctx, e, env)
+	c.mu.Lock()
+	from := c.nameLocked(env.From)
+	c.mu.Unlock()
+	r := inj.Inject(ctx, Brief{To: e, Env: env, FromName: from})
 	c.log.Info("forward path", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID, "status", r.Status, LogReason, r.Reason, "ms", time.Since(start).Milliseconds())
 	if env.Kind != KindSend {
 		return // broadcasts are typed but not receipted

@@ -20,11 +20,11 @@ type fakeInjector struct {
 	receipt bridge.InjectReceipt
 }
 
-func (f *fakeInjector) Inject(ctx context.Context, e bridge.Entity, env *bridge.Envelope) bridge.InjectReceipt {
+func (f *fakeInjector) Inject(ctx context.Context, b bridge.Brief) bridge.InjectReceipt {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.got = append(f.got, string(env.Body))
-	f.depth = append(f.depth, f.tr.Depth(e.GID))
+	f.got = append(f.got, string(b.Env.Body))
+	f.depth = append(f.depth, f.tr.Depth(b.To.GID))
 	return f.receipt
 }
 

@@ -21,6 +21,7 @@ type entState struct {
 	brief    briefRef                  // the brief it is working on: default target of bridge_ask
 
 	sessions   int
+	paneStatus string // live herdr agent status, for the roster
 	detachedAt time.Time
 	lastNudge  time.Time
 }

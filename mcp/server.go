@@ -48,6 +48,20 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*sessionInfo // MCP session id -> whose, and its open calls
+	spawn    Spawner
+}
+
+// SetSpawner enables bridge_spawn.
+func (s *Server) SetSpawner(sp Spawner) {
+	s.mu.Lock()
+	s.spawn = sp
+	s.mu.Unlock()
+}
+
+func (s *Server) spawner() Spawner {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spawn
 }
 
 type sessionInfo struct {

@@ -43,6 +43,24 @@ type broadcastArgs struct {
 	Group   string `json:"group,omitempty" jsonschema:"Only entities in this group (default: all)"`
 }
 
+type spawnArgs struct {
+	Host    string `json:"host,omitempty" jsonschema:"Host to spawn on (default: this one)"`
+	Profile string `json:"profile" jsonschema:"A spawn profile of that host (bridge_roster lists them)"`
+	Name    string `json:"name,omitempty" jsonschema:"Name for the new worker (default: profile-xxxx)"`
+	Brief   string `json:"brief,omitempty" jsonschema:"First brief, delivered once the worker is ready"`
+}
+
+// SpawnRequest is bridge_spawn.
+type SpawnRequest struct {
+	Host, Profile, Name, Brief string
+}
+
+// Spawner starts workers from the gateway's profiles.
+type Spawner interface {
+	Spawn(ctx context.Context, callerGID string, req SpawnRequest) (*bridge.Result, error)
+	Profiles() []string
+}
+
 type rosterArgs struct {
 	Host string `json:"host,omitempty" jsonschema:"Only this host"`
 }
@@ -88,7 +106,7 @@ type toolDef struct {
 }
 
 func (s *Server) tools() []toolDef {
-	return []toolDef{s.sendTool(), s.askTool(), s.pollTool(), s.broadcastTool(), s.rosterTool()}
+	return []toolDef{s.sendTool(), s.askTool(), s.pollTool(), s.broadcastTool(), s.rosterTool(), s.spawnTool()}
 }
 
 // call wraps a tool body with identity, session-bound cancellation,
@@ -263,6 +281,13 @@ func (s *Server) rosterTool() toolDef {
 			return mcpgo.NewToolResultError(err.Error()), nil
 		}
 		v := s.core.Roster()
+		if sp := s.spawner(); sp != nil {
+			for i := range v.Hosts {
+				if v.Hosts[i].Local {
+					v.Hosts[i].Profiles = sp.Profiles()
+				}
+			}
+		}
 		if a.Host != "" {
 			var es []bridge.EntityView
 			for _, e := range v.Entities {
@@ -274,7 +299,7 @@ func (s *Server) rosterTool() toolDef {
 		}
 		var b strings.Builder
 		for _, h := range v.Hosts {
-			fmt.Fprintf(&b, "host %s\n", h.Host)
+			fmt.Fprintf(&b, "host %s  profiles: %s\n", h.Host, strings.Join(h.Profiles, ", "))
 		}
 		for _, e := range v.Entities {
 			fmt.Fprintf(&b, "%s@%s  %s  %s  held=%d groups=%s\n", e.Name, e.Host, e.Role, e.Status, e.Held, strings.Join(e.Groups, ","))
@@ -282,6 +307,31 @@ func (s *Server) rosterTool() toolDef {
 		return mcpgo.NewToolResultStructured(v, b.String()), nil
 	}
 	return toolDef{t, h}
+}
+
+func (s *Server) spawnTool() toolDef {
+	t := mcpgo.NewTool("bridge_spawn",
+		mcpgo.WithDescription("Start a new worker from a spawn profile of a host (profiles are defined in that gateway's configuration; you name one, never a command). "+
+			"Returns when the worker's agent is ready and registered (spawnId = its gid), then delivers brief through the forward path: status submitted, uncertain or failed (with the reason), or confirmed without a brief."),
+		mcpgo.WithInputSchema[spawnArgs](),
+		mcpgo.WithOutputSchema[bridge.Result](),
+		mcpgo.WithTitleAnnotation("Spawn a worker"),
+		mcpgo.WithReadOnlyHintAnnotation(false),
+		mcpgo.WithDestructiveHintAnnotation(false),
+		mcpgo.WithIdempotentHintAnnotation(false),
+		mcpgo.WithOpenWorldHintAnnotation(false),
+	)
+	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
+		var a spawnArgs
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, argErr(err)
+		}
+		sp := s.spawner()
+		if sp == nil {
+			return nil, argErr(errors.New("this gateway has no herdr connection to spawn into: start it with herdr available"))
+		}
+		return sp.Spawn(ctx, gid, SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief})
+	})}
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

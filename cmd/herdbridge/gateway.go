@@ -18,6 +18,7 @@ import (
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/embedded"
+	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/mcp"
 )
 
@@ -28,11 +29,15 @@ type Gateway struct {
 	Listen   string
 	Host     string
 	NoSync   bool // skip fsync: a process crash still loses nothing, an OS crash or power loss can
+	Config   Config
 	Logger   *slog.Logger
 	Core     bridge.Config // tuning; Transport, Store, Host, Logger are set by Start
 
 	Addr string // actual HTTP address once started
 
+	herdr    *herdr.Client
+	inject   *herdr.Injector
+	nudger   *herdr.PaneNudger
 	tr       *embedded.Transport
 	store    *bridge.Store
 	core     *bridge.Core
@@ -97,6 +102,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	g.mcp = mcp.New(g.core, g.Logger)
 	g.core.SetNudger(g.mcp)
+	g.startHerdr()
 	if err := g.core.Start(g.ctx); err != nil {
 		g.closeStores()
 		return err
@@ -130,6 +136,61 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	g.Logger.Info("gateway serving", "url", g.URL(), "socket", g.SocketPath(), "stateDir", g.StateDir, "host", g.core.Host(), "transport", "embedded")
 	return nil
+}
+
+// startHerdr connects the core to herdr: the forward path into worker panes,
+// pane status following, reminders typed into a primary's pane, and spawn.
+func (g *Gateway) startHerdr() {
+	hc := g.Config.Herdr
+	if hc.Disabled {
+		g.Logger.Info("herdr integration disabled: briefs to workers in panes are held for bridge_poll")
+		return
+	}
+	g.herdr = &herdr.Client{Path: hc.Socket, Logger: g.Logger}
+	g.inject = &herdr.Injector{Client: g.herdr, BriefDir: filepath.Join(g.StateDir, "briefs"),
+		MaxInline: hc.MaxInlineBrief, ReadyWait: time.Duration(hc.ReadyWait)}
+	g.core.SetInjector(g.inject)
+	nudgers := multiNudger{g.mcp}
+	if hc.PaneNudge == nil || *hc.PaneNudge {
+		g.nudger = &herdr.PaneNudger{Client: g.herdr, Log: g.Logger, Backoff: time.Duration(hc.NudgeBackoff)}
+		g.nudger.Start(g.ctx)
+		nudgers = append(nudgers, g.nudger)
+	}
+	g.core.SetNudger(nudgers)
+	g.mcp.SetSpawner(&spawnService{core: g.core, sp: &herdr.Spawner{Client: g.herdr, ReadyWait: time.Duration(hc.SpawnReadyWait)},
+		profiles: g.Config.Profiles, stateDir: g.StateDir})
+	w := &herdr.Watcher{
+		Client:   g.herdr,
+		Log:      g.Logger,
+		Panes:    g.core.Panes,
+		OnStatus: g.core.PaneStatus,
+		OnClosed: func(pane string) { g.core.PaneClosed(g.ctx, pane) },
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		w.Run(g.ctx)
+	}()
+}
+
+// multiNudger tells every nudger.
+type multiNudger []bridge.Nudger
+
+func (m multiNudger) Nudge(e bridge.Entity, h bridge.HeldSummary) {
+	for _, n := range m {
+		n.Nudge(e, h)
+	}
+}
+
+// roster is the core's roster with this host's spawn profiles.
+func (g *Gateway) roster() bridge.RosterView {
+	v := g.core.Roster()
+	for i := range v.Hosts {
+		if v.Hosts[i].Local {
+			v.Hosts[i].Profiles = (&spawnService{profiles: g.Config.Profiles}).Profiles()
+		}
+	}
+	return v
 }
 
 // checkLoopback refuses an HTTP listener that is not on loopback: bearer
@@ -181,6 +242,9 @@ func (g *Gateway) Close() error {
 			g.sock.Close()
 		}
 		g.wg.Wait()
+		if g.nudger != nil {
+			g.nudger.Wait()
+		}
 		g.core.Close()
 		g.closeStores()
 		_ = os.Remove(filepath.Join(g.StateDir, infoName))
@@ -295,7 +359,7 @@ func (g *Gateway) serveSocket(c net.Conn) {
 			g.Logger.Debug("socket session ended", bridge.LogGID, e.GID, "err", err)
 		}
 	case "roster":
-		v := g.core.Roster()
+		v := g.roster()
 		_ = reply(sockReply{OK: true, Roster: &v})
 	case "dlq":
 		d, err := g.core.DeadLetters(req.Limit)

@@ -22,7 +22,7 @@ import (
 const usage = `herdbridge — message fabric for coding agents
 
 usage:
-  herdbridge gateway  [--listen 127.0.0.1:7077] [--state-dir DIR] [--host-id ID] [--fsync=true]
+  herdbridge gateway  [--listen 127.0.0.1:7077] [--state-dir DIR] [--host-id ID] [--config FILE] [--fsync=true]
   herdbridge register --name N --role primary|worker|orchestrator [--group G]... [--state-dir DIR]
   herdbridge mcp      --name N --role R [--group G]... [--state-dir DIR]   (stdio MCP server)
   herdbridge roster   [--state-dir DIR] [--json]
@@ -132,6 +132,7 @@ func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	host := fs.String("host-id", defaultHost(), "this host's id")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	maxWait := fs.Duration("max-wait", 45*time.Second, "cap of any blocking tool call")
+	configPath := fs.String("config", "", "configuration file (default: config.json in the state dir, if present)")
 	fsync := fs.Bool("fsync", true, "fsync every commit of the embedded store; false is several times faster and still loses nothing when the gateway process crashes, but an OS crash or power loss can lose or corrupt the store")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -140,7 +141,15 @@ func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g := &Gateway{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync}
+	cfgPath := *configPath
+	if cfgPath == "" {
+		cfgPath = filepath.Join(*dir, "config.json")
+	}
+	cfg, err := loadConfig(cfgPath, *configPath != "")
+	if err != nil {
+		return err
+	}
+	g := &Gateway{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Config: cfg}
 	g.Core.MaxWait = *maxWait
 	if err := g.Start(ctx); err != nil {
 		return err
@@ -179,9 +188,12 @@ func cmdRegister(args []string, stdout, stderr io.Writer) error {
 // over the gateway's unix socket and relays stdio to the session there.
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs, dir := newFlags("mcp", stderr)
-	name := fs.String("name", "", "entity name (unique on this host)")
-	role := fs.String("role", "", "primary, worker or orchestrator")
+	name := fs.String("name", os.Getenv("HERDBRIDGE_NAME"), "entity name (unique on this host; default $HERDBRIDGE_NAME)")
+	role := fs.String("role", os.Getenv("HERDBRIDGE_ROLE"), "primary, worker or orchestrator (default $HERDBRIDGE_ROLE)")
 	var groups multiFlag
+	if g := os.Getenv("HERDBRIDGE_GROUPS"); g != "" {
+		groups = strings.Split(g, ",")
+	}
 	fs.Var(&groups, "group", "group to join (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/herdbridge/herdbridge/herdr"
+)
+
+// Config is the gateway's configuration file (JSON), by default
+// config.json in the state directory. Every field is optional.
+type Config struct {
+	// Profiles are the workers bridge_spawn can start on this host.
+	Profiles map[string]herdr.Profile `json:"profiles,omitempty"`
+	Herdr    HerdrConfig              `json:"herdr"`
+}
+
+// HerdrConfig tunes the herdr side.
+type HerdrConfig struct {
+	// Disabled turns the herdr integration off: briefs to workers in panes
+	// are then held for bridge_poll like any pull entity's.
+	Disabled bool `json:"disabled,omitempty"`
+	// Socket is herdr's API socket (default: found as herdr's CLI does).
+	Socket string `json:"socket,omitempty"`
+	// ReadyWait bounds the wait for a worker to be idle before typing (default 20s).
+	ReadyWait Duration `json:"readyWait,omitempty"`
+	// MaxInlineBrief is the largest brief typed inline (default 8192 bytes);
+	// a larger one is written to a file the prompt names.
+	MaxInlineBrief int `json:"maxInlineBrief,omitempty"`
+	// PaneNudge types a one-line reminder into a primary's pane when
+	// replies are held for it and it is idle (default on).
+	PaneNudge *bool `json:"paneNudge,omitempty"`
+	// NudgeBackoff is the first gap between two reminders (default 30s).
+	NudgeBackoff Duration `json:"nudgeBackoff,omitempty"`
+	// SpawnReadyWait bounds the wait for a spawned agent to be ready (default 40s).
+	SpawnReadyWait Duration `json:"spawnReadyWait,omitempty"`
+}
+
+// Duration is a time.Duration written as "30s".
+type Duration time.Duration
+
+// UnmarshalJSON reads "30s" (or a number of seconds).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var n float64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return errors.New(`a duration is "30s" or a number of seconds`)
+	}
+	*d = Duration(n * float64(time.Second))
+	return nil
+}
+
+// MarshalJSON writes "30s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// loadConfig reads path; a missing file is the zero config unless required.
+func loadConfig(path string, required bool) (Config, error) {
+	var c Config
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !required {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	for name, p := range c.Profiles {
+		if err := p.Validate(name); err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	return c, nil
+}

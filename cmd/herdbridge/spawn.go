@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/herdr"
+	"github.com/herdbridge/herdbridge/mcp"
+)
+
+// spawnService is bridge_spawn on this host: a profile from the gateway's
+// configuration started in a new herdr pane, registered with its spawnId as
+// gid, then briefed through the forward path.
+type spawnService struct {
+	core     *bridge.Core
+	sp       *herdr.Spawner
+	profiles map[string]herdr.Profile
+	stateDir string
+}
+
+var _ mcp.Spawner = (*spawnService)(nil)
+
+func (s *spawnService) Profiles() []string {
+	out := make([]string, 0, len(s.profiles))
+	for n := range s.profiles {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *spawnService) Spawn(ctx context.Context, caller string, req mcp.SpawnRequest) (*bridge.Result, error) {
+	if req.Host != "" && req.Host != s.core.Host() {
+		return nil, &bridge.UserError{Msg: fmt.Sprintf("host %q is not this gateway (%s): cross-host spawn needs the broker transport; omit host to spawn here", req.Host, s.core.Host())}
+	}
+	p, ok := s.profiles[req.Profile]
+	if !ok {
+		if len(s.profiles) == 0 {
+			return nil, &bridge.UserError{Msg: "this host has no spawn profiles: define them under \"profiles\" in the gateway's config.json"}
+		}
+		return nil, &bridge.UserError{Msg: fmt.Sprintf("no spawn profile %q on %s: profiles are %s", req.Profile, s.core.Host(), strings.Join(s.Profiles(), ", "))}
+	}
+	name := req.Name
+	if name == "" {
+		var b [2]byte
+		_, _ = rand.Read(b[:])
+		name = req.Profile + "-" + hex.EncodeToString(b[:])
+	}
+	if !bridge.ValidName(name) {
+		return nil, &bridge.UserError{Msg: fmt.Sprintf("name %q is not valid: letters, digits, '.', '_' or '-'", name)}
+	}
+	if _, err := s.core.Resolve(name); err == nil {
+		return nil, &bridge.UserError{Msg: fmt.Sprintf("an entity named %q already exists here: pick another name", name)}
+	}
+	spawnID := uuid.NewString()
+	env := map[string]string{
+		"HERDBRIDGE_NAME":      name,
+		"HERDBRIDGE_ROLE":      string(bridge.RoleWorker),
+		"HERDBRIDGE_STATE_DIR": s.stateDir,
+		"HERDBRIDGE_SPAWN_ID":  spawnID,
+	}
+	if len(p.Groups) > 0 {
+		env["HERDBRIDGE_GROUPS"] = strings.Join(p.Groups, ",")
+	}
+	res := &bridge.Result{SpawnID: spawnID, Target: name + "@" + s.core.Host()}
+	pane, err := s.sp.Start(ctx, p, name, env)
+	if err != nil {
+		res.Status, res.Reason = bridge.StatusFailed, err.Error()
+		return res, nil
+	}
+	e, _, err := s.core.Register(ctx, bridge.RegisterRequest{Name: name, Role: bridge.RoleWorker, Groups: p.Groups, PaneID: pane, GID: spawnID, NoToken: true})
+	if err != nil {
+		return nil, err
+	}
+	res.Target = e.Addr()
+	if req.Brief == "" {
+		res.Status = bridge.StatusConfirmed
+		res.Reason = "worker ready in pane " + pane
+		return res, nil
+	}
+	sent, err := s.core.Send(ctx, caller, bridge.SendRequest{Target: e.GID, Message: req.Brief}, nil)
+	if err != nil {
+		return nil, err
+	}
+	sent.SpawnID = spawnID
+	return sent, nil
+}

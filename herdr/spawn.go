@@ -1,0 +1,185 @@
+package herdr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"time"
+)
+
+// Profile is a spawnable worker, defined in the gateway's configuration:
+// either a herdr agent kind with args (started with agent.start in a new
+// tab's shell) or an argv command (run directly in a new tab with
+// layout.apply), plus cwd and env. Callers name a profile, never a command.
+type Profile struct {
+	Kind    string            `json:"kind,omitempty"`    // herdr agent kind: claude, codex, pi, …
+	Args    []string          `json:"args,omitempty"`    // with Kind
+	Command []string          `json:"command,omitempty"` // argv, instead of Kind
+	Cwd     string            `json:"cwd,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Groups  []string          `json:"groups,omitempty"` // groups the worker joins
+}
+
+var agentNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// Validate checks a profile from the configuration.
+func (p Profile) Validate(name string) error {
+	switch {
+	case p.Kind == "" && len(p.Command) == 0:
+		return fmt.Errorf("profile %q: set kind (a herdr agent kind) or command (argv)", name)
+	case p.Kind != "" && len(p.Command) > 0:
+		return fmt.Errorf("profile %q: set kind or command, not both", name)
+	case p.Cwd != "" && !filepath.IsAbs(p.Cwd):
+		return fmt.Errorf("profile %q: cwd %q must be absolute", name, p.Cwd)
+	}
+	for k := range p.Env {
+		if k == "" || containsAny(k, "=\x00") {
+			return fmt.Errorf("profile %q: env key %q is not valid", name, k)
+		}
+	}
+	return nil
+}
+
+func containsAny(s, chars string) bool {
+	for _, c := range chars {
+		for _, r := range s {
+			if r == c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Spawner starts profiles in new herdr panes and waits until the agent is
+// ready for input.
+type Spawner struct {
+	Client *Client
+	// ReadyWait bounds the wait for the new agent to be ready (default 60s).
+	ReadyWait time.Duration
+}
+
+// Start opens a new tab labelled name running p with env added, and waits
+// until its agent is interactive-ready and idle. It returns the pane id; on
+// failure the pane is closed and the error says the status it was stuck in.
+func (s *Spawner) Start(ctx context.Context, p Profile, name string, env map[string]string) (string, error) {
+	wait := s.ReadyWait
+	if wait <= 0 {
+		wait = 60 * time.Second
+	}
+	all := map[string]string{}
+	for k, v := range p.Env {
+		all[k] = v
+	}
+	for k, v := range env {
+		all[k] = v
+	}
+	var pane string
+	if len(p.Command) > 0 {
+		id, err := s.Client.LayoutApplyCommand(ctx, "", name, p.Cwd, p.Command, all)
+		if err != nil {
+			return "", fmt.Errorf("open a pane for %s: %w", name, err)
+		}
+		pane = id
+	} else {
+		root, err := s.Client.TabCreate(ctx, "", p.Cwd, name, all)
+		if err != nil {
+			return "", fmt.Errorf("open a pane for %s: %w", name, err)
+		}
+		pane = root.PaneID
+		agentName := name
+		if !agentNameRE.MatchString(agentName) {
+			agentName = "" // herdr names are stricter than ours: go by pane id
+		}
+		if err := s.startAgent(ctx, p, agentName, pane); err != nil {
+			_ = s.Client.PaneClose(context.WithoutCancel(ctx), pane)
+			return "", err
+		}
+	}
+	if err := s.waitReady(ctx, pane, len(p.Command) == 0, wait); err != nil {
+		_ = s.Client.PaneClose(context.WithoutCancel(ctx), pane)
+		return "", err
+	}
+	return pane, nil
+}
+
+func (s *Spawner) startAgent(ctx context.Context, p Profile, name, pane string) error {
+	deadline := time.Now().Add(3 * time.Second) // the shell's rc files may still run: herdr says busy
+	for {
+		n := name
+		if n == "" {
+			n = "hb-" + pane // agent.start needs a name
+			n = sanitizeAgentName(n)
+		}
+		_, err := s.Client.AgentStart(ctx, n, p.Kind, pane, p.Args, 0)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrAgentPaneBusy) || time.Now().After(deadline) {
+			return fmt.Errorf("start %s agent in pane %s: %w", p.Kind, pane, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func sanitizeAgentName(s string) string {
+	b := []byte{}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b = append(b, byte(r))
+		case r >= 'A' && r <= 'Z':
+			b = append(b, byte(r-'A'+'a'))
+		default:
+			b = append(b, '-')
+		}
+	}
+	if len(b) > 32 {
+		b = b[:32]
+	}
+	return string(b)
+}
+
+// waitReady polls until the agent is ready: interactive_ready and idle/done
+// for a started agent kind; idle/done for a command.
+func (s *Spawner) waitReady(ctx context.Context, pane string, started bool, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	last := "unknown"
+	for {
+		a, err := s.Client.AgentGet(ctx, pane)
+		switch {
+		case err == nil:
+			last = a.AgentStatus
+			if a.LaunchPending {
+				last = "launch_pending"
+			}
+			if Ready(a.AgentStatus) && !a.LaunchPending && (a.InteractiveReady || !started) {
+				return nil
+			}
+		case errors.Is(err, ErrPaneNotFound), errors.Is(err, ErrAgentNotRunning):
+			return fmt.Errorf("the pane %s closed while its agent started (the process exited)", pane)
+		case errors.Is(err, ErrAgentNotFound):
+			last = "no agent detected"
+		default:
+			return err
+		}
+		if time.Now().After(deadline) {
+			hint := ""
+			if last == StatusBlocked {
+				hint = " (a dialog, e.g. a trust prompt, waits for an answer)"
+			}
+			return fmt.Errorf("the agent in pane %s did not become ready within %s: stuck in %s%s", pane, wait, last, hint)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
