@@ -287,8 +287,8 @@ func (s *Server) auth(next http.Handler) http.Handler {
 
 // handover acks what a streamable HTTP call hands over only once its result
 // was written: the POST handler writes the response before it returns, so a
-// write error or a request cancelled by the client sends the messages back
-// to held instead (SPEC §4: ack only after the client has it). SSE answers
+// response never written (the client went away first) or a failed write
+// sends the messages back to held instead (SPEC §4: ack only after the client has it). SSE answers
 // on another stream, with no such signal: there, messages are acked when
 // the call returns.
 func handover(next http.Handler) http.Handler {
@@ -300,20 +300,26 @@ func handover(next http.Handler) http.Handler {
 		h := &bridge.Handover{}
 		ew := &errWriter{ResponseWriter: w}
 		next.ServeHTTP(ew, r.WithContext(bridge.WithHandover(r.Context(), h)))
-		h.Settle(!ew.failed && r.Context().Err() == nil)
+		// Delivered: the response was written without error. The request
+		// context is no signal: clients may close the connection as soon as
+		// they have read the response, before this handler returns.
+		h.Settle(ew.wrote && !ew.failed)
 	})
 }
 
-// errWriter remembers whether any write of the response failed.
+// errWriter remembers whether the response was written, and whether any
+// write failed.
 type errWriter struct {
 	http.ResponseWriter
-	failed bool
+	wrote, failed bool
 }
 
 func (w *errWriter) Write(p []byte) (int, error) {
 	n, err := w.ResponseWriter.Write(p)
 	if err != nil {
 		w.failed = true
+	} else if n > 0 {
+		w.wrote = true
 	}
 	return n, err
 }

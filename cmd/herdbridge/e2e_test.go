@@ -417,3 +417,26 @@ func TestRelayReconnects(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestSendPollNeverDuplicates: many send+poll round trips on each transport
+// each drain exactly the one reply sent. (Clients close HTTP connections
+// as soon as they have a response; treating that as "not delivered" once
+// put messages back to held and delivered them twice.)
+func TestSendPollNeverDuplicates(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
+			g := startGateway(t, "")
+			p := tr.dial(t, g, "lead", "primary")
+			w := tr.dial(t, g, "w", "worker")
+			for i := 0; i < 400; i++ {
+				body := fmt.Sprintf("r%d", i)
+				w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": body}, "confirmed")
+				r := p.mustStatus("bridge_poll", map[string]any{"wait_s": 5}, "drained")
+				if len(r.Messages) != 1 || r.Messages[0].Body != body {
+					t.Fatalf("round %d drained %+v", i, r.Messages)
+				}
+			}
+		})
+	}
+}
