@@ -201,7 +201,14 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 		}
 	}()
 	res := &Result{Status: StatusConfirmed, MsgID: env.MsgID, TraceID: env.TraceID, Target: target.Addr()}
+	if forwarded { // persisted first: a crash anywhere after still ends in a receipt or a FAILED
+		c.awaitReceipt(awaitRecord{MsgID: env.MsgID, From: gid, To: target.GID, ToName: target.Name, TraceID: env.TraceID,
+			Deadline: c.cfg.Now().Add(c.cfg.InjectWait + c.cfg.ReceiptWait)})
+	}
 	if err := c.tr.Publish(ctx, target.GID, env, true); err != nil {
+		if forwarded {
+			c.receiptCame(env.MsgID)
+		}
 		return nil, c.publishErr(err, target)
 	}
 	c.log.Info("sent", LogKind, kind, LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogFrom, gid, LogTo, target.GID)

@@ -127,6 +127,7 @@ type Core struct {
 	tokens map[string]string // token hash -> gid
 	seen   *seenSet
 	nudges map[string]bool
+	awaits map[string]awaitRecord // forward-path briefs awaiting their receipt, by msgId
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -148,7 +149,7 @@ func New(cfg Config) (*Core, error) {
 	return &Core{
 		cfg: cfg, log: cfg.Logger, tr: cfg.Transport, st: cfg.Store,
 		ents: map[string]*entState{}, byName: map[string]string{}, tokens: map[string]string{},
-		seen: newSeenSet(cfg.SeenSize), nudges: map[string]bool{},
+		seen: newSeenSet(cfg.SeenSize), nudges: map[string]bool{}, awaits: map[string]awaitRecord{},
 	}, nil
 }
 
@@ -243,6 +244,15 @@ func (c *Core) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	awaits, err := c.st.loadAwaits()
+	if err != nil {
+		return fmt.Errorf("bridge: load briefs awaiting receipts: %w", err)
+	}
+	c.mu.Lock()
+	for _, a := range awaits {
+		c.awaits[a.MsgID] = a
+	}
+	c.mu.Unlock()
 	sub, err := c.tr.ConsumeDeadLetters(c.ctx, c.onDeadLetter)
 	if err != nil {
 		return fmt.Errorf("bridge: consume dead letters: %w", err)

@@ -70,3 +70,51 @@ func receiptReason(r string) string {
 	}
 	return ": " + r
 }
+
+// awaitReceipt records a forward-path brief until its receipt comes back.
+func (c *Core) awaitReceipt(a awaitRecord) {
+	c.mu.Lock()
+	c.awaits[a.MsgID] = a
+	c.mu.Unlock()
+	if err := c.st.putAwait(a); err != nil {
+		c.log.Warn("cannot persist a brief awaiting its receipt", LogMsgID, a.MsgID, "err", err)
+	}
+}
+
+// receiptCame forgets the brief corr once its INJECTED, FAILED or ABANDONED
+// arrived (or it was never published).
+func (c *Core) receiptCame(corr string) {
+	c.mu.Lock()
+	_, ok := c.awaits[corr]
+	delete(c.awaits, corr)
+	c.mu.Unlock()
+	if ok {
+		if err := c.st.deleteAwait(corr); err != nil {
+			c.log.Warn("cannot forget a settled brief", LogMsgID, corr, "err", err)
+		}
+	}
+}
+
+// overdueReceipts turns briefs whose receipt is past its deadline into a
+// FAILED held for the sender: the worker's gateway crashed between its ack
+// and the inject, or never got the brief. Called by the sweeper.
+func (c *Core) overdueReceipts(now time.Time) {
+	var due []awaitRecord
+	c.mu.Lock()
+	for id, a := range c.awaits {
+		if now.After(a.Deadline) {
+			due = append(due, a)
+			delete(c.awaits, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, a := range due {
+		c.log.Warn("no INJECTED within the bound: brief reported failed", LogMsgID, a.MsgID, LogFrom, a.From, LogTo, a.To)
+		out := c.control(KindFailed, a.To, a.From, a.MsgID, "", a.TraceID,
+			"no INJECTED receipt from "+a.ToName+" within the bound: the brief was probably not typed (its gateway may have crashed between taking it and typing it)")
+		c.send([]outMsg{out})
+		if err := c.st.deleteAwait(a.MsgID); err != nil {
+			c.log.Warn("cannot forget an overdue brief", LogMsgID, a.MsgID, "err", err)
+		}
+	}
+}

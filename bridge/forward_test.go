@@ -115,3 +115,69 @@ func TestForwardPathNoRungFails(t *testing.T) {
 		t.Fatalf("status %s, want failed", res.Status)
 	}
 }
+
+// blockingInjector never finishes before its context ends: a worker gateway
+// that dies mid-inject.
+type blockingInjector struct{ started chan struct{} }
+
+func (b *blockingInjector) Inject(ctx context.Context, _ bridge.Brief) bridge.InjectReceipt {
+	close(b.started)
+	<-ctx.Done()
+	return bridge.InjectReceipt{Status: bridge.StatusFailed, Reason: "cancelled"}
+}
+
+// TestForwardPathCrashReportsFailed: the gateway dies between the ack and
+// the inject, so no receipt is ever sent; after a restart the brief awaiting
+// its receipt is reported FAILED to the sender once its bound passes.
+func TestForwardPathCrashReportsFailed(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*bridge.Core, func()) {
+		tr, err := embedded.Open(filepath.Join(dir, "t.db"), embedded.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := bridge.OpenStore(filepath.Join(dir, "s.db"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := bridge.New(bridge.Config{Host: "h1", Transport: tr, Store: st, MaxWait: 3 * time.Second,
+			InjectWait: 300 * time.Millisecond, ReceiptWait: 300 * time.Millisecond, SweepEvery: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, func() { c.Close(); st.Close(); tr.Close() }
+	}
+	ctx := context.Background()
+	c1, close1 := open()
+	inj := &blockingInjector{started: make(chan struct{})}
+	c1.SetInjector(inj)
+	if err := c1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, _, _ := c1.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if _, _, err := c1.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	sendCtx, cancelSend := context.WithCancel(ctx)
+	go func() { _, _ = c1.Send(sendCtx, p.GID, bridge.SendRequest{Target: "w", Message: "brief"}, nil) }()
+	<-inj.started // acked, being injected
+	cancelSend()
+	close1() // the crash: the FAILED the forward path would send has nowhere to go
+
+	c2, close2 := open()
+	defer close2()
+	c2.SetInjector(&fakeInjector{})
+	if err := c2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c2.Poll(ctx, p.GID, bridge.PollRequest{Wait: 3 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != bridge.StatusDrained || r.Messages[0].Kind != bridge.KindFailed {
+		t.Fatalf("after the crash the sender got %+v", r)
+	}
+	if r2, _ := c2.Poll(ctx, p.GID, bridge.PollRequest{Wait: 500 * time.Millisecond}, nil); r2.Status != bridge.StatusEmpty {
+		t.Fatalf("reported twice: %+v", r2)
+	}
+}

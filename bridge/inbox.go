@@ -276,6 +276,9 @@ func (c *Core) deliver(gid string, d Delivery) {
 		}
 	case KindInjected, KindFailed, KindNoWaiter, KindTooLate, KindAbandoned:
 		c.seen.add(gid + env.MsgID)
+		if _, ok := c.awaits[env.Corr]; ok && env.Kind != KindNoWaiter && env.Kind != KindTooLate {
+			defer c.receiptCame(env.Corr) // after the lock is released
+		}
 		if ch, ok := st.receipts[env.Corr]; ok {
 			select {
 			case ch <- env:
@@ -499,6 +502,7 @@ func (c *Core) sweepLoop() {
 
 func (c *Core) sweep() {
 	now := c.cfg.Now()
+	c.overdueReceipts(now)
 	type expired struct {
 		st *entState
 		hm *heldMsg

@@ -22,7 +22,20 @@ type Store struct {
 var (
 	bktEntities = []byte("entities") // gid -> storedEntity
 	bktDead     = []byte("deadlog")  // seq -> DeadLetterRecord
+	bktAwait    = []byte("awaiting") // msgId -> awaitRecord: briefs sent into panes, receipt not yet back
 )
+
+// awaitRecord is a brief on the forward path whose INJECTED/FAILED has not
+// come back. It outlives a gateway crash, so a brief lost between the
+// worker gateway's ack and its inject is still reported FAILED.
+type awaitRecord struct {
+	MsgID    string    `json:"msgId"`
+	From     string    `json:"from"`
+	To       string    `json:"to"`
+	ToName   string    `json:"toName"`
+	TraceID  string    `json:"traceId"`
+	Deadline time.Time `json:"deadline"`
+}
 
 type storedEntity struct {
 	Entity
@@ -55,7 +68,7 @@ func OpenStore(path string, dlqMax int) (*Store, error) {
 		return nil, fmt.Errorf("bridge: cannot open state file %s (%w): if it is corrupt, move it aside to start fresh; nothing was deleted", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bktEntities, bktDead} {
+		for _, b := range [][]byte{bktEntities, bktDead, bktAwait} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -93,6 +106,32 @@ func (s *Store) putEntity(e storedEntity) error {
 		return err
 	}
 	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktEntities).Put([]byte(e.GID), raw) })
+}
+
+func (s *Store) putAwait(r awaitRecord) error {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktAwait).Put([]byte(r.MsgID), raw) })
+}
+
+func (s *Store) deleteAwait(msgID string) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktAwait).Delete([]byte(msgID)) })
+}
+
+func (s *Store) loadAwaits() ([]awaitRecord, error) {
+	var out []awaitRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktAwait).ForEach(func(k, v []byte) error {
+			var r awaitRecord
+			if json.Unmarshal(v, &r) == nil {
+				out = append(out, r)
+			}
+			return nil
+		})
+	})
+	return out, err
 }
 
 func (s *Store) deleteEntity(gid string) error {
