@@ -24,12 +24,8 @@ func startGateway(t testing.TB, dir string) *Gateway {
 	if dir == "" {
 		dir = shortTempDir(t)
 	}
-	lvl := slog.LevelWarn
-	if os.Getenv("HB_TEST_LOG") != "" {
-		lvl = slog.LevelDebug
-	}
-	g := &Gateway{StateDir: dir, Listen: "127.0.0.1:0", Host: "testhost",
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))}
+	g := &Gateway{StateDir: dir, Listen: "127.0.0.1:0", Host: "testhost", Logger: testLogger()}
+	g.Config.Herdr.Disabled = true // these tests are about the fabric; herdr_test.go wires a fake herdr
 	g.Core.MaxWait = 8 * time.Second
 	g.Core.ProgressEvery = 300 * time.Millisecond
 	g.Core.ReceiptWait = 5 * time.Second
@@ -40,6 +36,15 @@ func startGateway(t testing.TB, dir string) *Gateway {
 	}
 	t.Cleanup(func() { g.Close() })
 	return g
+}
+
+// testLogger logs warnings (everything with HB_TEST_LOG set) to stderr.
+func testLogger() *slog.Logger {
+	lvl := slog.LevelError
+	if os.Getenv("HB_TEST_LOG") != "" {
+		lvl = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 }
 
 // shortTempDir keeps unix socket paths under the 108-byte limit.

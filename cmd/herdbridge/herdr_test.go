@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+
+	"github.com/herdbridge/herdbridge/herdr/herdrtest"
+)
+
+// startHerdrGateway runs a gateway wired to a fake herdr.
+func startHerdrGateway(t testing.TB, fake *herdrtest.Server, tune func(*Gateway)) *Gateway {
+	t.Helper()
+	g := &Gateway{StateDir: shortTempDir(t), Listen: "127.0.0.1:0", Host: "testhost", Logger: testLogger()}
+	g.Core.MaxWait = 8 * time.Second
+	g.Core.ProgressEvery = 300 * time.Millisecond
+	g.Core.ReceiptWait = 5 * time.Second
+	g.Core.NudgeEvery = 200 * time.Millisecond
+	g.Core.SweepEvery = 100 * time.Millisecond
+	g.Core.InjectWait = 8 * time.Second
+	g.Config.Herdr.ReadyWait = Duration(1500 * time.Millisecond)
+	g.Config.Herdr.NudgeBackoff = Duration(500 * time.Millisecond)
+	if fake != nil {
+		g.Config.Herdr.Socket = fake.SocketPath()
+	} else {
+		g.Config.Herdr.Socket = shortTempDir(t) + "/no-herdr.sock"
+	}
+	if tune != nil {
+		tune(g)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatalf("start gateway: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// paneConn is `herdbridge mcp` started inside a herdr pane (HERDR_PANE_ID).
+func paneConn(t testing.TB, g *Gateway, name, role, pane string) *conn {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- relay(ctx, g.StateDir, sockRequest{Op: "mcp", Name: name, Role: role, PaneID: pane}, inR, outW, nil)
+		outW.Close()
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		cancel()
+		<-done
+	})
+	cn := &conn{t: t, name: name, c: client.NewClient(transport.NewIO(outR, inW, io.NopCloser(strings.NewReader(""))))}
+	cn.init(context.Background())
+	return cn
+}
+
+func eventually(t testing.TB, within time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHerdrBriefAndReply: a primary's brief appears in the worker's pane,
+// the worker's own herdbridge mcp (with HERDR_PANE_ID) replies, and the
+// primary's open send resolves.
+func TestHerdrBriefAndReply(t *testing.T) {
+	fake := herdrtest.New(t)
+	pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
+	g := startHerdrGateway(t, fake, nil)
+	p := httpConn(t, g, "lead", "primary")
+	w := paneConn(t, g, "worker-1", "worker", pane)
+	var sent callResult
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sent = p.call("bridge_send", map[string]any{"target": "worker-1", "message": "Fix the flaky test.\nThen report.", "wait_s": 8})
+	}()
+	eventually(t, 5*time.Second, "the brief submitted in the worker's pane", func() bool { return len(fake.Submitted(pane)) == 1 })
+	got := fake.Submitted(pane)[0]
+	if !strings.Contains(got, "Brief from lead") || !strings.Contains(got, "Fix the flaky test.\nThen report.") {
+		t.Fatalf("submitted prompt %q", got)
+	}
+	w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "fixed"}, "confirmed")
+	wg.Wait()
+	if sent.Status != "replied" || sent.Messages[0].Body != "fixed" {
+		t.Fatalf("open send: %+v (%s)", sent.Result, sent.Text)
+	}
+	// the worker asks back: its default target is the brief's sender
+	if r := w.call("bridge_ask", map[string]any{"question": "more?"}); r.Status != "no_waiter" {
+		t.Fatalf("ask: %+v", r.Result)
+	}
+}
+
+// TestHerdrReceipts: each scenario's send returns exactly the rung observed.
+func TestHerdrReceipts(t *testing.T) {
+	cases := []struct {
+		name   string
+		setup  func(f *herdrtest.Server, pane string)
+		status string
+		reason string
+		check  func(t *testing.T, f *herdrtest.Server, pane string)
+	}{
+		{name: "idle", status: "submitted", check: func(t *testing.T, f *herdrtest.Server, pane string) {
+			if n := len(f.Submitted(pane)); n != 1 {
+				t.Fatalf("%d turns", n)
+			}
+		}},
+		{name: "busy-then-finishes", setup: func(f *herdrtest.Server, pane string) {
+			f.SetStatus(pane, "working")
+			go func() { time.Sleep(700 * time.Millisecond); f.FinishTurn(pane) }()
+		}, status: "submitted"},
+		{name: "blocked-dialog", setup: func(f *herdrtest.Server, pane string) { f.SetBlocked(pane, true) },
+			status: "failed", reason: "blocked", check: func(t *testing.T, f *herdrtest.Server, pane string) {
+				if d := f.TypedIntoDialog(pane); len(d) != 0 {
+					t.Fatalf("typed into the dialog: %q", d)
+				}
+				if s := f.Submitted(pane); len(s) != 0 {
+					t.Fatalf("submitted %q", s)
+				}
+			}},
+		{name: "draft-in-composer", setup: func(f *herdrtest.Server, pane string) { f.SetDraft(pane, "half-typed thought") },
+			status: "failed", reason: "unsent draft", check: func(t *testing.T, f *herdrtest.Server, pane string) {
+				if c := f.Composer(pane); c != "half-typed thought" {
+					t.Fatalf("composer now %q", c)
+				}
+			}},
+		{name: "swallowed-enter", setup: func(f *herdrtest.Server, pane string) { f.SwallowEnters(pane, 1) },
+			status: "submitted", reason: "Enter retry", check: func(t *testing.T, f *herdrtest.Server, pane string) {
+				if n := len(f.Submitted(pane)); n != 1 {
+					t.Fatalf("%d turns", n)
+				}
+			}},
+		{name: "enter-swallowed-twice", setup: func(f *herdrtest.Server, pane string) { f.SwallowEnters(pane, 2) },
+			status: "uncertain", reason: "not seen starting", check: func(t *testing.T, f *herdrtest.Server, pane string) {
+				if n := len(f.Submitted(pane)); n != 0 {
+					t.Fatalf("%d turns", n)
+				}
+				if c := f.Composer(pane); strings.Count(c, "Fix it") != 1 {
+					t.Fatalf("re-pasted: composer %q", c)
+				}
+			}},
+		{name: "pane-closed-mid-wait", setup: func(f *herdrtest.Server, pane string) {
+			f.SetStatus(pane, "working")
+			go func() { time.Sleep(400 * time.Millisecond); f.ClosePane(pane) }()
+		}, status: "failed", reason: "pane"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fake := herdrtest.New(t)
+			pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
+			g := startHerdrGateway(t, fake, nil)
+			p := httpConn(t, g, "lead", "primary")
+			paneConn(t, g, "w", "worker", pane)
+			if tc.setup != nil {
+				tc.setup(fake, pane)
+			}
+			r := p.call("bridge_send", map[string]any{"target": "w", "message": "Fix it"})
+			if r.IsError || r.Status != tc.status || !strings.Contains(r.Reason, tc.reason) {
+				t.Fatalf("receipt %q reason %q (%s); want %q with %q", r.Status, r.Reason, r.Text, tc.status, tc.reason)
+			}
+			if tc.check != nil {
+				tc.check(t, fake, pane)
+			}
+		})
+	}
+}
+
+// TestHerdrOldProtocol: a server before agent.prompt (protocol 16) gets
+// pane.send_input and polling, with the same receipts.
+func TestHerdrOldProtocol(t *testing.T) {
+	fake := herdrtest.New(t, herdrtest.WithProtocol(16))
+	pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
+	g := startHerdrGateway(t, fake, nil)
+	p := httpConn(t, g, "lead", "primary")
+	paneConn(t, g, "w", "worker", pane)
+	r := p.mustStatus("bridge_send", map[string]any{"target": "w", "message": "old server"}, "submitted")
+	_ = r
+	for _, req := range fake.Requests() {
+		if strings.Contains(req, `"agent.prompt"`) || strings.Contains(req, `"agent.wait"`) {
+			t.Fatalf("sent a method protocol 16 lacks: %s", req)
+		}
+	}
+}
+
+// TestHerdrNotRunning: a clear error that says how to start herdr.
+func TestHerdrNotRunning(t *testing.T) {
+	g := startHerdrGateway(t, nil, nil)
+	p := httpConn(t, g, "lead", "primary")
+	paneConn(t, g, "w", "worker", "w1:p1")
+	r := p.call("bridge_send", map[string]any{"target": "w", "message": "hello"})
+	if r.Status != "failed" || !strings.Contains(r.Reason, "herdr is not running") || !strings.Contains(r.Reason, "start it with") {
+		t.Fatalf("receipt %q %q", r.Status, r.Reason)
+	}
+}
+
+// TestHerdrLiveStatusAndClose: the roster shows the pane's live status; a
+// closed pane turns the primary's open send into abandoned and removes the
+// worker.
+func TestHerdrLiveStatusAndClose(t *testing.T) {
+	fake := herdrtest.New(t)
+	pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
+	g := startHerdrGateway(t, fake, nil)
+	p := httpConn(t, g, "lead", "primary")
+	paneConn(t, g, "w", "worker", pane)
+	status := func() string {
+		for _, e := range g.BridgeCore().Roster().Entities {
+			if e.Name == "w" {
+				return e.Status
+			}
+		}
+		return "(gone)"
+	}
+	fake.SetStatus(pane, "working")
+	eventually(t, 5*time.Second, "roster shows working", func() bool { return status() == "working" })
+	fake.SetStatus(pane, "idle")
+	eventually(t, 5*time.Second, "roster shows idle", func() bool { return status() == "idle" })
+
+	done := make(chan callResult, 1)
+	go func() { done <- p.call("bridge_send", map[string]any{"target": "w", "message": "long task", "wait_s": 8}) }()
+	eventually(t, 5*time.Second, "brief submitted", func() bool { return len(fake.Submitted(pane)) == 1 })
+	fake.ClosePane(pane)
+	r := <-done
+	if r.Status != "abandoned" {
+		t.Fatalf("open send after the pane closed: %+v (%s)", r.Result, r.Text)
+	}
+	eventually(t, 5*time.Second, "worker removed", func() bool { return status() == "(gone)" })
+	if r := p.call("bridge_send", map[string]any{"target": "w", "message": "x"}); !r.IsError {
+		t.Fatalf("send to a removed worker: %+v", r.Result)
+	}
+}
+
+// TestHerdrNudgesPrimaryInPane: replies held for an idle primary in a pane
+// with no waiter get a one-line reminder typed into its pane, once per
+// backoff, never while one is outstanding.
+func TestHerdrNudgesPrimaryInPane(t *testing.T) {
+	fake := herdrtest.New(t)
+	ppane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
+	g := startHerdrGateway(t, fake, nil)
+	paneConn(t, g, "lead", "primary", ppane)
+	w := httpConn(t, g, "w", "worker")
+	w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "done 1"}, "confirmed")
+	eventually(t, 5*time.Second, "a reminder typed", func() bool { return len(fake.Submitted(ppane)) >= 1 })
+	if s := fake.Submitted(ppane)[0]; !strings.Contains(s, "1 message(s) held") || !strings.Contains(s, "bridge_poll") {
+		t.Fatalf("reminder %q", s)
+	}
+	time.Sleep(300 * time.Millisecond) // inside the backoff: nothing more
+	if n := len(fake.Submitted(ppane)); n != 1 {
+		t.Fatalf("%d reminders inside the backoff", n)
+	}
+}
+
+// TestHerdrNudgeOff: pane nudges can be turned off.
+func TestHerdrNudgeOff(t *testing.T) {
+	fake := herdrtest.New(t)
+	ppane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
+	off := false
+	g := startHerdrGateway(t, fake, func(g *Gateway) { g.Config.Herdr.PaneNudge = &off })
+	paneConn(t, g, "lead", "primary", ppane)
+	w := httpConn(t, g, "w", "worker")
+	w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "done"}, "confirmed")
+	time.Sleep(time.Second)
+	if n := len(fake.Submitted(ppane)); n != 0 {
+		t.Fatalf("%d reminders with nudges off", n)
+	}
+}
