@@ -231,7 +231,9 @@ func TestHerdrLiveStatusAndClose(t *testing.T) {
 	eventually(t, 5*time.Second, "roster shows idle", func() bool { return status() == "idle" })
 
 	done := make(chan callResult, 1)
-	go func() { done <- p.call("bridge_send", map[string]any{"target": "w", "message": "long task", "wait_s": 8}) }()
+	go func() {
+		done <- p.call("bridge_send", map[string]any{"target": "w", "message": "long task", "wait_s": 8})
+	}()
 	eventually(t, 5*time.Second, "brief submitted", func() bool { return len(fake.Submitted(pane)) == 1 })
 	fake.ClosePane(pane)
 	r := <-done
