@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 
+	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/herdr/herdrtest"
 )
 
@@ -279,4 +280,63 @@ func TestHerdrNudgeOff(t *testing.T) {
 	if n := len(fake.Submitted(ppane)); n != 0 {
 		t.Fatalf("%d reminders with nudges off", n)
 	}
+}
+
+// TestHerdrSpawn: bridge_spawn starts a profile in a new pane, returns when
+// the agent is ready and registered with spawnId as its gid, then delivers
+// the brief through the forward path.
+func TestHerdrSpawn(t *testing.T) {
+	fake := herdrtest.New(t)
+	fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"}) // a workspace to spawn into
+	g := startHerdrGateway(t, fake, func(g *Gateway) {
+		g.Config.Profiles = map[string]herdr.Profile{
+			"reviewer": {Kind: "claude", Args: []string{"--model", "opus"}, Cwd: "/tmp", Groups: []string{"review"}},
+		}
+	})
+	p := httpConn(t, g, "lead", "primary")
+	roster := p.call("bridge_roster", nil)
+	if !strings.Contains(roster.Text, "reviewer") {
+		t.Fatalf("roster does not list the profile: %s", roster.Text)
+	}
+	if r := p.call("bridge_spawn", map[string]any{"profile": "nope"}); !r.IsError || !strings.Contains(r.Text, "reviewer") {
+		t.Fatalf("unknown profile: %+v %s", r.Result, r.Text)
+	}
+	if r := p.call("bridge_spawn", map[string]any{"profile": "reviewer", "host": "elsewhere"}); !r.IsError {
+		t.Fatalf("remote host: %+v", r.Result)
+	}
+	r := p.call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "rev-1", "brief": "Review the diff."})
+	if r.IsError || r.Status != "submitted" || r.SpawnID == "" {
+		t.Fatalf("spawn: %+v %s", r.Result, r.Text)
+	}
+	e, err := g.BridgeCore().Resolve("rev-1")
+	if err != nil || e.GID != r.SpawnID || e.PaneID == "" || len(e.Groups) != 1 {
+		t.Fatalf("spawned entity %+v (%v), spawnId %s", e, err, r.SpawnID)
+	}
+	if s := fake.Submitted(e.PaneID); len(s) != 1 || !strings.Contains(s[0], "Review the diff.") {
+		t.Fatalf("brief in the new pane: %q", s)
+	}
+	if r := p.call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "rev-1"}); !r.IsError {
+		t.Fatalf("a second spawn with a taken name: %+v", r.Result)
+	}
+}
+
+// TestHerdrSpawnNeverReady: an agent stuck behind a dialog is a failed spawn
+// that names the status it was stuck in, and its pane is closed.
+func TestHerdrSpawnNeverReady(t *testing.T) {
+	fake := herdrtest.New(t, herdrtest.WithStartDelay(time.Hour))
+	fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
+	g := startHerdrGateway(t, fake, func(g *Gateway) {
+		g.Config.Profiles = map[string]herdr.Profile{"slow": {Kind: "claude"}}
+		g.Config.Herdr.SpawnReadyWait = Duration(time.Second)
+	})
+	p := httpConn(t, g, "lead", "primary")
+	before := len(fake.PaneIDs())
+	r := p.call("bridge_spawn", map[string]any{"profile": "slow", "name": "s1"})
+	if r.Status != "failed" || !strings.Contains(r.Reason, "stuck in") {
+		t.Fatalf("spawn: %+v %s", r.Result, r.Text)
+	}
+	if _, err := g.BridgeCore().Resolve("s1"); err == nil {
+		t.Fatal("a failed spawn registered an entity")
+	}
+	eventually(t, 3*time.Second, "the stuck pane closed", func() bool { return len(fake.PaneIDs()) == before })
 }
