@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,7 @@ type Message struct {
 	To       string    `json:"to"`
 	Body     string    `json:"body"`
 	TurnID   string    `json:"turnId,omitempty"`
+	Corr     string    `json:"corr,omitempty"` // the msgId this one answers (FAILED, ABANDONED, …)
 	TS       time.Time `json:"ts"`
 	TraceID  string    `json:"traceId,omitempty"`
 }
@@ -202,7 +204,7 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 	}()
 	res := &Result{Status: StatusConfirmed, MsgID: env.MsgID, TraceID: env.TraceID, Target: target.Addr()}
 	if forwarded { // persisted first: a crash anywhere after still ends in a receipt or a FAILED
-		c.awaitReceipt(awaitRecord{MsgID: env.MsgID, From: gid, To: target.GID, ToName: target.Name, TraceID: env.TraceID,
+		c.awaitReceipt(awaitRecord{MsgID: env.MsgID, From: gid, To: target.GID, ToName: target.Name, TraceID: env.TraceID, Excerpt: Excerpt(req.Message),
 			Deadline: c.cfg.Now().Add(c.cfg.InjectWait + c.cfg.ReceiptWait)})
 	}
 	if err := c.tr.Publish(ctx, target.GID, env, true); err != nil {
@@ -316,6 +318,16 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// Excerpt is the start of a message, quoted, for failure reports that must
+// say which message failed.
+func Excerpt(body string) string {
+	body = strings.Join(strings.Fields(body), " ")
+	if r := []rune(body); len(r) > 60 {
+		body = string(r[:60]) + "…"
+	}
+	return strconv.Quote(body)
 }
 
 // injectedRung reads the rung an INJECTED receipt reports (its body is
@@ -647,7 +659,7 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 }
 
 func (c *Core) messageLocked(env *Envelope) Message {
-	m := Message{MsgID: env.MsgID, Kind: env.Kind, From: env.From, To: env.To, Body: string(env.Body), TurnID: env.TurnID, TS: env.TS.UTC(), TraceID: env.TraceID}
+	m := Message{MsgID: env.MsgID, Kind: env.Kind, From: env.From, To: env.To, Body: string(env.Body), TurnID: env.TurnID, Corr: env.Corr, TS: env.TS.UTC(), TraceID: env.TraceID}
 	m.FromName = c.nameLocked(env.From)
 	return m
 }

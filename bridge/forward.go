@@ -57,7 +57,7 @@ func (c *Core) forward(e Entity, env *Envelope, inj Injector) {
 	}
 	var out outMsg
 	if r.Status == StatusFailed || r.Status == "" {
-		out = c.control(KindFailed, e.GID, env.From, env.MsgID, "", env.TraceID, "not injected into "+e.Name+": "+r.Reason)
+		out = c.control(KindFailed, e.GID, env.From, env.MsgID, "", env.TraceID, "brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: "+r.Reason)
 	} else {
 		out = c.control(KindInjected, e.GID, env.From, env.MsgID, "", env.TraceID, r.Status+receiptReason(r.Reason))
 	}
@@ -111,7 +111,7 @@ func (c *Core) overdueReceipts(now time.Time) {
 	for _, a := range due {
 		c.log.Warn("no INJECTED within the bound: brief reported failed", LogMsgID, a.MsgID, LogFrom, a.From, LogTo, a.To)
 		out := c.control(KindFailed, a.To, a.From, a.MsgID, "", a.TraceID,
-			"no INJECTED receipt from "+a.ToName+" within the bound: the brief was probably not typed (its gateway may have crashed between taking it and typing it)")
+			"brief "+a.Excerpt+" to "+a.ToName+": no INJECTED receipt within the bound, so it was probably not typed (its gateway may have crashed between taking it and typing it); send it again if it still matters")
 		c.send([]outMsg{out})
 		if err := c.st.deleteAwait(a.MsgID); err != nil {
 			c.log.Warn("cannot forget an overdue brief", LogMsgID, a.MsgID, "err", err)

@@ -34,6 +34,7 @@ type awaitRecord struct {
 	To       string    `json:"to"`
 	ToName   string    `json:"toName"`
 	TraceID  string    `json:"traceId"`
+	Excerpt  string    `json:"excerpt"` // the brief's start, so the FAILED says which brief
 	Deadline time.Time `json:"deadline"`
 }
 

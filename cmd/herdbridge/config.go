@@ -17,6 +17,9 @@ type Config struct {
 	// Profiles are the workers bridge_spawn can start on this host.
 	Profiles map[string]herdr.Profile `json:"profiles,omitempty"`
 	Herdr    HerdrConfig              `json:"herdr"`
+	// ReceiptWait is how long a receipt (INJECTED, an answer's delivery)
+	// may take to come back past its own bound (default 10s).
+	ReceiptWait Duration `json:"receiptWait,omitempty"`
 }
 
 // HerdrConfig tunes the herdr side.
@@ -38,6 +41,10 @@ type HerdrConfig struct {
 	NudgeBackoff Duration `json:"nudgeBackoff,omitempty"`
 	// SpawnReadyWait bounds the wait for a spawned agent to be ready (default 40s).
 	SpawnReadyWait Duration `json:"spawnReadyWait,omitempty"`
+	// InjectWait bounds the forward path from taking a brief to its
+	// INJECTED receipt (default 30s); past it plus receiptWait the sender
+	// gets FAILED.
+	InjectWait Duration `json:"injectWait,omitempty"`
 }
 
 // Duration is a time.Duration written as "30s".

@@ -95,6 +95,12 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	cfg := g.Core
 	cfg.Host, cfg.Transport, cfg.Store, cfg.Logger = g.Host, g.tr, g.store, g.Logger
+	if cfg.InjectWait == 0 {
+		cfg.InjectWait = time.Duration(g.Config.Herdr.InjectWait)
+	}
+	if cfg.ReceiptWait == 0 {
+		cfg.ReceiptWait = time.Duration(g.Config.ReceiptWait)
+	}
 	g.core, err = bridge.New(cfg)
 	if err != nil {
 		g.closeStores()
