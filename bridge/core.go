@@ -258,6 +258,9 @@ func (c *Core) Start(ctx context.Context) error {
 		return fmt.Errorf("bridge: consume dead letters: %w", err)
 	}
 	c.dlqSub = sub
+	if err := c.typedBeforeCrash(); err != nil {
+		return fmt.Errorf("bridge: report briefs typed before a crash: %w", err)
+	}
 	c.wg.Add(2)
 	go c.sweepLoop()
 	go c.nudgeLoop()

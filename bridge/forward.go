@@ -20,6 +20,10 @@ type Brief struct {
 	To       Entity    // the worker, with its pane id
 	Env      *Envelope // SEND or BROADCAST
 	FromName string    // the sender's name, for the prompt's header
+	// Typing must be called right before the first byte is typed: the
+	// core records it, so a crash from then on is reported "uncertain"
+	// (maybe typed) rather than "failed".
+	Typing func()
 }
 
 // InjectReceipt is what the forward path observed.
@@ -50,7 +54,24 @@ func (c *Core) forward(e Entity, env *Envelope, inj Injector) {
 	c.mu.Lock()
 	from := c.nameLocked(env.From)
 	c.mu.Unlock()
-	r := inj.Inject(ctx, Brief{To: e, Env: env, FromName: from})
+	rec := awaitRecord{MsgID: env.MsgID, From: env.From, To: e.GID, ToName: e.Name, TraceID: env.TraceID, Excerpt: Excerpt(string(env.Body))}
+	typing := false
+	r := inj.Inject(ctx, Brief{To: e, Env: env, FromName: from, Typing: func() {
+		if env.Kind != KindSend || typing {
+			return
+		}
+		typing = true
+		if err := c.st.putTyping(rec); err != nil {
+			c.log.Warn("cannot record a brief being typed", LogMsgID, env.MsgID, "err", err)
+		}
+	}})
+	if typing {
+		defer func() {
+			if err := c.st.deleteTyping(env.MsgID); err != nil {
+				c.log.Warn("cannot forget a typed brief", LogMsgID, env.MsgID, "err", err)
+			}
+		}()
+	}
 	c.log.Info("forward path", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID, "status", r.Status, LogReason, r.Reason, "ms", time.Since(start).Milliseconds())
 	if env.Kind != KindSend {
 		return // broadcasts are typed but not receipted
@@ -69,6 +90,26 @@ func receiptReason(r string) string {
 		return ""
 	}
 	return ": " + r
+}
+
+// typedBeforeCrash reports, after a restart, every brief this gateway had
+// begun typing when it stopped: INJECTED with rung uncertain, since whether
+// the agent got it cannot be known now.
+func (c *Core) typedBeforeCrash() error {
+	recs, err := c.st.loadTyping()
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		c.log.Warn("a brief was being typed when the gateway stopped: reported uncertain", LogMsgID, r.MsgID, LogTo, r.To)
+		out := c.control(KindInjected, r.To, r.From, r.MsgID, "", r.TraceID,
+			StatusUncertain+": the gateway of "+r.ToName+" stopped while typing brief "+r.Excerpt+"; it may or may not have reached the agent")
+		c.send([]outMsg{out})
+		if err := c.st.deleteTyping(r.MsgID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // awaitReceipt records a forward-path brief until its receipt comes back.

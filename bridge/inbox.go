@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -304,6 +305,9 @@ func (c *Core) deliver(gid string, d Delivery) {
 			}
 		}
 		hold = heldKinds[env.Kind]
+		if env.Kind == KindInjected && strings.HasPrefix(string(env.Body), StatusUncertain) {
+			hold = true // nobody waits for it any more, but the sender must learn the brief may not have landed
+		}
 		if !hold {
 			c.log.Debug("receipt with nothing waiting dropped", LogKind, env.Kind, LogMsgID, env.MsgID, "corr", env.Corr, LogGID, gid)
 		}

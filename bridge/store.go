@@ -23,6 +23,7 @@ var (
 	bktEntities = []byte("entities") // gid -> storedEntity
 	bktDead     = []byte("deadlog")  // seq -> DeadLetterRecord
 	bktAwait    = []byte("awaiting") // msgId -> awaitRecord: briefs sent into panes, receipt not yet back
+	bktTyping   = []byte("typing")   // msgId -> awaitRecord: briefs this gateway began typing, receipt not yet sent
 )
 
 // awaitRecord is a brief on the forward path whose INJECTED/FAILED has not
@@ -69,7 +70,7 @@ func OpenStore(path string, dlqMax int) (*Store, error) {
 		return nil, fmt.Errorf("bridge: cannot open state file %s (%w): if it is corrupt, move it aside to start fresh; nothing was deleted", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bktEntities, bktDead, bktAwait} {
+		for _, b := range [][]byte{bktEntities, bktDead, bktAwait, bktTyping} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -109,22 +110,34 @@ func (s *Store) putEntity(e storedEntity) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktEntities).Put([]byte(e.GID), raw) })
 }
 
-func (s *Store) putAwait(r awaitRecord) error {
+func (s *Store) putAwait(r awaitRecord) error { return s.putRecord(bktAwait, r) }
+
+func (s *Store) deleteAwait(msgID string) error { return s.deleteRecord(bktAwait, msgID) }
+
+func (s *Store) loadAwaits() ([]awaitRecord, error) { return s.loadRecords(bktAwait) }
+
+func (s *Store) putTyping(r awaitRecord) error { return s.putRecord(bktTyping, r) }
+
+func (s *Store) deleteTyping(msgID string) error { return s.deleteRecord(bktTyping, msgID) }
+
+func (s *Store) loadTyping() ([]awaitRecord, error) { return s.loadRecords(bktTyping) }
+
+func (s *Store) putRecord(b []byte, r awaitRecord) error {
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktAwait).Put([]byte(r.MsgID), raw) })
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(b).Put([]byte(r.MsgID), raw) })
 }
 
-func (s *Store) deleteAwait(msgID string) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktAwait).Delete([]byte(msgID)) })
+func (s *Store) deleteRecord(b []byte, msgID string) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(b).Delete([]byte(msgID)) })
 }
 
-func (s *Store) loadAwaits() ([]awaitRecord, error) {
+func (s *Store) loadRecords(b []byte) ([]awaitRecord, error) {
 	var out []awaitRecord
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bktAwait).ForEach(func(k, v []byte) error {
+		return tx.Bucket(b).ForEach(func(k, v []byte) error {
 			var r awaitRecord
 			if json.Unmarshal(v, &r) == nil {
 				out = append(out, r)

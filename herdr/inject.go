@@ -132,6 +132,9 @@ func (in *Injector) Inject(ctx context.Context, b bridge.Brief) bridge.InjectRec
 	if draft := in.draft(ctx, pane); draft != "" {
 		return failed("the composer of pane %s holds an unsent draft (%q): not typed, so the brief is not merged into it; clear it and resend", pane, clip(draft, 40))
 	}
+	if b.Typing != nil {
+		b.Typing()
+	}
 	if modern {
 		_, err = in.Client.AgentPrompt(ctx, pane, text)
 	} else {

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herdbridge/herdbridge/herdr/herdrtest"
+)
+
+// TestForwardCrashWindow kills the worker's gateway (a real process, kill
+// -9) between its ack of a brief and the INJECTED receipt — while it reads
+// the agent's status, while it types, or right after typing — 200 times.
+// Expected: no brief is ever typed twice; every brief that was not typed
+// is reported to its sender — FAILED when typing never began, uncertain when
+// the gateway died while typing — once its bound has passed.
+func TestForwardCrashWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts a real gateway 200 times")
+	}
+	trials := 200
+	if n, err := strconv.Atoi(os.Getenv("HB_CRASH_TRIALS")); err == nil && n > 0 {
+		trials = n
+	}
+	const injectWait, receiptWait = 2 * time.Second, time.Second
+	fake := herdrtest.New(t, herdrtest.WithTurnDuration(50*time.Millisecond))
+	pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude", Seen: true})
+	bin := buildBinary(t)
+	dir := shortTempDir(t)
+	cfg, _ := json.Marshal(map[string]any{
+		"herdr":       map[string]any{"socket": fake.SocketPath(), "injectWait": injectWait.String(), "readyWait": "1s", "paneNudge": false},
+		"receiptWait": receiptWait.String(),
+	})
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gp := startGatewayProc(t, bin, dir)
+	c, _, _, err := dialGateway(dir, sockRequest{Op: "register", Name: "w", Role: "worker", PaneID: pane})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	p := procConn(t, gp, "lead", "primary")
+
+	count := func(pred func(string) bool) int {
+		n := 0
+		for _, r := range fake.Requests() {
+			if pred(r) {
+				n++
+			}
+		}
+		return n
+	}
+	isMethod := func(m string) func(string) bool {
+		return func(r string) bool { return strings.Contains(r, `"method":"`+m+`"`) }
+	}
+	sentAt := map[string]time.Time{}
+	points := []string{"reading status", "typing", "after typing"}
+	start := time.Now()
+	for i := 0; i < trials; i++ {
+		body := fmt.Sprintf("brief-%04d", i)
+		point := points[i%3]
+		// let the previous trial's typing settle (herdr presses Enter 300 ms
+		// after the text): a composer still holding it would rightly make
+		// the gateway refuse to type over it
+		eventually(t, 5*time.Second, "the pane settles", func() bool {
+			st := fake.Status(pane)
+			return fake.Composer(pane) == "" && (st == "idle" || st == "done")
+		})
+		gets, prompts := count(isMethod("agent.get")), count(isMethod("agent.prompt"))
+		switch point {
+		case "reading status":
+			fake.DelayNextReply("agent.get", 5*time.Second)
+		case "typing":
+			fake.DelayNextReply("agent.prompt", 5*time.Second)
+		}
+		sentAt[body] = time.Now()
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, _ = p.callCtx(ctx, "bridge_send", map[string]any{"target": "w", "message": body})
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var reached bool
+			switch point {
+			case "reading status":
+				reached = count(isMethod("agent.get")) > gets
+			default:
+				reached = count(isMethod("agent.prompt")) > prompts
+			}
+			if reached {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("trial %d (%s): the gateway never got there; requests: %d", i, point, len(fake.Requests()))
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		gp.kill()
+		p.c.Close()
+		gp = startGatewayProc(t, bin, dir)
+		p = procConn(t, gp, "lead", "primary")
+	}
+	trialTime := time.Since(start)
+
+	lastStart := time.Now()
+	// collect the reports: FAILED for briefs overdue (never typed), INJECTED
+	// "uncertain" for briefs whose typing had begun when the gateway died
+	type report struct {
+		kind string
+		at   time.Time
+	}
+	reports := map[string]report{}
+	settle := time.Now().Add(injectWait + receiptWait + 3*time.Second)
+	for time.Now().Before(settle) {
+		r := p.call("bridge_poll", map[string]any{"wait_s": 1, "max": 500})
+		for _, m := range r.Messages {
+			if m.Kind != "FAILED" && m.Kind != "INJECTED" {
+				continue
+			}
+			for body := range sentAt {
+				if strings.Contains(m.Body, body) {
+					if prev, dup := reports[body]; dup {
+						t.Errorf("%s reported twice: %s then %s", body, prev.kind, m.Kind)
+					}
+					reports[body] = report{string(m.Kind), m.TS}
+				}
+			}
+		}
+	}
+	var typed, doubles, lost, failed, uncertain, falseFailed, late int
+	writes := fake.Writes(pane)
+	bound := injectWait + receiptWait
+	for body, at := range sentAt {
+		n := 0
+		for _, w := range writes {
+			n += bytes.Count(w, []byte(body))
+		}
+		rep, reported := reports[body]
+		switch rep.kind {
+		case "FAILED":
+			failed++
+		case "INJECTED":
+			uncertain++
+		}
+		switch {
+		case n > 1:
+			doubles++
+			t.Errorf("%s typed %d times", body, n)
+		case n == 1:
+			typed++
+			if rep.kind == "FAILED" {
+				falseFailed++
+				t.Errorf("%s was typed but reported FAILED", body)
+			}
+		default:
+			lost++
+			if !reported {
+				t.Errorf("%s was never typed and never reported", body)
+			}
+		}
+		// due once its bound passed with a gateway running (every gateway
+		// but the last was killed within a trial, before its sweeper ran)
+		if reported {
+			due := at.Add(bound)
+			if lastStart.After(due) {
+				due = lastStart
+			}
+			if slack := 2 * time.Second; rep.at.Sub(due) > slack {
+				late++
+				t.Errorf("%s reported %v after it was due", body, rep.at.Sub(due).Round(time.Millisecond))
+			}
+		}
+	}
+	t.Logf("crash window: %d trials in %v, kill -9 while reading status / typing / after typing: typed once %d, typed twice %d, never typed %d; reported FAILED %d, uncertain %d, typed-but-FAILED %d, late %d",
+		trials, trialTime.Round(time.Millisecond), typed, doubles, lost, failed, uncertain, falseFailed, late)
+}
