@@ -233,8 +233,10 @@ func (in *Injector) waitReady(ctx context.Context, pane string, modern bool) (ag
 	}
 }
 
-// turnStarted polls until the agent is working or its state_change_seq rose
-// past before.
+// turnStarted watches until the agent is working or its state_change_seq
+// rose past before. On protocol 17+ it waits on herdr's event-driven
+// agent.wait in short slices (so a turn that ended between two looks is
+// still caught by the seq); older servers are polled.
 func (in *Injector) turnStarted(ctx context.Context, pane string, modern bool, before agentState, within time.Duration) bool {
 	deadline := time.Now().Add(within)
 	for {
@@ -242,8 +244,19 @@ func (in *Injector) turnStarted(ctx context.Context, pane string, modern bool, b
 		if err == nil && (st.status == StatusWorking || (modern && st.seq > before.seq)) {
 			return true
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
 			return false
+		}
+		if modern && err == nil {
+			slice := min(left, 500*time.Millisecond)
+			a, werr := in.Client.AgentWait(ctx, pane, []string{StatusWorking, StatusBlocked}, slice)
+			if werr == nil && (a.AgentStatus == StatusWorking || a.StateChangeSeq > before.seq) {
+				return true
+			}
+			if werr == nil || errors.Is(werr, ErrTimeout) {
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
