@@ -54,6 +54,28 @@ var (
 	ErrTimeout           = &sentinel{"timeout"}
 	ErrPaneSendFailed    = &sentinel{"pane_send_failed"}
 	ErrServerUnavailable = &sentinel{"server_unavailable"}
+
+	ErrWorkspaceNotFound     = &sentinel{"workspace_not_found"}
+	ErrTabNotFound           = &sentinel{"tab_not_found"}
+	ErrNoActiveWorkspace     = &sentinel{"no_active_workspace"}
+	ErrNoActivePane          = &sentinel{"no_active_pane"}
+	ErrPaneSplitFailed       = &sentinel{"pane_split_failed"}
+	ErrInvalidKey            = &sentinel{"invalid_key"}
+	ErrInvalidEnv            = &sentinel{"invalid_env"}
+	ErrConfirmationRequired  = &sentinel{"confirmation_required"}
+	ErrInvalidRegex          = &sentinel{"invalid_regex"}
+	ErrUnsupportedEventWait  = &sentinel{"unsupported_event_wait_match"}
+	ErrAgentSendKeysFailed   = &sentinel{"agent_send_keys_failed"}
+	ErrInvalidAgentName      = &sentinel{"invalid_agent_name"}
+	ErrInvalidAgentArgument  = &sentinel{"invalid_agent_argument"}
+	ErrInvalidAgentTimeout   = &sentinel{"invalid_agent_timeout"}
+	ErrAgentPaneNotFound     = &sentinel{"agent_pane_not_found"}
+	ErrAgentPaneUnavailable  = &sentinel{"agent_pane_unavailable"}
+	ErrAgentStartInputFailed = &sentinel{"agent_start_input_failed"}
+	ErrAgentLaunchPending    = &sentinel{"agent_launch_pending"}
+	ErrAgentNotIdle          = &sentinel{"agent_not_idle"}
+	ErrAgentKindMismatch     = &sentinel{"agent_kind_mismatch"}
+	ErrInternal              = &sentinel{"internal_error"}
 )
 
 // NotRunningError is herdr not listening on its socket.

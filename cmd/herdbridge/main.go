@@ -201,7 +201,11 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if *name == "" || *role == "" {
 		return errors.New("mcp needs --name and --role")
 	}
-	return relay(ctx, *dir, sockRequest{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: os.Getenv("HERDR_PANE_ID")}, stdin, stdout, stderr)
+	pane := ""
+	if os.Getenv("HERDR_ENV") == "1" { // inside a herdr pane: register with it
+		pane = os.Getenv("HERDR_PANE_ID")
+	}
+	return relay(ctx, *dir, sockRequest{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: pane}, stdin, stdout, stderr)
 }
 
 func cmdRoster(args []string, stdout, stderr io.Writer) error {
