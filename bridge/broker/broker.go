@@ -1,0 +1,292 @@
+// Package broker is the cross-host transport: per-entity inboxes on an AMQP
+// 0-9-1 broker (RabbitMQ or LavinMQ), with the topology of SPEC §5. It owns
+// one connection — re-dialled with backoff after a loss, with the whole
+// topology re-declared and every consumer re-attached — a separate publish
+// channel with publisher confirms, mandatory routing and a return listener,
+// and one manual-ack channel per consumer. It uses only what both brokers
+// have; amqp091-go's experimental Config.Recovery is left off: this
+// package's own loop recovers, and the fault tests prove it.
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+var _ bridge.Transport = (*Transport)(nil)
+
+// Exchange and queue names (SPEC §5).
+const (
+	ExchangeMsg     = "bridge.msg"
+	ExchangeRoster  = "bridge.roster"
+	ExchangeControl = "bridge.control"
+	ExchangeDLX     = "bridge.dlx"
+	QueueDLQ        = "bridge.dlq"
+)
+
+// Options configure a Transport.
+type Options struct {
+	URL       string
+	TLS       *tls.Config
+	Heartbeat time.Duration // default 10s: an exclusive consumer of a crashed gateway is released quickly
+	DLQMax    int           // cap of bridge.dlq (default 10000)
+	Logger    *slog.Logger
+	// ConnectTimeout bounds the first dial (default 10s).
+	ConnectTimeout time.Duration
+}
+
+// Transport is the AMQP transport. Create it with Open.
+type Transport struct {
+	opts Options
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	conn      *amqp.Connection
+	pub       *amqp.Channel
+	returns   chan amqp.Return
+	returned  map[string]time.Time // msgIds the broker returned unroutable
+	up        chan struct{}        // closed while connected
+	inboxes   map[string]bridge.InboxSpec
+	bound     map[string]map[string]bool // gid -> routing keys bound by this process
+	consumers map[*consumer]bool
+	closed    bool
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	pubMu     sync.Mutex // publishes and the returns drain
+}
+
+// Open dials the broker, declares the shared topology and starts the
+// connection's supervisor.
+func Open(ctx context.Context, opts Options) (*Transport, error) {
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 10 * time.Second
+	}
+	if opts.DLQMax <= 0 {
+		opts.DLQMax = 10000
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	t := &Transport{opts: opts, log: opts.Logger, up: make(chan struct{}), returned: map[string]time.Time{},
+		inboxes: map[string]bridge.InboxSpec{}, bound: map[string]map[string]bool{}, consumers: map[*consumer]bool{},
+		stop: make(chan struct{})}
+	dctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
+	defer cancel()
+	closed, err := t.connect(dctx)
+	if err != nil {
+		return nil, err
+	}
+	t.wg.Add(1)
+	go t.supervise(closed)
+	return t, nil
+}
+
+func redact(url string) string {
+	if i := strings.Index(url, "@"); i >= 0 {
+		if j := strings.Index(url, "://"); j >= 0 && j < i {
+			return url[:j+3] + "…" + url[i:]
+		}
+	}
+	return url
+}
+
+// connect dials and sets up the shared topology and the publish channel.
+func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
+	cfg := amqp.Config{Heartbeat: t.opts.Heartbeat, TLSClientConfig: t.opts.TLS, Locale: "en_US",
+		Properties: amqp.Table{"connection_name": "herdbridge gateway"}}
+	type res struct {
+		c   *amqp.Connection
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { c, err := amqp.DialConfig(t.opts.URL, cfg); ch <- res{c, err} }()
+	var conn *amqp.Connection
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("broker: connect to %s: %w", redact(t.opts.URL), r.err)
+		}
+		conn = r.c
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.c != nil {
+				r.c.Close()
+			}
+		}()
+		return nil, fmt.Errorf("broker: connect to %s: %w", redact(t.opts.URL), ctx.Err())
+	}
+	if err := t.declareShared(conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	pub, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("broker: open publish channel: %w", err)
+	}
+	if err := pub.Confirm(false); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("broker: publisher confirms: %w", err)
+	}
+	returns := pub.NotifyReturn(make(chan amqp.Return, 4096))
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	t.mu.Lock()
+	t.conn, t.pub, t.returns = conn, pub, returns
+	specs := make(map[string]bridge.InboxSpec, len(t.inboxes))
+	for gid, s := range t.inboxes {
+		specs[gid] = s
+	}
+	t.mu.Unlock()
+	for gid, spec := range specs { // after a reconnect: the whole topology again
+		if err := t.declareInbox(gid, spec); err != nil {
+			t.log.Error("re-declaring an inbox after reconnect failed", "queue", bridge.InboxQueueName(gid), "err", err)
+		}
+	}
+	t.mu.Lock()
+	close(t.up)
+	t.mu.Unlock()
+	return closed, nil
+}
+
+// declareShared declares the exchanges and the dead-letter queue.
+func (t *Transport) declareShared(conn *amqp.Connection) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("broker: open channel: %w", err)
+	}
+	defer ch.Close()
+	for _, x := range []struct{ name, kind string }{
+		{ExchangeMsg, amqp.ExchangeTopic}, {ExchangeRoster, amqp.ExchangeTopic},
+		{ExchangeControl, amqp.ExchangeDirect}, {ExchangeDLX, amqp.ExchangeFanout},
+	} {
+		if err := ch.ExchangeDeclare(x.name, x.kind, true, false, false, false, nil); err != nil {
+			return declareErr("exchange", x.name, err)
+		}
+	}
+	if _, err := ch.QueueDeclare(QueueDLQ, true, false, false, false, amqp.Table{"x-max-length": int64(t.opts.DLQMax)}); err != nil {
+		return declareErr("queue", QueueDLQ, err)
+	}
+	if err := ch.QueueBind(QueueDLQ, "", ExchangeDLX, false, nil); err != nil {
+		return declareErr("binding of", QueueDLQ, err)
+	}
+	return nil
+}
+
+// declareErr turns PRECONDITION_FAILED into an error that names the entity
+// and the differing argument, and says what to do.
+func declareErr(what, name string, err error) error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed {
+		return fmt.Errorf("broker: %s %s exists with other arguments (%s): delete it (rabbitmqctl delete_queue / delete_exchange) or align the configuration; refusing to start", what, name, ae.Reason)
+	}
+	return fmt.Errorf("broker: declare %s %s: %w", what, name, err)
+}
+
+// supervise re-dials after a lost connection, with backoff, until Close.
+func (t *Transport) supervise(closed chan *amqp.Error) {
+	defer t.wg.Done()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case e, ok := <-closed:
+			t.mu.Lock()
+			if t.closed {
+				t.mu.Unlock()
+				return
+			}
+			t.up = make(chan struct{}) // consumers and publishers wait on this
+			t.mu.Unlock()
+			if ok && e != nil {
+				t.log.Warn("broker connection lost; reconnecting", "err", e.Error())
+			} else {
+				t.log.Warn("broker connection closed; reconnecting")
+			}
+		}
+		start := time.Now()
+		backoff := 100 * time.Millisecond
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), t.opts.ConnectTimeout)
+			c, err := t.connect(ctx)
+			cancel()
+			if err == nil {
+				t.log.Info("broker connection recovered", "seconds", time.Since(start).Seconds())
+				closed = c
+				break
+			}
+			t.log.Warn("broker reconnect failed", "err", err, "retryIn", backoff)
+			select {
+			case <-t.stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 5*time.Second)
+		}
+	}
+}
+
+// waitUp waits until connected; the generation's channels are returned.
+func (t *Transport) waitUp(ctx context.Context) (*amqp.Connection, *amqp.Channel, error) {
+	for {
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return nil, nil, bridge.ErrClosed
+		}
+		up, conn, pub := t.up, t.conn, t.pub
+		t.mu.Unlock()
+		select {
+		case <-up:
+			if conn != nil && !conn.IsClosed() {
+				return conn, pub, nil
+			}
+			select { // closed under us: the supervisor will replace up
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("broker: not connected: %w", ctx.Err())
+		case <-t.stop:
+			return nil, nil, bridge.ErrClosed
+		}
+	}
+}
+
+// Close stops consumers and closes the connection. Idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	close(t.stop)
+	var cons []*consumer
+	for c := range t.consumers {
+		cons = append(cons, c)
+	}
+	conn := t.conn
+	t.mu.Unlock()
+	for _, c := range cons {
+		c.Cancel()
+	}
+	if conn != nil {
+		conn.Close()
+	}
+	t.wg.Wait()
+	return nil
+}

@@ -1,0 +1,243 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// consumer is one manual-ack consumer of a queue, re-attached after every
+// reconnect.
+type consumer struct {
+	t         *Transport
+	queue     string
+	prefetch  int
+	exclusive bool
+	deliver   func(amqp.Delivery)
+	stop      chan struct{}
+	done      chan struct{}
+	once      sync.Once
+}
+
+// Consume implements bridge.Transport: one exclusive consumer, manual ack,
+// at most prefetch unacked.
+func (t *Transport) Consume(ctx context.Context, gid string, prefetch int, h func(bridge.Delivery)) (bridge.Subscription, error) {
+	q := bridge.InboxQueueName(gid)
+	t.mu.Lock()
+	_, declared := t.inboxes[gid]
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return nil, bridge.ErrClosed
+	}
+	if !declared { // declared by an earlier process: the queue outlives it
+		if err := t.queueExists(ctx, q); err != nil {
+			return nil, fmt.Errorf("%w: %s (%v)", bridge.ErrNoInbox, gid, err)
+		}
+	}
+	c := &consumer{t: t, queue: q, prefetch: max(prefetch, 1), exclusive: true}
+	c.deliver = func(d amqp.Delivery) {
+		env, err := bridge.FromHeaders(map[string]any(d.Headers), d.Body)
+		if err != nil {
+			// poison: dead-letter it, log once (never the body), keep serving
+			t.log.Warn("malformed envelope dead-lettered", "queue", q, "msgId", d.MessageId, "err", err)
+			_ = d.Reject(false)
+			return
+		}
+		h(bridge.Delivery{Env: env, Redelivered: d.Redelivered, Acker: &acker{d: d, log: t.log}})
+	}
+	return t.start(ctx, c)
+}
+
+// ConsumeDeadLetters implements bridge.Transport. Every gateway consumes
+// bridge.dlq (not exclusively): each dead letter reaches one of them.
+func (t *Transport) ConsumeDeadLetters(ctx context.Context, h func(bridge.DeadLetter)) (bridge.Subscription, error) {
+	c := &consumer{t: t, queue: QueueDLQ, prefetch: 64}
+	c.deliver = func(d amqp.Delivery) {
+		dl := bridge.DeadLetter{MsgID: d.MessageId, At: time.Now(), Acker: &acker{d: d, log: t.log}}
+		dl.Reason, dl.Queue = deathOf(d.Headers)
+		if env, err := bridge.FromHeaders(map[string]any(d.Headers), d.Body); err == nil {
+			dl.Env = env
+		}
+		h(dl)
+	}
+	return t.start(ctx, c)
+}
+
+// queueExists checks q with a passive declare on a throwaway channel (a
+// 404 closes the channel).
+func (t *Transport) queueExists(ctx context.Context, q string) error {
+	conn, _, err := t.waitUp(ctx)
+	if err != nil {
+		return err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	_, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
+	return err
+}
+
+// deathOf reads why and from where a message was dead-lettered.
+func deathOf(h amqp.Table) (reason, queue string) {
+	if r, ok := h["x-first-death-reason"].(string); ok {
+		reason = r
+	}
+	if q, ok := h["x-first-death-queue"].(string); ok {
+		queue = q
+	}
+	if deaths, ok := h["x-death"].([]any); ok && len(deaths) > 0 {
+		if d, ok := deaths[0].(amqp.Table); ok {
+			if reason == "" {
+				reason, _ = d["reason"].(string)
+			}
+			if queue == "" {
+				queue, _ = d["queue"].(string)
+			}
+		}
+	}
+	if reason == "" {
+		reason = bridge.ReasonRejected
+	}
+	return reason, queue
+}
+
+// start attaches c now (so a refused exclusive consumer is an error the
+// caller sees) and keeps it attached across reconnects.
+func (t *Transport) start(ctx context.Context, c *consumer) (bridge.Subscription, error) {
+	c.stop, c.done = make(chan struct{}), make(chan struct{})
+	conn, _, err := t.waitUp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ch, deliveries, err := c.attach(conn)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		ch.Close()
+		return nil, bridge.ErrClosed
+	}
+	t.consumers[c] = true
+	t.mu.Unlock()
+	t.wg.Add(1)
+	go c.run(ch, deliveries)
+	return c, nil
+}
+
+func (c *consumer) attach(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("broker: open channel: %w", err)
+	}
+	if err := ch.Qos(c.prefetch, 0, false); err != nil {
+		ch.Close()
+		return nil, nil, fmt.Errorf("broker: qos on %s: %w", c.queue, err)
+	}
+	deliveries, err := ch.Consume(c.queue, "", false, c.exclusive, false, false, nil)
+	if err != nil {
+		ch.Close()
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.AccessRefused {
+			return nil, nil, fmt.Errorf("%w: %s is consumed by another gateway (%s): is a second gateway running with the same host id?", bridge.ErrConsumerExists, c.queue, ae.Reason)
+		}
+		return nil, nil, fmt.Errorf("broker: consume %s: %w", c.queue, err)
+	}
+	return ch, deliveries, nil
+}
+
+func (c *consumer) run(ch *amqp.Channel, deliveries <-chan amqp.Delivery) {
+	t := c.t
+	defer t.wg.Done()
+	defer close(c.done)
+	defer func() {
+		t.mu.Lock()
+		delete(t.consumers, c)
+		t.mu.Unlock()
+	}()
+	for {
+		for open := true; open; {
+			select {
+			case d, ok := <-deliveries:
+				if !ok {
+					open = false
+					break
+				}
+				c.deliver(d)
+			case <-c.stop:
+				ch.Close() // unacked deliveries go back to the queue
+				return
+			}
+		}
+		// the channel or connection went away: re-attach once reconnected
+		for {
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				select {
+				case <-c.stop:
+				case <-ctx.Done():
+				}
+				cancel()
+			}()
+			conn, _, err := t.waitUp(ctx)
+			cancel()
+			if err != nil {
+				return // stopped or closed
+			}
+			var aerr error
+			ch, deliveries, aerr = c.attach(conn)
+			if aerr == nil {
+				break
+			}
+			t.log.Warn("re-attaching a consumer failed; retrying", "queue", c.queue, "err", aerr)
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// Cancel implements bridge.Subscription.
+func (c *consumer) Cancel() {
+	c.once.Do(func() { close(c.stop) })
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// acker settles one delivery. After a reconnect its tag is void: the
+// broker redelivers the message and the core deduplicates it.
+type acker struct {
+	d    amqp.Delivery
+	log  interface{ Debug(string, ...any) }
+	once sync.Once
+	err  error
+}
+
+func (a *acker) Ack() error {
+	a.once.Do(func() { a.err = a.d.Ack(false) })
+	return a.err
+}
+
+// Reject dead-letters (requeue=false); the reason is logged, since AMQP
+// carries only "rejected" to the dead-letter queue.
+func (a *acker) Reject(reason string) error {
+	a.once.Do(func() {
+		a.log.Debug("rejecting to the dead-letter exchange", "msgId", a.d.MessageId, "reason", reason)
+		a.err = a.d.Reject(false)
+	})
+	return a.err
+}

@@ -1,0 +1,204 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// inboxArgs are an inbox's queue arguments (SPEC §5). Overflow is
+// reject-publish-dlx: the publisher is nacked — so a sender hears "inbox
+// full" — and the message is dead-lettered, never dropped in silence.
+func inboxArgs(spec bridge.InboxSpec) amqp.Table {
+	args := amqp.Table{"x-dead-letter-exchange": ExchangeDLX}
+	if spec.MaxLength > 0 {
+		args["x-max-length"] = int64(spec.MaxLength)
+		args["x-overflow"] = "reject-publish-dlx"
+	}
+	if spec.MessageTTL > 0 {
+		args["x-message-ttl"] = spec.MessageTTL.Milliseconds()
+	}
+	if spec.Expires > 0 {
+		args["x-expires"] = spec.Expires.Milliseconds()
+	}
+	return args
+}
+
+func bindingKeys(gid string, groups []string) map[string]bool {
+	keys := map[string]bool{gid: true, bridge.BroadcastAll: true}
+	for _, g := range groups {
+		keys[bridge.BroadcastKey(g)] = true
+	}
+	return keys
+}
+
+// DeclareInbox implements bridge.Transport.
+func (t *Transport) DeclareInbox(ctx context.Context, gid string, spec bridge.InboxSpec) error {
+	if _, _, err := t.waitUp(ctx); err != nil {
+		return err
+	}
+	if err := t.declareInbox(gid, spec); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.inboxes[gid] = spec
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *Transport) declareInbox(gid string, spec bridge.InboxSpec) error {
+	t.mu.Lock()
+	conn := t.conn
+	old := t.bound[gid]
+	t.mu.Unlock()
+	if conn == nil {
+		return bridge.ErrClosed
+	}
+	ch, err := conn.Channel() // a throwaway channel: a 406 closes it
+	if err != nil {
+		return fmt.Errorf("broker: open channel: %w", err)
+	}
+	defer ch.Close()
+	q := bridge.InboxQueueName(gid)
+	if _, err := ch.QueueDeclare(q, true, false, false, false, inboxArgs(spec)); err != nil {
+		return declareErr("queue", q, err)
+	}
+	want := bindingKeys(gid, spec.Groups)
+	for key := range want {
+		if err := ch.QueueBind(q, key, ExchangeMsg, false, nil); err != nil {
+			return fmt.Errorf("broker: bind %s to %s: %w", q, key, err)
+		}
+	}
+	for key := range old {
+		if !want[key] {
+			if err := ch.QueueUnbind(q, key, ExchangeMsg, nil); err != nil {
+				return fmt.Errorf("broker: unbind %s from %s: %w", q, key, err)
+			}
+		}
+	}
+	t.mu.Lock()
+	t.bound[gid] = want
+	t.mu.Unlock()
+	return nil
+}
+
+// DeleteInbox implements bridge.Transport.
+func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
+	t.mu.Lock()
+	delete(t.inboxes, gid)
+	delete(t.bound, gid)
+	var cons []*consumer
+	for c := range t.consumers {
+		if c.queue == bridge.InboxQueueName(gid) {
+			cons = append(cons, c)
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range cons {
+		c.Cancel()
+	}
+	conn, _, err := t.waitUp(ctx)
+	if err != nil {
+		return err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("broker: open channel: %w", err)
+	}
+	defer ch.Close()
+	if _, err := ch.QueueDelete(bridge.InboxQueueName(gid), false, false, false); err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return nil
+		}
+		return fmt.Errorf("broker: delete %s: %w", bridge.InboxQueueName(gid), err)
+	}
+	return nil
+}
+
+// Publish implements bridge.Transport: persistent, on the confirm channel;
+// mandatory unless told otherwise. A return arrives before its confirm, so
+// a confirmed publish is checked against the returns before it counts as
+// routed. A connection lost before the confirm means the outcome is
+// unknown: the same envelope (same msgId, deduplicated by receivers) is
+// published again once reconnected, until ctx ends.
+func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelope, mandatory bool) error {
+	msg := amqp.Publishing{
+		Headers:      amqp.Table(env.Headers()),
+		DeliveryMode: amqp.Persistent,
+		MessageId:    env.MsgID,
+		Timestamp:    env.TS,
+		ContentType:  "text/plain; charset=utf-8",
+		Body:         env.Body,
+	}
+	for attempt := 0; ; attempt++ {
+		_, pub, err := t.waitUp(ctx)
+		if err != nil {
+			if attempt > 0 {
+				return fmt.Errorf("broker: publish %s: connection lost before the broker confirmed it, and not back: %w", env.MsgID, err)
+			}
+			return err
+		}
+		dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, ExchangeMsg, key, mandatory, false, msg)
+		if err != nil {
+			if errors.Is(err, amqp.ErrClosed) {
+				continue // reconnecting: publish again
+			}
+			return fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
+		}
+		acked, err := dc.WaitContext(ctx)
+		if err != nil {
+			return fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
+		}
+		if !acked {
+			if pub.IsClosed() {
+				continue // lost, not nacked: outcome unknown, publish again
+			}
+			if bridge.IsBroadcastKey(key) {
+				return nil // a full inbox refused its copy; it was dead-lettered
+			}
+			return fmt.Errorf("%w: %s refused the message", bridge.ErrInboxFull, bridge.InboxQueueName(key))
+		}
+		if mandatory && t.wasReturned(env.MsgID) {
+			return fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
+		}
+		return nil
+	}
+}
+
+// wasReturned drains the returns that arrived (a return is in the channel
+// before its confirm) and reports whether msgID was among them.
+func (t *Transport) wasReturned(msgID string) bool {
+	t.pubMu.Lock()
+	defer t.pubMu.Unlock()
+	t.mu.Lock()
+	returns := t.returns
+	t.mu.Unlock()
+	now := time.Now()
+	for {
+		select {
+		case r, ok := <-returns:
+			if !ok {
+				returns = nil
+				continue
+			}
+			t.returned[r.MessageId] = now
+			continue
+		default:
+		}
+		break
+	}
+	_, ok := t.returned[msgID]
+	delete(t.returned, msgID)
+	for id, at := range t.returned { // returns whose publisher gave up
+		if now.Sub(at) > time.Minute {
+			delete(t.returned, id)
+		}
+	}
+	return ok
+}
