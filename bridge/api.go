@@ -218,11 +218,11 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 		res.Held = c.heldFor(st)
 		return res, nil
 	}
-	if forwarded && wait < c.cfg.InjectWait {
-		wait = min(c.cfg.InjectWait, c.cfg.MaxWait)
-	}
-	if w == nil {
-		wait = min(c.cfg.InjectWait, c.cfg.MaxWait)
+	// a forwarded brief's receipt comes within the worker's inject bound
+	// plus its travel time (else the sweeper reports it FAILED)
+	receiptBound := min(c.cfg.InjectWait+c.cfg.ReceiptWait+2*c.cfg.SweepEvery, c.cfg.MaxWait)
+	if forwarded && wait < receiptBound {
+		wait = receiptBound
 	}
 	var replies chan *heldMsg // nil (never ready) when only the receipt is awaited
 	if w != nil {
@@ -287,7 +287,10 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 				}
 			}
 			if forwarded && res.Status == StatusConfirmed {
-				res.Status, res.Reason = StatusFailed, "no INJECTED receipt within the bound: the brief was not typed into "+target.Name+"'s pane"
+				// not a guess either way: the receipt (or the FAILED the
+				// sweeper sends when it never comes) will be held for the caller
+				res.Reason = "no receipt from " + target.Name + "'s pane yet; its outcome (INJECTED or FAILED) will be held for you"
+				res.Next = "bridge_poll(target=" + target.Name + ") later"
 				res.Held = c.heldFor(st)
 				return res, nil
 			}

@@ -539,19 +539,23 @@ type outMsg struct {
 // send publishes control messages decided under the lock. Failures are
 // logged: the counterpart is gone or the transport is down, and the caller
 // (a delivery handler) cannot do better.
-func (c *Core) send(out []outMsg) {
+func (c *Core) send(out []outMsg) (failed []string) {
 	for _, o := range out {
 		key := o.key
 		if key == "" {
 			key = o.env.To
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		// not tied to c.ctx: a receipt decided while the core shuts down
+		// still goes out (the transport closes after the core)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := c.tr.Publish(ctx, key, o.env, o.mandatory)
 		cancel()
 		if err != nil {
 			c.log.Warn("control message not delivered", LogKind, o.env.Kind, LogMsgID, o.env.MsgID, "corr", o.env.Corr, LogTo, o.env.To, "err", err)
+			failed = append(failed, o.env.MsgID)
 		}
 	}
+	return failed
 }
 
 // control builds a control message from entity from to entity to.

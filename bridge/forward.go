@@ -48,7 +48,9 @@ func (c *Core) forwardsLocked(st *entState) bool {
 // tell the sender INJECTED (its body the rung observed) or FAILED.
 func (c *Core) forward(e Entity, env *Envelope, inj Injector) {
 	defer c.wg.Done()
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.InjectWait)
+	// not tied to c.ctx: a graceful stop lets an inject in flight finish
+	// (bounded) and send its receipt, instead of cutting it mid-typing
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.InjectWait)
 	defer cancel()
 	start := c.cfg.Now()
 	c.mu.Lock()
@@ -65,13 +67,6 @@ func (c *Core) forward(e Entity, env *Envelope, inj Injector) {
 			c.log.Warn("cannot record a brief being typed", LogMsgID, env.MsgID, "err", err)
 		}
 	}})
-	if typing {
-		defer func() {
-			if err := c.st.deleteTyping(env.MsgID); err != nil {
-				c.log.Warn("cannot forget a typed brief", LogMsgID, env.MsgID, "err", err)
-			}
-		}()
-	}
 	c.log.Info("forward path", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID, "status", r.Status, LogReason, r.Reason, "ms", time.Since(start).Milliseconds())
 	if env.Kind != KindSend {
 		return // broadcasts are typed but not receipted
@@ -82,7 +77,14 @@ func (c *Core) forward(e Entity, env *Envelope, inj Injector) {
 	} else {
 		out = c.control(KindInjected, e.GID, env.From, env.MsgID, "", env.TraceID, r.Status+receiptReason(r.Reason))
 	}
-	c.send([]outMsg{out})
+	if len(c.send([]outMsg{out})) > 0 {
+		return // the receipt did not go out: the typing record stays, and a restart reports it uncertain
+	}
+	if typing {
+		if err := c.st.deleteTyping(env.MsgID); err != nil {
+			c.log.Warn("cannot forget a typed brief", LogMsgID, env.MsgID, "err", err)
+		}
+	}
 }
 
 func receiptReason(r string) string {

@@ -305,8 +305,8 @@ func (c *Core) deliver(gid string, d Delivery) {
 			}
 		}
 		hold = heldKinds[env.Kind]
-		if env.Kind == KindInjected && strings.HasPrefix(string(env.Body), StatusUncertain) {
-			hold = true // nobody waits for it any more, but the sender must learn the brief may not have landed
+		if _, awaited := c.awaits[env.Corr]; env.Kind == KindInjected && (awaited || strings.HasPrefix(string(env.Body), StatusUncertain)) {
+			hold = true // the sender's call is gone, but it must learn how its brief landed
 		}
 		if !hold {
 			c.log.Debug("receipt with nothing waiting dropped", LogKind, env.Kind, LogMsgID, env.MsgID, "corr", env.Corr, LogGID, gid)
@@ -316,12 +316,20 @@ func (c *Core) deliver(gid string, d Delivery) {
 			if env.Kind == KindSend { // typed into the pane: the brief it works on
 				st.brief = briefRef{from: env.From, msgID: env.MsgID, traceID: env.TraceID}
 			}
-			// forward path: ack first, then inject (SPEC §4)
+			// forward path: ack first, then inject (SPEC §4) — and only if
+			// the ack held: a brief still in the inbox could be typed twice
 			c.seen.add(gid + env.MsgID)
 			e, inj := st.snapshot(), c.cfg.Injector
-			c.wg.Add(1)
 			c.mu.Unlock()
-			settle("")
+			if err := d.Acker.Ack(); err != nil {
+				c.log.Warn("brief not acked, so not typed", LogMsgID, env.MsgID, LogGID, gid, "err", err)
+				if env.Kind == KindSend {
+					c.send([]outMsg{c.control(KindFailed, gid, env.From, env.MsgID, "", env.TraceID,
+						"brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: its gateway could not take it from the inbox ("+err.Error()+")")})
+				}
+				return
+			}
+			c.wg.Add(1)
 			go c.forward(e, env, inj)
 			return
 		}

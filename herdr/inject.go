@@ -35,6 +35,7 @@ type Injector struct {
 	// Poll is the status polling period (default 50ms).
 	Poll time.Duration
 
+	once  sync.Once
 	mu    sync.Mutex
 	panes map[string]chan struct{}
 }
@@ -82,14 +83,14 @@ func failed(format string, a ...any) bridge.InjectReceipt {
 // how to reply, then the sanitized brief — or, past MaxInline, the path of
 // a file holding it.
 func (in *Injector) Prompt(b bridge.Brief) (string, error) {
-	in.defaults()
+	in.once.Do(in.defaults)
 	from := b.FromName
 	if from == "" {
 		from = b.Env.From
 	}
-	header := fmt.Sprintf("[herdbridge] Brief from %s (reply with bridge_send target %q):\n", from, from)
+	header := fmt.Sprintf("%s Brief from %s (reply with bridge_send target %q):\n", promptMark, from, from)
 	if b.Env.Kind == bridge.KindBroadcast {
-		header = fmt.Sprintf("[herdbridge] Broadcast from %s:\n", from)
+		header = fmt.Sprintf("%s Broadcast from %s:\n", promptMark, from)
 	}
 	body := Sanitize(string(b.Env.Body))
 	if len(body) <= in.MaxInline {
@@ -108,9 +109,13 @@ func (in *Injector) Prompt(b bridge.Brief) (string, error) {
 	return header + fmt.Sprintf("The brief is %d bytes, so it is in the file %s: read it and act on it.", len(body), path), nil
 }
 
+// promptMark opens every prompt the injector types: how it recognises its
+// own text still sitting in a composer.
+const promptMark = "[herdbridge]"
+
 // Inject implements bridge.Injector.
 func (in *Injector) Inject(ctx context.Context, b bridge.Brief) bridge.InjectReceipt {
-	in.defaults()
+	in.once.Do(in.defaults)
 	pane := b.To.PaneID
 	unlock, ok := in.lockPane(ctx, pane)
 	if !ok {
@@ -121,22 +126,36 @@ func (in *Injector) Inject(ctx context.Context, b bridge.Brief) bridge.InjectRec
 	if err != nil {
 		return failed("cannot prepare the brief: %v", err)
 	}
-	modern, err := in.Client.HasAgentPrompt(ctx)
+	proto, err := in.Client.Protocol(ctx)
 	if err != nil {
 		return failed("%v", err)
 	}
-	st, err := in.waitReady(ctx, pane, modern)
-	if err != nil {
+	modern := proto >= 17
+	if _, err := in.waitReady(ctx, pane, modern); err != nil {
 		return failed("%v", err)
 	}
 	if draft := in.draft(ctx, pane); draft != "" {
 		return failed("the composer of pane %s holds an unsent draft (%q): not typed, so the brief is not merged into it; clear it and resend", pane, clip(draft, 40))
 	}
+	// the baseline is taken right before typing; before protocol 20
+	// agent.prompt does not refuse a blocked agent, so look once more
+	before, err := in.state(ctx, pane, modern)
+	if err != nil {
+		return failed("pane %s: %v", pane, err)
+	}
+	if !Ready(before.status) {
+		return failed("the agent in pane %s turned %s just before typing; nothing was typed", pane, before.status)
+	}
 	if b.Typing != nil {
 		b.Typing()
 	}
+	custom := false
 	if modern {
 		_, err = in.Client.AgentPrompt(ctx, pane, text)
+		if errors.Is(err, ErrAgentNotReady) { // a custom agent herdr does not drive: type and press Enter ourselves
+			custom = true
+			err = in.Client.PaneSendInput(ctx, pane, text, "enter")
+		}
 	} else {
 		err = in.Client.PaneSendInput(ctx, pane, text, "enter")
 	}
@@ -147,22 +166,26 @@ func (in *Injector) Inject(ctx context.Context, b bridge.Brief) bridge.InjectRec
 		case errors.Is(err, ErrPaneNotFound), errors.Is(err, ErrAgentNotFound):
 			return failed("pane %s closed before the brief was typed", pane)
 		}
-		return failed("typing into pane %s: %v", pane, err)
+		return bridge.InjectReceipt{Status: bridge.StatusUncertain, Reason: fmt.Sprintf("typing into pane %s failed midway (%v): it may or may not have reached the agent", pane, err)}
 	}
 	// herdr presses Enter 300 ms after agent.prompt's text: look for the
-	// turn starting, then once more after a single Enter — never re-paste.
-	if in.turnStarted(ctx, pane, modern, st, 300*time.Millisecond+in.VerifyWait) {
+	// turn starting, then — only if the text still sits in the composer —
+	// press Enter once more. Never re-paste.
+	if in.turnStarted(ctx, pane, modern, before, 300*time.Millisecond+in.VerifyWait) {
 		return bridge.InjectReceipt{Status: bridge.StatusSubmitted}
 	}
 	if ctx.Err() != nil {
 		return bridge.InjectReceipt{Status: bridge.StatusUncertain, Reason: "typed; the bound ran out before the turn start was seen"}
 	}
-	if modern {
+	if !strings.Contains(in.draft(ctx, pane), promptMark) {
+		return bridge.InjectReceipt{Status: bridge.StatusUncertain, Reason: "typed, and gone from the composer, but the agent was not seen starting the turn"}
+	}
+	if modern && !custom {
 		err = in.Client.AgentSendKeys(ctx, pane, "enter")
 	} else {
 		err = in.Client.PaneSendKeys(ctx, pane, "enter")
 	}
-	if err == nil && in.turnStarted(ctx, pane, modern, st, in.VerifyWait) {
+	if err == nil && in.turnStarted(ctx, pane, modern, before, in.VerifyWait) {
 		return bridge.InjectReceipt{Status: bridge.StatusSubmitted, Reason: "after one Enter retry"}
 	}
 	return bridge.InjectReceipt{Status: bridge.StatusUncertain, Reason: "typed, but the agent was not seen starting the turn, even after one Enter retry"}
@@ -220,11 +243,11 @@ func (in *Injector) waitReady(ctx context.Context, pane string, modern bool) (ag
 		}
 		if modern && last.status != "launch_pending" {
 			// event-driven wait, bounded by what is left
-			left := time.Until(deadline)
-			if left > 0 {
-				_, _ = in.Client.AgentWait(ctx, pane, []string{StatusIdle, StatusDone}, left)
+			if left := time.Until(deadline); left > 0 {
+				if _, err := in.Client.AgentWait(ctx, pane, []string{StatusIdle, StatusDone}, left); err == nil || errors.Is(err, ErrTimeout) {
+					continue
+				}
 			}
-			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -233,15 +256,23 @@ func (in *Injector) waitReady(ctx context.Context, pane string, modern bool) (ag
 	}
 }
 
-// turnStarted watches until the agent is working or its state_change_seq
-// rose past before. On protocol 17+ it waits on herdr's event-driven
-// agent.wait in short slices (so a turn that ended between two looks is
-// still caught by the seq); older servers are polled.
+// turnStarted watches until the turn is seen starting: the status went
+// working or blocked (a tool-permission dialog of the new turn), or the
+// state_change_seq rose while our text is no longer in the composer (a
+// turn that ended between two looks). A seq rise alone is not enough: a
+// user merely looking at the pane changes done to idle. On protocol 17+
+// it waits on herdr's event-driven agent.wait in short slices.
 func (in *Injector) turnStarted(ctx context.Context, pane string, modern bool, before agentState, within time.Duration) bool {
 	deadline := time.Now().Add(within)
+	started := func(st agentState) bool {
+		if st.status == StatusWorking || st.status == StatusBlocked {
+			return true
+		}
+		return modern && st.seq > before.seq && !strings.Contains(in.draft(ctx, pane), promptMark)
+	}
 	for {
 		st, err := in.state(ctx, pane, modern)
-		if err == nil && (st.status == StatusWorking || (modern && st.seq > before.seq)) {
+		if err == nil && started(st) {
 			return true
 		}
 		left := time.Until(deadline)
@@ -251,7 +282,7 @@ func (in *Injector) turnStarted(ctx context.Context, pane string, modern bool, b
 		if modern && err == nil {
 			slice := min(left, 500*time.Millisecond)
 			a, werr := in.Client.AgentWait(ctx, pane, []string{StatusWorking, StatusBlocked}, slice)
-			if werr == nil && (a.AgentStatus == StatusWorking || a.StateChangeSeq > before.seq) {
+			if werr == nil && started(agentState{status: a.AgentStatus, seq: a.StateChangeSeq}) {
 				return true
 			}
 			if werr == nil || errors.Is(werr, ErrTimeout) {

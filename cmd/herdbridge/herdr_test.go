@@ -154,6 +154,16 @@ func TestHerdrReceipts(t *testing.T) {
 					t.Fatalf("re-pasted: composer %q", c)
 				}
 			}},
+		{name: "enter-swallowed-twice-user-looks", setup: func(f *herdrtest.Server, pane string) {
+			// a user focusing the pane raises state_change_seq (done to idle):
+			// that is no turn starting, and must not read as submitted
+			f.SwallowEnters(pane, 2)
+			go func() { time.Sleep(600 * time.Millisecond); f.SetSeen(pane, true) }()
+		}, status: "uncertain", check: func(t *testing.T, f *herdrtest.Server, pane string) {
+			if n := len(f.Submitted(pane)); n != 0 {
+				t.Fatalf("%d turns", n)
+			}
+		}},
 		{name: "pane-closed-mid-wait", setup: func(f *herdrtest.Server, pane string) {
 			f.SetStatus(pane, "working")
 			go func() { time.Sleep(400 * time.Millisecond); f.ClosePane(pane) }()
