@@ -199,6 +199,17 @@ func (c *Core) PaneClosed(ctx context.Context, pane string) {
 	}
 }
 
+// Held reports what is held for gid and whether it has an open waiter.
+func (c *Core) Held(gid string) (HeldSummary, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.ents[gid]
+	if st == nil {
+		return HeldSummary{}, false
+	}
+	return c.summaryLocked(st), len(st.waiters) > 0
+}
+
 // SetNudger sets who is told about held messages (the MCP server, and in a
 // herdr pane the pane nudger). Safe to call while running.
 func (c *Core) SetNudger(n Nudger) {

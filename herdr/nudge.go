@@ -25,6 +25,10 @@ type PaneNudger struct {
 	Backoff, MaxBackoff time.Duration
 	// ReadyWait bounds the wait for the agent to be idle (default 60s).
 	ReadyWait time.Duration
+	// StillHeld reports what is held for gid right now (nil: trust the
+	// summary the reminder was armed with). A reminder is typed only if
+	// something is still held and nobody waits.
+	StillHeld func(gid string) (held bridge.HeldSummary, waiting bool)
 
 	ctx   context.Context
 	wg    sync.WaitGroup
@@ -37,6 +41,7 @@ type nudgeState struct {
 	next        time.Time
 	backoff     time.Duration
 	lastTotal   int
+	rearmed     bool // a retry is scheduled for when the backoff ends
 }
 
 // Start sets the context the reminders run under; Wait waits for them.
@@ -96,6 +101,36 @@ func (n *PaneNudger) Nudge(e bridge.Entity, held bridge.HeldSummary) {
 	}
 	st.lastTotal = held.Total
 	if st.outstanding || now.Before(st.next) {
+		// remind again once the backoff ends (the core only calls on new
+		// arrivals), unless a retry is already scheduled
+		if !st.rearmed {
+			st.rearmed = true
+			wait := time.Until(st.next)
+			if st.outstanding {
+				wait = max(wait, time.Second)
+			}
+			ctx := n.ctx
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+				n.mu.Lock()
+				st.rearmed = false
+				n.mu.Unlock()
+				if n.StillHeld != nil {
+					h, waiting := n.StillHeld(e.GID)
+					if waiting || h.Total == 0 {
+						return
+					}
+					held = h
+				}
+				n.Nudge(e, held)
+			}()
+		}
 		n.mu.Unlock()
 		return
 	}
@@ -107,18 +142,21 @@ func (n *PaneNudger) Nudge(e bridge.Entity, held bridge.HeldSummary) {
 	n.mu.Unlock()
 	go func() {
 		defer n.wg.Done()
-		defer func() {
-			n.mu.Lock()
-			st.outstanding = false
-			n.mu.Unlock()
-		}()
-		if err := n.remind(ctx, e.PaneID, Reminder(held)); err != nil {
+		err := n.remind(ctx, e, held)
+		if err != nil {
 			n.Log.Info("pane reminder not typed", "pane", e.PaneID, bridge.LogGID, e.GID, "err", err)
+		}
+		n.mu.Lock()
+		st.outstanding = false
+		n.mu.Unlock()
+		if n.StillHeld != nil && ctx.Err() == nil {
+			n.Nudge(e, held) // inside the backoff now: re-arms the next look
 		}
 	}()
 }
 
-func (n *PaneNudger) remind(ctx context.Context, pane, line string) error {
+func (n *PaneNudger) remind(ctx context.Context, e bridge.Entity, held bridge.HeldSummary) error {
+	pane := e.PaneID
 	modern, err := n.Client.HasAgentPrompt(ctx)
 	if err != nil {
 		return err
@@ -151,6 +189,20 @@ func (n *PaneNudger) remind(ctx context.Context, pane, line string) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+	// the wait for idle can be long: is it still worth a reminder?
+	if n.StillHeld != nil {
+		h, waiting := n.StillHeld(e.GID)
+		if waiting || h.Total == 0 {
+			return nil
+		}
+		held = h
+	}
+	if r, err := n.Client.PaneRead(ctx, pane, SourceVisible, 0); err == nil {
+		if d := ComposerDraft(r.Text); d != "" {
+			return fmt.Errorf("the composer holds a draft (%q): not typing a reminder into it", clip(d, 30))
+		}
+	}
+	line := Reminder(held)
 	if modern {
 		_, err = n.Client.AgentPrompt(ctx, pane, line)
 		return err

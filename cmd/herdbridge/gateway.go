@@ -158,7 +158,7 @@ func (g *Gateway) startHerdr() {
 	g.core.SetInjector(g.inject)
 	nudgers := multiNudger{g.mcp}
 	if hc.PaneNudge == nil || *hc.PaneNudge {
-		g.nudger = &herdr.PaneNudger{Client: g.herdr, Log: g.Logger, Backoff: time.Duration(hc.NudgeBackoff)}
+		g.nudger = &herdr.PaneNudger{Client: g.herdr, Log: g.Logger, Backoff: time.Duration(hc.NudgeBackoff), StillHeld: g.core.Held}
 		g.nudger.Start(g.ctx)
 		nudgers = append(nudgers, g.nudger)
 	}

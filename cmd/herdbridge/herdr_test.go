@@ -275,6 +275,16 @@ func TestHerdrNudgesPrimaryInPane(t *testing.T) {
 	if n := len(fake.Submitted(ppane)); n != 1 {
 		t.Fatalf("%d reminders inside the backoff", n)
 	}
+	// still held, nobody polls: reminded again once the backoff (500 ms) ends
+	eventually(t, 5*time.Second, "a second reminder after the backoff", func() bool { return len(fake.Submitted(ppane)) >= 2 })
+	// drained: no more reminders
+	p := paneConn(t, g, "lead", "primary", ppane)
+	p.mustStatus("bridge_poll", map[string]any{}, "drained")
+	n := len(fake.Submitted(ppane))
+	time.Sleep(2500 * time.Millisecond) // past the next backoff (1 s, then 2 s)
+	if m := len(fake.Submitted(ppane)); m != n {
+		t.Fatalf("%d more reminders after the primary drained", m-n)
+	}
 }
 
 // TestHerdrNudgeOff: pane nudges can be turned off.
