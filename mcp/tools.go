@@ -48,11 +48,12 @@ type spawnArgs struct {
 	Profile string `json:"profile" jsonschema:"A spawn profile of that host (bridge_roster lists them)"`
 	Name    string `json:"name,omitempty" jsonschema:"Name for the new worker (default: profile-xxxx)"`
 	Brief   string `json:"brief,omitempty" jsonschema:"First brief, delivered once the worker is ready"`
+	SpawnID string `json:"spawn_id,omitempty" jsonschema:"A UUID to make a retried spawn idempotent: it becomes the worker's gid, and a spawn with an id already used returns that worker instead of starting another"`
 }
 
 // SpawnRequest is bridge_spawn.
 type SpawnRequest struct {
-	Host, Profile, Name, Brief string
+	Host, Profile, Name, Brief, SpawnID string
 }
 
 // Spawner starts workers from the gateway's profiles.
@@ -330,7 +331,7 @@ func (s *Server) spawnTool() toolDef {
 		if sp == nil {
 			return nil, argErr(errors.New("this gateway has no herdr connection to spawn into: start it with herdr available"))
 		}
-		return sp.Spawn(ctx, gid, SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief})
+		return sp.Spawn(ctx, gid, SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief, SpawnID: a.SpawnID})
 	})}
 }
 

@@ -338,6 +338,27 @@ func TestHerdrSpawn(t *testing.T) {
 	if r := p.call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "rev-1"}); !r.IsError {
 		t.Fatalf("a second spawn with a taken name: %+v", r.Result)
 	}
+	// spawn_id makes a retried spawn idempotent, even when both run at once
+	panes := len(fake.PaneIDs())
+	id := "7b0e8a52-3c1d-4f6e-9a2b-1c2d3e4f5a6b"
+	var wg sync.WaitGroup
+	results := make([]callResult, 2)
+	for i := range results {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = p.call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "rev-2", "spawn_id": id})
+		}(i)
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.IsError || r.SpawnID != id {
+			t.Fatalf("idempotent spawn: %+v %s", r.Result, r.Text)
+		}
+	}
+	if n := len(fake.PaneIDs()) - panes; n != 1 {
+		t.Fatalf("the same spawn_id twice opened %d panes", n)
+	}
 }
 
 // TestHerdrSpawnNeverReady: an agent stuck behind a dialog is a failed spawn

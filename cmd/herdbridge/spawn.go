@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -23,6 +24,48 @@ type spawnService struct {
 	sp       *herdr.Spawner
 	profiles map[string]herdr.Profile
 	stateDir string
+
+	mu       sync.Mutex
+	inflight map[string]chan struct{} // spawnId or name -> closed when that spawn ends
+}
+
+// claim reserves keys (the spawnId and the name) for one spawn; a spawn
+// already holding one is waited for, then the caller looks again.
+func (s *spawnService) claim(ctx context.Context, keys ...string) (func(), error) {
+	for {
+		s.mu.Lock()
+		if s.inflight == nil {
+			s.inflight = map[string]chan struct{}{}
+		}
+		var busy chan struct{}
+		for _, k := range keys {
+			if ch, ok := s.inflight[k]; ok {
+				busy = ch
+				break
+			}
+		}
+		if busy == nil {
+			done := make(chan struct{})
+			for _, k := range keys {
+				s.inflight[k] = done
+			}
+			s.mu.Unlock()
+			return func() {
+				s.mu.Lock()
+				for _, k := range keys {
+					delete(s.inflight, k)
+				}
+				s.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 var _ mcp.Spawner = (*spawnService)(nil)
@@ -56,10 +99,26 @@ func (s *spawnService) Spawn(ctx context.Context, caller string, req mcp.SpawnRe
 	if !bridge.ValidName(name) {
 		return nil, &bridge.UserError{Msg: fmt.Sprintf("name %q is not valid: letters, digits, '.', '_' or '-'", name)}
 	}
+	spawnID := req.SpawnID
+	if spawnID == "" {
+		spawnID = uuid.NewString()
+	} else if _, err := uuid.Parse(spawnID); err != nil {
+		return nil, &bridge.UserError{Msg: fmt.Sprintf("spawn_id %q is not a UUID", spawnID)}
+	}
+	release, err := s.claim(ctx, "id:"+spawnID, "name:"+name)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	// spawnId is the dedup key: a spawn with an id already used returns
+	// the worker it made (the registry outlives gateway restarts)
+	if e, ok := s.core.Entity(spawnID); ok {
+		return &bridge.Result{Status: bridge.StatusConfirmed, SpawnID: spawnID, Target: e.Addr(),
+			Reason: "already spawned as " + e.Name + " (spawn_id seen before): no second pane"}, nil
+	}
 	if _, err := s.core.Resolve(name); err == nil {
 		return nil, &bridge.UserError{Msg: fmt.Sprintf("an entity named %q already exists here: pick another name", name)}
 	}
-	spawnID := uuid.NewString()
 	env := map[string]string{
 		"HERDBRIDGE_NAME":      name,
 		"HERDBRIDGE_ROLE":      string(bridge.RoleWorker),
@@ -77,6 +136,7 @@ func (s *spawnService) Spawn(ctx context.Context, caller string, req mcp.SpawnRe
 	}
 	e, _, err := s.core.Register(ctx, bridge.RegisterRequest{Name: name, Role: bridge.RoleWorker, Groups: p.Groups, PaneID: pane, GID: spawnID, NoToken: true})
 	if err != nil {
+		_ = s.sp.Client.PaneClose(context.WithoutCancel(ctx), pane) // no orphan agent
 		return nil, err
 	}
 	res.Target = e.Addr()
