@@ -39,7 +39,7 @@ type HerdrConfig struct {
 	PaneNudge *bool `json:"paneNudge,omitempty"`
 	// NudgeBackoff is the first gap between two reminders (default 30s).
 	NudgeBackoff Duration `json:"nudgeBackoff,omitempty"`
-	// SpawnReadyWait bounds the wait for a spawned agent to be ready (default 40s).
+	// SpawnReadyWait bounds the wait for a spawned agent to be ready (default 60s).
 	SpawnReadyWait Duration `json:"spawnReadyWait,omitempty"`
 	// InjectWait bounds the forward path from taking a brief to its
 	// INJECTED receipt (default 30s); past it plus receiptWait the sender
