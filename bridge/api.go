@@ -169,7 +169,8 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 	var w *waiter
 	nudged := make(chan struct{}, 1)
 	wait := c.capWait(req.Wait)
-	forwarded := kind == KindSend && target.PaneID != "" && c.cfg.Injector != nil
+	forwarded := kind == KindSend && (target.Host == c.cfg.Host && target.PaneID != "" && c.cfg.Injector != nil ||
+		target.Host != c.cfg.Host && c.remote[target.GID] != nil && c.remote[target.GID].p.Forward)
 	if kind == KindSend && wait > 0 {
 		w = &waiter{
 			ch:     make(chan *heldMsg, 1),
@@ -768,6 +769,9 @@ func (c *Core) Roster() RosterView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := RosterView{Hosts: []HostView{{Host: c.cfg.Host, Local: true, Profiles: []string{}}}, Entities: []EntityView{}}
+	if c.profiles != nil {
+		v.Hosts[0].Profiles = c.profiles()
+	}
 	for _, st := range c.ents {
 		ev := EntityView{Entity: st.snapshot(), Sessions: st.sessions, Waiting: len(st.waiters) > 0, Status: "online"}
 		for _, hm := range st.held {
@@ -783,7 +787,21 @@ func (c *Core) Roster() RosterView {
 		}
 		v.Entities = append(v.Entities, ev)
 	}
-	sort.Slice(v.Entities, func(i, j int) bool { return v.Entities[i].Name < v.Entities[j].Name })
+	for _, r := range c.remote {
+		st := r.p.Status
+		if st == "" {
+			st = "online"
+		}
+		v.Entities = append(v.Entities, EntityView{Entity: r.entity(), Status: st})
+	}
+	for _, h := range c.hosts {
+		v.Hosts = append(v.Hosts, HostView{Host: h.p.Host, Profiles: append([]string{}, h.p.Profiles...)})
+	}
+	sort.Slice(v.Hosts[1:], func(i, j int) bool { return v.Hosts[1+i].Host < v.Hosts[1+j].Host })
+	sort.Slice(v.Entities, func(i, j int) bool {
+		a, b := v.Entities[i], v.Entities[j]
+		return a.Host < b.Host || a.Host == b.Host && a.Name < b.Name
+	})
 	return v
 }
 
@@ -799,24 +817,43 @@ func (c *Core) Resolve(target string) (Entity, error) {
 	if st := c.ents[target]; st != nil {
 		return st.snapshot(), nil
 	}
-	name := target
+	name, host := target, ""
 	if i := strings.LastIndexByte(target, '@'); i >= 0 {
-		name = target[:i]
-		if host := target[i+1:]; host != c.cfg.Host {
-			return Entity{}, userErr("unknown target %q: host %q is not known to this gateway (this is %q)", target, host, c.cfg.Host)
+		name, host = target[:i], target[i+1:]
+		if host == c.cfg.Host {
+			host = ""
+		} else if c.hosts[host] == nil && !c.hasRemoteHostLocked(host) {
+			return Entity{}, userErr("unknown target %q: no gateway of host %q is present (this is %q); bridge_roster lists the hosts", target, host, c.cfg.Host)
 		}
 	}
-	if gid, ok := c.byName[name]; ok {
+	if gid, ok := c.byName[name]; ok && host == "" {
 		return c.ents[gid].snapshot(), nil
+	}
+	if r, amb := c.remoteLocked(target, name, host); r != nil {
+		return r.entity(), nil
+	} else if len(amb) > 1 {
+		return Entity{}, userErr("target %q is ambiguous: it names %s; say which with name@host", target, strings.Join(amb, ", "))
 	}
 	var names []string
 	for n := range c.byName {
 		names = append(names, n)
 	}
+	for _, r := range c.remote {
+		names = append(names, r.p.Name+"@"+r.p.Host)
+	}
 	if s := closeMatches(name, names); len(s) > 0 {
 		return Entity{}, userErr("unknown target %q: did you mean %s?", target, strings.Join(s, ", "))
 	}
 	return Entity{}, userErr("unknown target %q: no entity of that name; bridge_roster lists who is here", target)
+}
+
+func (c *Core) hasRemoteHostLocked(host string) bool {
+	for _, r := range c.remote {
+		if r.p.Host == host {
+			return true
+		}
+	}
+	return false
 }
 
 // closeMatches returns up to 3 names within edit distance 2 of s, or that

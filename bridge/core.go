@@ -38,6 +38,8 @@ type Config struct {
 	NudgeEvery      time.Duration // minimum gap between nudges of one entity (default 2s)
 	ReattachGrace   time.Duration // how long a detached entity keeps its open turns (default 30s)
 	InjectWait      time.Duration // bound of the forward path, brief to INJECTED (default 30s)
+	PresenceEvery   time.Duration // heartbeat period across hosts (default 5s)
+	PresenceTTL     time.Duration // a remote entry without a heartbeat this long is gone (default 3 heartbeats)
 	Nudger          Nudger
 	Injector        Injector // nil: every entity pulls
 }
@@ -58,6 +60,8 @@ func (c *Config) defaults() {
 	d(&c.NudgeEvery, 2*time.Second)
 	d(&c.ReattachGrace, 30*time.Second)
 	d(&c.InjectWait, 30*time.Second)
+	d(&c.PresenceEvery, 5*time.Second)
+	d(&c.PresenceTTL, 3*c.PresenceEvery)
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 256 << 10
 	}
@@ -128,6 +132,11 @@ type Core struct {
 	seen   *seenSet
 	nudges map[string]bool
 	awaits map[string]awaitRecord // forward-path briefs awaiting their receipt, by msgId
+	remote map[string]*remoteEntry // entities of other hosts, by gid (presence)
+	hosts  map[string]*remoteEntry // other hosts' _gateway entries
+	profiles     func() []string
+	presenceKick chan struct{}
+	presenceSub  Subscription
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -150,6 +159,7 @@ func New(cfg Config) (*Core, error) {
 		cfg: cfg, log: cfg.Logger, tr: cfg.Transport, st: cfg.Store,
 		ents: map[string]*entState{}, byName: map[string]string{}, tokens: map[string]string{},
 		seen: newSeenSet(cfg.SeenSize), nudges: map[string]bool{}, awaits: map[string]awaitRecord{},
+		remote: map[string]*remoteEntry{}, hosts: map[string]*remoteEntry{}, presenceKick: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -272,6 +282,15 @@ func (c *Core) Start(ctx context.Context) error {
 	if err := c.typedBeforeCrash(); err != nil {
 		return fmt.Errorf("bridge: report briefs typed before a crash: %w", err)
 	}
+	if pt, ok := c.tr.(PresenceTransport); ok {
+		psub, err := pt.ConsumePresence(c.ctx, c.cfg.Host, c.onPresence)
+		if err != nil {
+			return err
+		}
+		c.presenceSub = psub
+		c.wg.Add(1)
+		go c.presenceLoop(pt)
+	}
 	c.wg.Add(2)
 	go c.sweepLoop()
 	go c.nudgeLoop()
@@ -306,6 +325,9 @@ func (c *Core) Close() error {
 	}
 	if c.dlqSub != nil {
 		c.dlqSub.Cancel()
+	}
+	if c.presenceSub != nil {
+		c.presenceSub.Cancel()
 	}
 	c.wg.Wait()
 	return nil
@@ -424,6 +446,7 @@ func (c *Core) Register(ctx context.Context, req RegisterRequest) (Entity, strin
 	if err := c.attachInbox(st); err != nil {
 		return Entity{}, "", err
 	}
+	c.kickPresence()
 	c.log.Info("entity registered", LogGID, e.GID, "name", e.Name, "role", e.Role, "groups", e.Groups)
 	return e, token, nil
 }
@@ -462,6 +485,7 @@ func (c *Core) Remove(ctx context.Context, gid string) error {
 	if err := c.tr.DeleteInbox(ctx, gid); err != nil {
 		return fmt.Errorf("bridge: delete inbox of %s: %w", st.Name, err)
 	}
+	c.publishPresence([]Presence{{GID: gid, Name: st.Name, Host: c.cfg.Host, Gone: true}})
 	return c.st.deleteEntity(gid)
 }
 

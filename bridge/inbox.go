@@ -174,6 +174,9 @@ func (c *Core) nameLocked(gid string) string {
 	if st := c.ents[gid]; st != nil {
 		return st.Name
 	}
+	if r := c.remote[gid]; r != nil {
+		return r.p.Name + "@" + r.p.Host
+	}
 	return ""
 }
 

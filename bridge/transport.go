@@ -96,3 +96,15 @@ var (
 
 // InboxQueueName is the broker name of gid's inbox (SPEC §5).
 func InboxQueueName(gid string) string { return "agent." + gid + ".inbox.v2" }
+
+// PresenceTransport carries presence heartbeats between gateways (SPEC §7):
+// bridge.roster on a broker. A transport without other hosts (the embedded
+// one) does not implement it.
+type PresenceTransport interface {
+	// PublishPresence publishes one heartbeat of host, for everyone.
+	PublishPresence(ctx context.Context, env *Envelope) error
+	// ConsumePresence attaches this host's roster queue (exclusive: a second
+	// gateway with the same host id is refused) and delivers every
+	// heartbeat, this host's own included.
+	ConsumePresence(ctx context.Context, host string, h func(*Envelope)) (Subscription, error)
+}

@@ -19,6 +19,7 @@ type consumer struct {
 	queue     string
 	prefetch  int
 	exclusive bool
+	declare   func(*amqp.Channel) error // declares the queue first (exclusive roster queues die with their connection)
 	deliver   func(amqp.Delivery)
 	stop      chan struct{}
 	done      chan struct{}
@@ -139,6 +140,12 @@ func (c *consumer) attach(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Del
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, nil, fmt.Errorf("broker: open channel: %w", err)
+	}
+	if c.declare != nil {
+		if err := c.declare(ch); err != nil {
+			ch.Close()
+			return nil, nil, err
+		}
 	}
 	if err := ch.Qos(c.prefetch, 0, false); err != nil {
 		ch.Close()

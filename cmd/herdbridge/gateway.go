@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/bridge/embedded"
 	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/mcp"
@@ -28,7 +29,8 @@ type Gateway struct {
 	StateDir string
 	Listen   string
 	Host     string
-	NoSync   bool // skip fsync: a process crash still loses nothing, an OS crash or power loss can
+	NoSync   bool   // skip fsync: a process crash still loses nothing, an OS crash or power loss can
+	Broker   string // amqp[s]:// URL: gateways meet there; empty: the embedded transport
 	Config   Config
 	Logger   *slog.Logger
 	Core     bridge.Config // tuning; Transport, Store, Host, Logger are set by Start
@@ -38,7 +40,7 @@ type Gateway struct {
 	herdr    *herdr.Client
 	inject   *herdr.Injector
 	nudger   *herdr.PaneNudger
-	tr       *embedded.Transport
+	tr       bridge.Transport
 	store    *bridge.Store
 	core     *bridge.Core
 	mcp      *mcp.Server
@@ -84,7 +86,14 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	var err error
-	g.tr, err = embedded.Open(filepath.Join(g.StateDir, queueName), embedded.Options{Logger: g.Logger, NoSync: g.NoSync})
+	if g.Broker != "" {
+		if !strings.HasPrefix(g.Broker, "amqp://") && !strings.HasPrefix(g.Broker, "amqps://") {
+			return fmt.Errorf("gateway: --broker %q: use an amqp:// or amqps:// URL", g.Broker)
+		}
+		g.tr, err = broker.Open(ctx, broker.Options{URL: g.Broker, Logger: g.Logger})
+	} else {
+		g.tr, err = embedded.Open(filepath.Join(g.StateDir, queueName), embedded.Options{Logger: g.Logger, NoSync: g.NoSync})
+	}
 	if err != nil {
 		return err
 	}
@@ -140,7 +149,11 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(g.StateDir, infoName), info, 0o600); err != nil {
 		g.Logger.Warn("cannot write gateway.json", "err", err)
 	}
-	g.Logger.Info("gateway serving", "url", g.URL(), "socket", g.SocketPath(), "stateDir", g.StateDir, "host", g.core.Host(), "transport", "embedded")
+	transport := "embedded"
+	if g.Broker != "" {
+		transport = "broker"
+	}
+	g.Logger.Info("gateway serving", "url", g.URL(), "socket", g.SocketPath(), "stateDir", g.StateDir, "host", g.core.Host(), "transport", transport)
 	return nil
 }
 
@@ -163,8 +176,10 @@ func (g *Gateway) startHerdr() {
 		nudgers = append(nudgers, g.nudger)
 	}
 	g.core.SetNudger(nudgers)
-	g.mcp.SetSpawner(&spawnService{core: g.core, sp: &herdr.Spawner{Client: g.herdr, ReadyWait: time.Duration(hc.SpawnReadyWait)},
-		profiles: g.Config.Profiles, stateDir: g.StateDir})
+	spawner := &spawnService{core: g.core, sp: &herdr.Spawner{Client: g.herdr, ReadyWait: time.Duration(hc.SpawnReadyWait)},
+		profiles: g.Config.Profiles, stateDir: g.StateDir}
+	g.mcp.SetSpawner(spawner)
+	g.core.SetProfiles(spawner.Profiles)
 	w := &herdr.Watcher{
 		Client:   g.herdr,
 		Log:      g.Logger,
@@ -188,16 +203,8 @@ func (m multiNudger) Nudge(e bridge.Entity, h bridge.HeldSummary) {
 	}
 }
 
-// roster is the core's roster with this host's spawn profiles.
-func (g *Gateway) roster() bridge.RosterView {
-	v := g.core.Roster()
-	for i := range v.Hosts {
-		if v.Hosts[i].Local {
-			v.Hosts[i].Profiles = (&spawnService{profiles: g.Config.Profiles}).Profiles()
-		}
-	}
-	return v
-}
+// roster is the presence view: every host with its spawn profiles.
+func (g *Gateway) roster() bridge.RosterView { return g.core.Roster() }
 
 // checkLoopback refuses an HTTP listener that is not on loopback: bearer
 // tokens and message bodies would cross the network in clear (SPEC §8).

@@ -22,7 +22,7 @@ import (
 const usage = `herdbridge — message fabric for coding agents
 
 usage:
-  herdbridge gateway  [--listen 127.0.0.1:7077] [--state-dir DIR] [--host-id ID] [--config FILE] [--fsync=true]
+  herdbridge gateway  [--listen 127.0.0.1:7077] [--state-dir DIR] [--host-id ID] [--broker amqp://…] [--config FILE] [--fsync=true]
   herdbridge register --name N --role primary|worker|orchestrator [--group G]... [--state-dir DIR]
   herdbridge mcp      --name N --role R [--group G]... [--state-dir DIR]   (stdio MCP server)
   herdbridge roster   [--state-dir DIR] [--json]
@@ -133,6 +133,7 @@ func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	maxWait := fs.Duration("max-wait", 45*time.Second, "cap of any blocking tool call")
 	configPath := fs.String("config", "", "configuration file (default: config.json in the state dir, if present)")
+	brokerURL := fs.String("broker", os.Getenv("HERDBRIDGE_BROKER"), "amqp[s]:// URL of the broker gateways meet on (default $HERDBRIDGE_BROKER; empty: embedded, this host only)")
 	fsync := fs.Bool("fsync", true, "fsync every commit of the embedded store; false is several times faster and still loses nothing when the gateway process crashes, but an OS crash or power loss can lose or corrupt the store")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -149,7 +150,7 @@ func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g := &Gateway{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Config: cfg}
+	g := &Gateway{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Config: cfg, Broker: *brokerURL}
 	g.Core.MaxWait = *maxWait
 	if err := g.Start(ctx); err != nil {
 		return err

@@ -1,0 +1,188 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"time"
+)
+
+// GatewayName is the presence entry of a host itself (roster.<host>._gateway):
+// a host with no agents is still visible, with its spawn profiles.
+const GatewayName = "_gateway"
+
+// Presence is what one heartbeat says (the body of a PRESENCE envelope).
+// Presence is soft state: entries expire after PresenceTTL without one.
+type Presence struct {
+	GID      string   `json:"gid,omitempty"`
+	Name     string   `json:"name"`
+	Host     string   `json:"host"`
+	Role     Role     `json:"role,omitempty"`
+	Groups   []string `json:"groups,omitempty"`
+	PaneID   string   `json:"paneId,omitempty"`
+	Status   string   `json:"status,omitempty"`
+	Forward  bool     `json:"forward,omitempty"`  // briefs to it are typed into a pane (receipts follow)
+	Profiles []string `json:"profiles,omitempty"` // the _gateway entry: the host's spawn profiles
+	Gone     bool     `json:"gone,omitempty"`     // removed: drop it now, not at expiry
+}
+
+type remoteEntry struct {
+	p    Presence
+	seen time.Time
+}
+
+// SetProfiles sets what this host's _gateway presence advertises.
+func (c *Core) SetProfiles(f func() []string) {
+	c.mu.Lock()
+	c.profiles = f
+	c.mu.Unlock()
+}
+
+// presenceLoop heartbeats every local entity and the host, and follows the
+// other hosts' heartbeats, when the transport crosses hosts.
+func (c *Core) presenceLoop(pt PresenceTransport) {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.PresenceEvery)
+	defer t.Stop()
+	c.publishPresence(nil)
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			c.publishPresence(nil)
+			c.expirePresence()
+		case <-c.presenceKick:
+			c.publishPresence(nil)
+		}
+	}
+}
+
+// kickPresence asks for a heartbeat now (an entity registered).
+func (c *Core) kickPresence() {
+	select {
+	case c.presenceKick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Core) presenceOf(st *entState) Presence {
+	return Presence{GID: st.GID, Name: st.Name, Host: c.cfg.Host, Role: st.Role, Groups: append([]string(nil), st.Groups...),
+		PaneID: st.PaneID, Status: st.paneStatus, Forward: c.forwardsLocked(st)}
+}
+
+// publishPresence sends one heartbeat per local entity and the host's own;
+// extra adds entries (a removal's Gone).
+func (c *Core) publishPresence(extra []Presence) {
+	pt, ok := c.tr.(PresenceTransport)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	ps := append([]Presence(nil), extra...)
+	for _, st := range c.ents {
+		ps = append(ps, c.presenceOf(st))
+	}
+	gw := Presence{Name: GatewayName, Host: c.cfg.Host, Profiles: []string{}}
+	if c.profiles != nil {
+		gw.Profiles = c.profiles()
+	}
+	ps = append(ps, gw)
+	c.mu.Unlock()
+	for _, p := range ps {
+		body, _ := json.Marshal(p)
+		env := c.newEnv(KindPresence, p.GID, "roster."+c.cfg.Host+"."+p.Name, body, c.cfg.PresenceTTL)
+		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		err := pt.PublishPresence(ctx, env)
+		cancel()
+		if err != nil && c.ctx.Err() == nil {
+			c.log.Warn("presence heartbeat not published", "name", p.Name, "err", err)
+		}
+	}
+}
+
+// onPresence records another host's heartbeat.
+func (c *Core) onPresence(env *Envelope) {
+	if env.Host == c.cfg.Host {
+		return // local entities are known first-hand
+	}
+	var p Presence
+	if err := json.Unmarshal(env.Body, &p); err != nil || p.Host != env.Host || p.Name == "" {
+		c.log.Warn("presence with a bad body dropped", LogMsgID, env.MsgID, "host", env.Host, "err", err)
+		return
+	}
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.Name == GatewayName {
+		c.hosts[p.Host] = &remoteEntry{p: p, seen: now}
+		return
+	}
+	if !isUUID(p.GID) || !ValidName(p.Name) {
+		return
+	}
+	if p.Gone {
+		delete(c.remote, p.GID)
+		return
+	}
+	c.remote[p.GID] = &remoteEntry{p: p, seen: now}
+	if h := c.hosts[p.Host]; h != nil {
+		h.seen = now
+	}
+}
+
+func (c *Core) expirePresence() {
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for gid, r := range c.remote {
+		if now.Sub(r.seen) > c.cfg.PresenceTTL {
+			delete(c.remote, gid)
+		}
+	}
+	for h, r := range c.hosts {
+		if now.Sub(r.seen) > c.cfg.PresenceTTL {
+			delete(c.hosts, h)
+		}
+	}
+}
+
+func (r *remoteEntry) entity() Entity {
+	return Entity{GID: r.p.GID, Name: r.p.Name, Host: r.p.Host, Role: r.p.Role, Groups: r.p.Groups, PaneID: r.p.PaneID}
+}
+
+// remoteLocked finds a remote entity by gid, name@host, or a name that is
+// unique across the other hosts. ambiguous lists the candidates.
+func (c *Core) remoteLocked(target, name, host string) (e *remoteEntry, ambiguous []string) {
+	if r := c.remote[target]; r != nil {
+		return r, nil
+	}
+	var hits []*remoteEntry
+	for _, r := range c.remote {
+		if r.p.Name == name && (host == "" || r.p.Host == host) {
+			hits = append(hits, r)
+		}
+	}
+	if len(hits) == 1 {
+		return hits[0], nil
+	}
+	for _, h := range hits {
+		ambiguous = append(ambiguous, h.p.Name+"@"+h.p.Host)
+	}
+	sort.Strings(ambiguous)
+	return nil, ambiguous
+}
+
+// forwards reports whether briefs to target go through a pane's forward
+// path (and so a receipt will follow).
+func (c *Core) forwards(target Entity) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.ents[target.GID]; st != nil {
+		return c.forwardsLocked(st)
+	}
+	if r := c.remote[target.GID]; r != nil {
+		return r.p.Forward
+	}
+	return false
+}

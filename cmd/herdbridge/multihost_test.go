@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// brokerURL is the test broker (RMQ_URL, as .ci/rmq.sh exports it). With CI
+// set and no broker, the tests fail: integration tests never skip in CI.
+func brokerURL(t testing.TB) string {
+	t.Helper()
+	url := os.Getenv("RMQ_URL")
+	if url == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("RMQ_URL is not set: CI must start a broker (.ci/rmq.sh) before the tests")
+		}
+		t.Skip("no broker: set RMQ_URL (source .ci/rmq.sh and run rmq_start) to run the cross-host tests")
+	}
+	return url
+}
+
+// startHostGateway runs one host's gateway on the shared broker.
+func startHostGateway(t testing.TB, host string) *Gateway {
+	t.Helper()
+	g := &Gateway{StateDir: shortTempDir(t), Listen: "127.0.0.1:0", Host: host, Logger: testLogger(), Broker: brokerURL(t)}
+	g.Config.Herdr.Disabled = true
+	g.Core.MaxWait = 8 * time.Second
+	g.Core.ReceiptWait = 5 * time.Second
+	g.Core.SweepEvery = 100 * time.Millisecond
+	g.Core.PresenceEvery = 300 * time.Millisecond
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatalf("start gateway %s: %v", host, err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+func uniqueHost(prefix string) string {
+	return prefix + "-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
+}
+
+// TestCrossHost: three gateways on one broker (distinct host ids, state
+// dirs, ports), real MCP clients: a brief across hosts and the reply that
+// resolves the open send, ask/answer, no_waiter, too_late, broadcast to all
+// and to a group, and a host with no agents in the roster.
+func TestCrossHost(t *testing.T) {
+	hostA, hostB, hostC := uniqueHost("a"), uniqueHost("b"), uniqueHost("c")
+	ga := startHostGateway(t, hostA)
+	gb := startHostGateway(t, hostB)
+	gc := startHostGateway(t, hostC) // agentless
+	_ = gc
+	p := httpConn(t, ga, "lead", "primary")
+	w := stdioConn(t, gb, "worker-b", "worker", "build")
+	eventually(t, 10*time.Second, "host A sees worker-b and host C", func() bool {
+		r := ga.BridgeCore().Roster()
+		seenW, seenC := false, false
+		for _, e := range r.Entities {
+			seenW = seenW || e.Name == "worker-b" && e.Host == hostB
+		}
+		for _, h := range r.Hosts {
+			seenC = seenC || h.Host == hostC
+		}
+		return seenW && seenC
+	})
+	eventually(t, 10*time.Second, "host B sees lead", func() bool {
+		_, err := gb.BridgeCore().Resolve("lead@" + hostA)
+		return err == nil
+	})
+
+	// brief across hosts, reply resolves the open send
+	var sent callResult
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sent = p.call("bridge_send", map[string]any{"target": "worker-b@" + hostB, "message": "cross-host brief", "wait_s": 8})
+	}()
+	got := waitPoll(t, w, "cross-host brief")
+	if got.Messages[0].FromName != "lead@"+hostA {
+		t.Fatalf("fromName %q", got.Messages[0].FromName)
+	}
+	w.mustStatus("bridge_send", map[string]any{"target": "lead@" + hostA, "message": "done across"}, "confirmed")
+	wg.Wait()
+	if sent.Status != "replied" || sent.Messages[0].Body != "done across" {
+		t.Fatalf("open send: %+v (%s)", sent.Result, sent.Text)
+	}
+
+	// ask → answer across hosts
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sent = p.call("bridge_send", map[string]any{"target": "worker-b", "message": "next", "wait_s": 8})
+	}()
+	waitPoll(t, w, "next")
+	var asked callResult
+	var awg sync.WaitGroup
+	awg.Add(1)
+	go func() { defer awg.Done(); asked = w.call("bridge_ask", map[string]any{"question": "which?"}) }()
+	wg.Wait()
+	if sent.Status != "asked" {
+		t.Fatalf("send: %+v", sent.Result)
+	}
+	p.mustStatus("bridge_send", map[string]any{"target": "worker-b", "message": "this one", "turn_id": sent.TurnID}, "delivered")
+	awg.Wait()
+	if asked.Status != "answered" || asked.Messages[0].Body != "this one" {
+		t.Fatalf("ask: %+v", asked.Result)
+	}
+	// no waiter across hosts
+	w.mustStatus("bridge_ask", map[string]any{"question": "anyone?"}, "no_waiter")
+	// late answer → too_late
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sent = p.call("bridge_send", map[string]any{"target": "worker-b", "message": "last", "wait_s": 8})
+	}()
+	waitPoll(t, w, "last")
+	if r := w.call("bridge_ask", map[string]any{"question": "quick?", "timeout_s": 1}); r.Status != "expired" {
+		t.Fatalf("short ask: %+v", r.Result)
+	}
+	wg.Wait()
+	p.mustStatus("bridge_send", map[string]any{"target": "worker-b", "message": "late", "turn_id": sent.TurnID}, "too_late")
+
+	// broadcast to all and to a group
+	other := httpConn(t, gc, "other-c", "worker")
+	eventually(t, 10*time.Second, "host A sees other-c", func() bool {
+		_, err := ga.BridgeCore().Resolve("other-c")
+		return err == nil
+	})
+	p.mustStatus("bridge_broadcast", map[string]any{"message": "everyone"}, "confirmed")
+	waitPoll(t, w, "everyone")
+	waitPoll(t, other, "everyone")
+	p.mustStatus("bridge_broadcast", map[string]any{"message": "builders", "group": "build"}, "confirmed")
+	waitPoll(t, w, "builders")
+	if r := other.call("bridge_poll", map[string]any{"wait_s": 1}); r.Status != "empty" {
+		t.Fatalf("a group broadcast reached a non-member: %+v", r.Messages)
+	}
+}
+
+// TestSameHostIDRefused: a second gateway claiming a host id already in use
+// on the broker fails loudly.
+func TestSameHostIDRefused(t *testing.T) {
+	host := uniqueHost("dup")
+	startHostGateway(t, host)
+	g := &Gateway{StateDir: shortTempDir(t), Listen: "127.0.0.1:0", Host: host, Logger: testLogger(), Broker: brokerURL(t)}
+	g.Config.Herdr.Disabled = true
+	err := g.Start(context.Background())
+	if err == nil {
+		g.Close()
+		t.Fatal("a second gateway with the same host id started")
+	}
+	if !strings.Contains(err.Error(), "another gateway already runs with host id") {
+		t.Fatalf("error: %v", err)
+	}
+}
