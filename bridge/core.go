@@ -125,18 +125,19 @@ type Core struct {
 
 	regMu sync.Mutex // serializes Register/Remove (they do transport I/O)
 
-	mu           sync.Mutex
-	ents         map[string]*entState
-	byName       map[string]string
-	tokens       map[string]string // token hash -> gid
-	seen         *seenSet
-	nudges       map[string]bool
-	awaits       map[string]awaitRecord  // forward-path briefs awaiting their receipt, by msgId
-	remote       map[string]*remoteEntry // entities of other hosts, by gid (presence)
-	hosts        map[string]*remoteEntry // other hosts' _gateway entries
-	profiles     func() []string
-	presenceKick chan struct{}
-	presenceSub  Subscription
+	mu            sync.Mutex
+	ents          map[string]*entState
+	byName        map[string]string
+	tokens        map[string]string // token hash -> gid
+	seen          *seenSet
+	nudges        map[string]bool
+	awaits        map[string]awaitRecord  // forward-path briefs awaiting their receipt, by msgId
+	remote        map[string]*remoteEntry // entities of other hosts, by gid (presence)
+	hosts         map[string]*remoteEntry // other hosts' _gateway entries
+	profiles      func() []string
+	presenceKick  chan struct{}
+	presenceSub   Subscription
+	presenceHeard time.Time // when our own heartbeat last came back
 
 	ctx     context.Context
 	cancel  context.CancelFunc

@@ -104,6 +104,21 @@ func (c *Core) publishPresence(extra []Presence) {
 // onPresence records another host's heartbeat.
 func (c *Core) onPresence(env *Envelope) {
 	if env.Host == c.cfg.Host {
+		// our own heartbeat came back: the roster link works (see expirePresence)
+		now := c.cfg.Now()
+		c.mu.Lock()
+		if now.Sub(c.presenceHeard) > 2*c.cfg.PresenceEvery {
+			// we were deaf (a broker outage): give every entry a fresh TTL
+			// to send its next heartbeat before judging it gone
+			for _, r := range c.remote {
+				r.seen = now
+			}
+			for _, h := range c.hosts {
+				h.seen = now
+			}
+		}
+		c.presenceHeard = now
+		c.mu.Unlock()
 		return // local entities are known first-hand
 	}
 	var p Presence
@@ -131,10 +146,17 @@ func (c *Core) onPresence(env *Envelope) {
 	}
 }
 
+// expirePresence forgets entries whose heartbeats stopped — but only while
+// this gateway hears its own: during a broker outage nothing arrives from
+// anyone, and forgetting every remote entity would turn a short blip into
+// "unknown target" errors.
 func (c *Core) expirePresence() {
 	now := c.cfg.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if now.Sub(c.presenceHeard) > 2*c.cfg.PresenceEvery {
+		return
+	}
 	for gid, r := range c.remote {
 		if now.Sub(r.seen) > c.cfg.PresenceTTL {
 			delete(c.remote, gid)

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// rmqctl runs rabbitmqctl against the test broker (.ci/rmq.sh exports its
+// node's environment). Without it the fault tests cannot act on the broker.
+func rmqctl(t testing.TB, args ...string) {
+	t.Helper()
+	if os.Getenv("RABBITMQ_NODENAME") == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("RABBITMQ_NODENAME is not set: CI must start the broker with .ci/rmq.sh")
+		}
+		t.Skip("no broker node environment (source .ci/rmq.sh and rmq_start)")
+	}
+	out, err := exec.Command("/usr/lib/rabbitmq/bin/rabbitmqctl", append([]string{"-q"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rabbitmqctl %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestBrokerRestartLosesNothingConfirmed: 10k replies sent across hosts
+// while the broker application is stopped and started: every send the
+// gateway confirmed arrives, exactly once, and the gateways recover.
+func TestBrokerRestartLosesNothingConfirmed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops the broker")
+	}
+	brokerURL(t)
+	rmqctl(t, "status") // fail fast without a controllable node
+	const n = 10000
+	ga := startHostGateway(t, uniqueHost("fa"))
+	gb := startHostGateway(t, uniqueHost("fb"))
+	ctx := context.Background()
+	w, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := "lead@" + gb.Host
+	eventually(t, 10*time.Second, "A sees lead", func() bool { _, err := ga.BridgeCore().Resolve(target); return err == nil })
+
+	var confirmed, failed atomic.Int64
+	var sentOK sync.Map
+	var firstAfter atomic.Int64 // unix nanos of the first confirm after start_app
+	var startedNS atomic.Int64
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for k := 0; k < 4; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= n {
+					return
+				}
+				body := fmt.Sprintf("r%05d", i)
+				sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+				_, err := ga.BridgeCore().Send(sctx, w.GID, bridge.SendRequest{Target: target, Message: body}, nil)
+				cancel()
+				if err != nil {
+					if failed.Add(1) <= 3 {
+						t.Logf("send %s refused: %v", body, err)
+					}
+					continue
+				}
+				confirmed.Add(1)
+				sentOK.Store(body, true)
+				if st := startedNS.Load(); st != 0 && time.Now().UnixNano() > st {
+					firstAfter.CompareAndSwap(0, time.Now().UnixNano())
+				}
+			}
+		}()
+	}
+	eventually(t, 60*time.Second, "a fifth sent", func() bool { return confirmed.Load() > n/5 })
+	stopAt := time.Now()
+	rmqctl(t, "stop_app")
+	time.Sleep(time.Second)
+	rmqctl(t, "start_app")
+	startedAt := time.Now()
+	startedNS.Store(startedAt.UnixNano())
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstAfter.Load() == 0 {
+		t.Fatalf("all %d sends finished before the broker came back: the outage did not overlap them (raise n)", n)
+	}
+	recovered := time.Duration(firstAfter.Load() - startedAt.UnixNano())
+
+	got := map[string]int{}
+	deadline := time.Now().Add(90 * time.Second)
+	for int64(len(got)) < confirmed.Load() && time.Now().Before(deadline) {
+		r, err := gb.BridgeCore().Poll(ctx, p.GID, bridge.PollRequest{Max: 500, Wait: 2 * time.Second}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range r.Messages {
+			got[m.Body]++
+		}
+	}
+	lost, dups := 0, 0
+	sentOK.Range(func(k, _ any) bool {
+		if got[k.(string)] == 0 {
+			lost++
+		}
+		return true
+	})
+	for _, c := range got {
+		if c > 1 {
+			dups++
+		}
+	}
+	t.Logf("broker stop_app/start_app (down %.1fs) during %d sends over %v: %d confirmed, %d refused, %d received, %d confirmed lost, %d duplicates; sends flowed again %.2fs after start_app",
+		startedAt.Sub(stopAt).Seconds(), n, elapsed.Round(time.Millisecond), confirmed.Load(), failed.Load(), len(got), lost, dups, recovered.Seconds())
+	if lost != 0 || dups != 0 {
+		t.Fatalf("%d confirmed lost, %d duplicates", lost, dups)
+	}
+}
