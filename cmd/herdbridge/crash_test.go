@@ -53,8 +53,14 @@ type gatewayProc struct {
 
 func startGatewayProc(t testing.TB, bin, dir string) *gatewayProc {
 	t.Helper()
+	return startGatewayProcArgs(t, bin, dir, "crashhost")
+}
+
+func startGatewayProcArgs(t testing.TB, bin, dir, host string, extra ...string) *gatewayProc {
+	t.Helper()
 	_ = os.Remove(filepath.Join(dir, infoName))
-	cmd := exec.Command(bin, "gateway", "--listen", "127.0.0.1:0", "--state-dir", dir, "--host-id", "crashhost", "--log-level", "warn")
+	args := append([]string{"gateway", "--listen", "127.0.0.1:0", "--state-dir", dir, "--host-id", host, "--log-level", "warn"}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
