@@ -33,6 +33,7 @@ type Config struct {
 	Prefetch        int           // per-inbox prefetch bound (default 1024)
 	InboxMaxLength  int           // per-inbox cap (default 10000)
 	InboxTTL        time.Duration // transport backstop TTL (default 7 days)
+	InboxExpires    time.Duration // a broker deletes an inbox nobody consumed this long: a crashed gateway's orphans (default 7 days)
 	SweepEvery      time.Duration // expiry sweeper period (default 1s)
 	SeenSize        int           // msgId seen-set bound (default 65536)
 	NudgeEvery      time.Duration // minimum gap between nudges of one entity (default 2s)
@@ -56,6 +57,7 @@ func (c *Config) defaults() {
 	d(&c.AskTTL, 10*time.Minute)
 	d(&c.MessageTTL, 24*time.Hour)
 	d(&c.InboxTTL, 7*24*time.Hour)
+	d(&c.InboxExpires, 7*24*time.Hour)
 	d(&c.SweepEvery, time.Second)
 	d(&c.NudgeEvery, 2*time.Second)
 	d(&c.ReattachGrace, 30*time.Second)
@@ -335,7 +337,7 @@ func (c *Core) Close() error {
 }
 
 func (c *Core) inboxSpec(e Entity) InboxSpec {
-	return InboxSpec{Groups: e.Groups, MaxLength: c.cfg.InboxMaxLength, MessageTTL: c.cfg.InboxTTL}
+	return InboxSpec{Groups: e.Groups, MaxLength: c.cfg.InboxMaxLength, MessageTTL: c.cfg.InboxTTL, Expires: c.cfg.InboxExpires}
 }
 
 func (c *Core) attachInbox(st *entState) error {
