@@ -230,6 +230,11 @@ func (c *Client) ioErr(ctx context.Context, method string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("herdr: %s: %w", method, ctx.Err())
 	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The connection's deadline is the context's, and it can fire a
+		// moment before the context's own timer does.
+		return fmt.Errorf("herdr: %s: %w", method, context.DeadlineExceeded)
+	}
 	return fmt.Errorf("herdr: %s: %w", method, err)
 }
 

@@ -102,8 +102,8 @@ func (c *Client) Subscribe(ctx context.Context, subs []map[string]any) (*Subscri
 	s := &Subscription{C: ch, done: make(chan struct{})}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	go func() {
+		defer close(ch) // after done: whoever sees C closed can read Err at once
 		defer close(s.done)
-		defer close(ch)
 		defer stop()
 		defer conn.Close()
 		for {

@@ -31,12 +31,17 @@ func (p Profile) Validate(name string) error {
 		return fmt.Errorf("profile %q: set kind (a herdr agent kind) or command (argv)", name)
 	case p.Kind != "" && len(p.Command) > 0:
 		return fmt.Errorf("profile %q: set kind or command, not both", name)
+	case len(p.Command) > 0 && p.Command[0] == "":
+		return fmt.Errorf("profile %q: command[0] (the executable) is empty", name)
 	case p.Cwd != "" && !filepath.IsAbs(p.Cwd):
 		return fmt.Errorf("profile %q: cwd %q must be absolute", name, p.Cwd)
 	}
-	for k := range p.Env {
+	for k, v := range p.Env {
 		if k == "" || containsAny(k, "=\x00") {
 			return fmt.Errorf("profile %q: env key %q is not valid", name, k)
+		}
+		if containsAny(v, "\x00") { // herdr refuses it (invalid_env)
+			return fmt.Errorf("profile %q: env value of %s contains a NUL byte", name, k)
 		}
 	}
 	return nil
@@ -165,6 +170,11 @@ func (s *Spawner) waitReady(ctx context.Context, pane string, started bool, wait
 		case errors.Is(err, ErrPaneNotFound), errors.Is(err, ErrAgentNotRunning):
 			return fmt.Errorf("the pane %s closed while its agent started (the process exited)", pane)
 		case errors.Is(err, ErrAgentNotFound):
+			// agent.get answers agent_not_found, never pane_not_found, for a
+			// pane that is gone: ask about the pane itself.
+			if _, perr := s.Client.PaneGet(ctx, pane); errors.Is(perr, ErrPaneNotFound) {
+				return fmt.Errorf("the pane %s closed while its agent started (the process exited)", pane)
+			}
 			last = "no agent detected"
 		default:
 			return err

@@ -321,10 +321,17 @@ func (s *Server) ExitPane(paneID string) {
 
 // ExitAgent simulates the agent process exiting back to the shell: the pane
 // stays, its agent is gone, and waits on it end with agent_not_running.
+// An agent that is the pane's own command (layout.apply) has no shell to
+// return to: its pane exits as with ExitPane.
 func (s *Server) ExitAgent(paneID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.exitAgentLocked(s.paneLocked(paneID))
+	p := s.paneLocked(paneID)
+	if p.command != nil {
+		s.removePaneLocked(p, "pane_exited")
+		return
+	}
+	s.exitAgentLocked(p)
 }
 
 // FocusPane focuses the pane in the "UI" (marks it seen, done → idle).
@@ -345,6 +352,27 @@ func (s *Server) SetStartDelay(d time.Duration) { s.set(func() { s.startDelay = 
 
 // SetStallTimeout sets agent.prompt's activity gate (herdr: 5 s).
 func (s *Server) SetStallTimeout(d time.Duration) { s.set(func() { s.stallTimeout = d }) }
+
+// SetTrustDialog makes future agent launches (agent.start, and agent
+// commands of layout.apply) come up blocked on a dialog — as an agent does
+// in a directory it does not trust yet — instead of idle. Answer it with
+// SetBlocked(id, false); the agent is then idle (done while unseen).
+func (s *Server) SetTrustDialog(on bool) { s.set(func() { s.trustDialog = on }) }
+
+// SetShellStartup sets how long the shells of future API-created panes
+// stay busy running rc files (see WithShellStartup; 0: never).
+func (s *Server) SetShellStartup(d time.Duration) { s.set(func() { s.shellStartup = d }) }
+
+// SendRawEvent writes line plus a newline, as is, to every events.subscribe
+// stream open now, at its next poll. It is not validated and does not enter
+// the event ring: use it to feed a client an event line herdr would never
+// send (garbage, an unknown event) and check that it copes.
+func (s *Server) SendRawEvent(line []byte) {
+	s.set(func() {
+		s.rawEvents = append(s.rawEvents, append([]byte(nil), line...))
+		s.notifyLocked()
+	})
+}
 
 // SetProtocol changes the protocol ping reports (and the version, to that
 // release's, when known) and gates methods accordingly: below 17 there is no
@@ -404,6 +432,12 @@ type PaneState struct {
 	InteractiveReady, LaunchPending    bool
 	BracketedPaste, Seen, Closed       bool
 	Composer                           string
+	// Label is the pane's manual label, Cwd its cwd.
+	Label, Cwd string
+	// Command is the argv the pane runs directly (layout.apply), nil for a
+	// shell; Env is the env the pane was created with (nil when none).
+	Command []string
+	Env     map[string]string
 }
 
 // Pane returns a snapshot of a pane (also of a closed one).
@@ -419,6 +453,7 @@ func (s *Server) Pane(paneID string) PaneState {
 		Agent: p.agent, Name: p.name, Status: p.status(), StateChangeSeq: p.seq,
 		InteractiveReady: p.ready, LaunchPending: p.pending, BracketedPaste: p.bracketed,
 		Seen: p.seen, Closed: p.gone, Composer: p.composer,
+		Label: p.label, Cwd: p.cwd, Command: append([]string(nil), p.command...), Env: copyEnv(p.env),
 	}
 }
 

@@ -282,6 +282,7 @@ func (s *Server) subscribe(c *connCtx, f *Fault) {
 	var subs []*subscription
 	var bad []byte
 	s.mu.Lock()
+	rawNext := len(s.rawEvents) // raw lines sent from now on (even before the ack is read)
 	for _, sp := range params.Subscriptions {
 		sub := &subscription{paneID: sp.PaneID}
 		switch sp.Type {
@@ -344,6 +345,8 @@ func (s *Server) subscribe(c *connCtx, f *Fault) {
 			s.mu.Unlock()
 			return
 		}
+		raw := s.rawEvents[rawNext:]
+		rawNext = len(s.rawEvents)
 		var lines [][]byte
 		for _, sub := range subs {
 			if l := s.pollLocked(sub); l != nil {
@@ -351,6 +354,11 @@ func (s *Server) subscribe(c *connCtx, f *Fault) {
 			}
 		}
 		s.mu.Unlock()
+		for _, l := range raw {
+			if !s.writeRaw(c.conn, append(append([]byte(nil), l...), '\n')) {
+				return
+			}
+		}
 		for _, l := range lines {
 			if err := s.v.ValidateEvent(l); err != nil {
 				s.violation(true, "event", err, l)

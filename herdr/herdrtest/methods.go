@@ -3,6 +3,7 @@ package herdrtest
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -127,6 +128,7 @@ func (s *Server) handleLocked(req *request) []byte {
 		ws := s.newWorkspaceLocked(str(p.Label))
 		t := s.newTabLocked(ws, "")
 		np := s.newPaneLocked(t, str(p.Cwd))
+		s.startShellLocked(np, p.Env)
 		if p.Focus {
 			s.focusedWS = ws
 		}
@@ -167,6 +169,7 @@ func (s *Server) handleLocked(req *request) []byte {
 		}
 		t := s.newTabLocked(ws, str(p.Label))
 		np := s.newPaneLocked(t, str(p.Cwd))
+		s.startShellLocked(np, p.Env)
 		if p.Focus {
 			s.focusedWS, ws.activeTab = ws, t
 		}
@@ -205,6 +208,7 @@ func (s *Server) handleLocked(req *request) []byte {
 			cwd = target.cwd
 		}
 		np := s.newPaneLocked(target.tab, cwd)
+		s.startShellLocked(np, p.Env)
 		if p.Focus {
 			target.tab.active = np
 			s.focusedWS, target.ws.activeTab = target.ws, target.tab
@@ -405,6 +409,9 @@ func (s *Server) handleLocked(req *request) []byte {
 	case "agent.start":
 		return s.agentStartLocked(id, str(p.Name), p.Kind, p.PaneID, p.Args, p.TimeoutMs)
 
+	case "layout.apply":
+		return s.layoutApplyLocked(id, req.params)
+
 	case "pane.report_agent":
 		q := s.panes[p.PaneID]
 		if q == nil {
@@ -508,7 +515,11 @@ func (s *Server) processInfoLocked(q *pane) obj {
 	fmt.Sscanf(q.terminalID, "term_%x", &n)
 	shellPID := 4000 + n%50000
 	procs := []obj{{{"pid", shellPID}, {"name", "bash"}, {"argv0", "bash"}}}
-	if q.agent != "" || q.busy {
+	if q.command != nil { // no shell: the pane's process is the command itself
+		argv := append([]string(nil), q.command...)
+		name := path.Base(argv[0])
+		procs = []obj{{{"pid", shellPID}, {"name", name}, {"argv0", argv[0]}, {"argv", argv}}}
+	} else if q.agent != "" || q.busy || q.rcBusy {
 		name := "sleep"
 		if q.agent != "" {
 			name = q.agent
@@ -558,7 +569,7 @@ func (s *Server) agentStartLocked(id, name, kind, paneID string, args []string, 
 	if q == nil {
 		return errorLine(id, "agent_pane_not_found", "agent target pane "+paneID+" not found")
 	}
-	if q.agent != "" || q.busy {
+	if q.agent != "" || q.busy || q.rcBusy || q.command != nil {
 		return errorLine(id, "agent_pane_busy", "agent target pane "+paneID+" is not an available shell")
 	}
 	argv := append([]string{exe}, args...)

@@ -47,7 +47,9 @@ type config struct {
 	turnDuration time.Duration
 	startDelay   time.Duration
 	stallTimeout time.Duration
+	shellStartup time.Duration
 	schemaPath   string
+	socketPath   string
 	allowInvalid bool
 	logLines     bool
 }
@@ -74,6 +76,20 @@ func WithStartDelay(d time.Duration) Option { return func(c *config) { c.startDe
 // timeout_ms is at most this long times out with "timeout" instead of
 // "agent_prompt_stalled".
 func WithStallTimeout(d time.Duration) Option { return func(c *config) { c.stallTimeout = d } }
+
+// WithShellStartup makes every shell pane that workspace.create,
+// tab.create, pane.split or layout.apply opens busy for d, as while the
+// shell's rc files still run child processes: agent.start answers
+// agent_pane_busy until then (see SetShellStartup).
+func WithShellStartup(d time.Duration) Option { return func(c *config) { c.shellStartup = d } }
+
+// WithSocketPath makes the server listen on path instead of a socket in a
+// new temporary directory, e.g. to start herdr "later" at a path a client
+// already polls. The directory must exist; a stale socket file at path is
+// removed first, as herdr does, but a path some live server answers on is
+// refused. Close removes the socket file only. path must be shorter than
+// 104 bytes (sun_path).
+func WithSocketPath(path string) Option { return func(c *config) { c.socketPath = path } }
 
 // WithSchema loads the JSON Schema from path instead of DefaultSchemaPath.
 func WithSchema(path string) Option { return func(c *config) { c.schemaPath = path } }
@@ -117,12 +133,12 @@ type fault struct {
 // usable; create one with New or Start. All methods are safe for concurrent
 // use.
 type Server struct {
-	tb   testing.TB
-	v    *Validator
-	cfg  config
-	ln   *net.UnixListener
-	dir  string
-	path string
+	tb      testing.TB
+	v       *Validator
+	cfg     config
+	ln      *net.UnixListener
+	path    string
+	cleanup func() // removes the socket (and the temporary directory)
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -152,6 +168,11 @@ type Server struct {
 	turnDuration time.Duration
 	startDelay   time.Duration
 	stallTimeout time.Duration
+	shellStartup time.Duration
+	trustDialog  bool
+
+	// raw lines for every open subscription (SendRawEvent)
+	rawEvents [][]byte
 
 	// records
 	requests   []string
@@ -209,26 +230,52 @@ func start(tb testing.TB, opts []Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "hr")
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, "herdr.sock")
-	if len(path) >= 100 { // sun_path is 104/108 bytes
-		_ = os.RemoveAll(dir)
-		if dir, err = os.MkdirTemp("/tmp", "hr"); err != nil {
+	var dir, path string
+	if cfg.socketPath != "" {
+		path = cfg.socketPath
+		if len(path) >= 104 {
+			return nil, fmt.Errorf("socket path %q is too long for sun_path", path)
+		}
+		if _, err := os.Lstat(path); err == nil {
+			if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+				_ = c.Close()
+				return nil, fmt.Errorf("a server already answers on %s", path)
+			}
+			if err := os.Remove(path); err != nil {
+				return nil, fmt.Errorf("remove stale socket: %w", err)
+			}
+		}
+	} else {
+		if dir, err = os.MkdirTemp("", "hr"); err != nil {
 			return nil, err
 		}
 		path = filepath.Join(dir, "herdr.sock")
+		if len(path) >= 100 { // sun_path is 104/108 bytes
+			_ = os.RemoveAll(dir)
+			if dir, err = os.MkdirTemp("/tmp", "hr"); err != nil {
+				return nil, err
+			}
+			path = filepath.Join(dir, "herdr.sock")
+		}
+	}
+	cleanup := func() {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		} else {
+			_ = os.Remove(path)
+		}
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		_ = os.RemoveAll(dir)
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
 		return nil, err
 	}
+	ln.SetUnlinkOnClose(false) // Close removes it (or its directory) itself
 	if err := os.Chmod(path, 0o600); err != nil {
 		_ = ln.Close()
-		_ = os.RemoveAll(dir)
+		cleanup()
 		return nil, err
 	}
 	s := &Server{
@@ -236,7 +283,6 @@ func start(tb testing.TB, opts []Option) (*Server, error) {
 		v:            v,
 		cfg:          cfg,
 		ln:           ln,
-		dir:          dir,
 		path:         path,
 		closing:      make(chan struct{}),
 		conns:        map[net.Conn]struct{}{},
@@ -250,6 +296,8 @@ func start(tb testing.TB, opts []Option) (*Server, error) {
 		turnDuration: cfg.turnDuration,
 		startDelay:   cfg.startDelay,
 		stallTimeout: cfg.stallTimeout,
+		shellStartup: cfg.shellStartup,
+		cleanup:      cleanup,
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -287,7 +335,7 @@ func (s *Server) Close() error {
 		s.notifyLocked()
 		s.mu.Unlock()
 		s.wg.Wait()
-		_ = os.RemoveAll(s.dir)
+		s.cleanup()
 	})
 	return nil
 }

@@ -65,6 +65,7 @@ type tab struct {
 	ws     *workspace
 	number int
 	label  string
+	custom bool // label given by a caller (kept when layout.apply replaces the tab)
 	panes  []*pane
 	active *pane
 }
@@ -88,7 +89,10 @@ type pane struct {
 	writes    [][]byte
 	swallow   int
 	busy      bool // foreground group is not the shell alone
+	rcBusy    bool // the shell's rc files still run (see SetShellStartup)
 	shell     func(cmd string) []string
+	command   []string          // argv run directly (layout.apply); nil = a shell
+	env       map[string]string // env given at creation
 
 	// agent
 	agent      string // detected/reported label; "" = plain shell
@@ -140,7 +144,7 @@ func (s *Server) newWorkspaceLocked(label string) *workspace {
 
 func (s *Server) newTabLocked(ws *workspace, label string) *tab {
 	ws.nextTab++
-	t := &tab{id: ws.id + ":t" + encodePublicNumber(ws.nextTab), ws: ws, number: ws.nextTab, label: label}
+	t := &tab{id: ws.id + ":t" + encodePublicNumber(ws.nextTab), ws: ws, number: ws.nextTab, label: label, custom: label != ""}
 	if t.label == "" {
 		t.label = fmt.Sprintf("tab %d", t.number)
 	}
@@ -406,6 +410,10 @@ func (s *Server) enterLocked(p *pane) {
 	}
 	cmd := p.composer
 	p.composer = ""
+	if p.command != nil { // a program run directly, not a shell: the tty echoes the line
+		p.lines = append(p.lines, cmd)
+		return
+	}
 	p.lines = append(p.lines, "$ "+cmd)
 	fields := strings.Fields(cmd)
 	if len(fields) == 0 {
@@ -447,9 +455,20 @@ func (s *Server) launchAgentLocked(p *pane, kind, name string, managed bool) {
 		}
 		p.pending = false
 		p.ready = p.managed
-		s.setStateLocked(p, "idle", p.seen)
+		s.upLocked(p)
 	})
 	s.notifyLocked()
+}
+
+// upLocked ends a launch: the agent is idle, or blocked on a trust dialog
+// (SetTrustDialog) that leaves it idle once answered.
+func (s *Server) upLocked(p *pane) {
+	if s.trustDialog {
+		p.preBlock = "idle"
+		s.setStateLocked(p, "blocked", p.seen)
+		return
+	}
+	s.setStateLocked(p, "idle", p.seen)
 }
 
 // exitAgentLocked returns the pane to its shell (the agent process ended).
@@ -539,6 +558,8 @@ func (s *Server) screenLocked(p *pane) []string {
 				rows = append(rows, "  "+l)
 			}
 		}
+	case p.command != nil:
+		rows = append(rows, strings.Split(p.composer, "\n")...)
 	default:
 		rows = append(rows, strings.Split("$ "+p.composer, "\n")...)
 	}
