@@ -127,15 +127,21 @@ func (s *Server) untrack(sid string) {
 	s.mu.Lock()
 	si := s.sessions[sid]
 	delete(s.sessions, sid)
+	var cancels []context.CancelFunc
+	if si != nil {
+		for _, cancel := range si.cancels { // copied under the lock: calls ending now delete from it
+			cancels = append(cancels, cancel)
+		}
+	}
 	s.mu.Unlock()
 	if si == nil {
 		return
 	}
-	for _, cancel := range si.cancels {
+	for _, cancel := range cancels {
 		cancel()
 	}
 	s.core.Detach(si.gid)
-	s.log.Debug("mcp session closed", "session", sid, bridge.LogGID, si.gid, "cancelledCalls", len(si.cancels))
+	s.log.Debug("mcp session closed", "session", sid, bridge.LogGID, si.gid, "cancelledCalls", len(cancels))
 }
 
 // callContext ties a tool call to its session so closing the session
