@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
@@ -272,9 +271,11 @@ func (g *Gateway) listenSocket() error {
 		return fmt.Errorf("gateway: a gateway already answers on %s", path)
 	}
 	_ = os.Remove(path)         // stale from a crash
-	old := syscall.Umask(0o177) // born 0600: no window before the chmod below
+	// No umask games: the umask is process-wide, and changing it even
+	// briefly gave files other goroutines created meanwhile (a test's go
+	// build output, once) the wrong mode. The socket is born inside the
+	// 0700 state dir, so no other user can reach it before the chmod.
 	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
 	if err != nil {
 		return fmt.Errorf("gateway: unix socket %s: %w", path, err)
 	}
