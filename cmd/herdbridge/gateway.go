@@ -270,7 +270,7 @@ func (g *Gateway) listenSocket() error {
 		c.Close()
 		return fmt.Errorf("gateway: a gateway already answers on %s", path)
 	}
-	_ = os.Remove(path)         // stale from a crash
+	_ = os.Remove(path) // stale from a crash
 	// No umask games: the umask is process-wide, and changing it even
 	// briefly gave files other goroutines created meanwhile (a test's go
 	// build output, once) the wrong mode. The socket is born inside the
