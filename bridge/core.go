@@ -140,6 +140,8 @@ type Core struct {
 	presenceKick  chan struct{}
 	presenceSub   Subscription
 	presenceHeard time.Time // when our own heartbeat last came back
+	spawnHandler  SpawnHandler
+	controlSub    Subscription
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -285,6 +287,13 @@ func (c *Core) Start(ctx context.Context) error {
 	if err := c.typedBeforeCrash(); err != nil {
 		return fmt.Errorf("bridge: report briefs typed before a crash: %w", err)
 	}
+	if ct, ok := c.tr.(ControlTransport); ok {
+		csub, err := ct.ConsumeControl(c.ctx, c.cfg.Host, c.onControl)
+		if err != nil {
+			return err
+		}
+		c.controlSub = csub
+	}
 	if pt, ok := c.tr.(PresenceTransport); ok {
 		psub, err := pt.ConsumePresence(c.ctx, c.cfg.Host, c.onPresence)
 		if err != nil {
@@ -331,6 +340,9 @@ func (c *Core) Close() error {
 	}
 	if c.presenceSub != nil {
 		c.presenceSub.Cancel()
+	}
+	if c.controlSub != nil {
+		c.controlSub.Cancel()
 	}
 	c.wg.Wait()
 	return nil

@@ -108,3 +108,12 @@ type PresenceTransport interface {
 	// heartbeat, this host's own included.
 	ConsumePresence(ctx context.Context, host string, h func(*Envelope)) (Subscription, error)
 }
+
+// ControlTransport carries control messages to one host (SPEC §7: SPAWN on
+// bridge.control to control.<host>). Deliveries are manual-ack: a SPAWN is
+// acked once handled, so a gateway that dies mid-spawn gets it again (and
+// deduplicates on spawnId).
+type ControlTransport interface {
+	PublishControl(ctx context.Context, host string, env *Envelope) error
+	ConsumeControl(ctx context.Context, host string, h func(Delivery)) (Subscription, error)
+}

@@ -162,6 +162,7 @@ func (g *Gateway) startHerdr() {
 	hc := g.Config.Herdr
 	if hc.Disabled {
 		g.Logger.Info("herdr integration disabled: briefs to workers in panes are held for bridge_poll")
+		g.mcp.SetSpawner(&spawnService{core: g.core, stateDir: g.StateDir}) // can still spawn on other hosts
 		return
 	}
 	g.herdr = &herdr.Client{Path: hc.Socket, Logger: g.Logger}
@@ -179,6 +180,7 @@ func (g *Gateway) startHerdr() {
 		profiles: g.Config.Profiles, stateDir: g.StateDir}
 	g.mcp.SetSpawner(spawner)
 	g.core.SetProfiles(spawner.Profiles)
+	g.core.SetSpawnHandler(spawner.handleRemote)
 	w := &herdr.Watcher{
 		Client:   g.herdr,
 		Log:      g.Logger,

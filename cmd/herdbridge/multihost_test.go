@@ -7,6 +7,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/herdr"
+	"github.com/herdbridge/herdbridge/herdr/herdrtest"
 )
 
 // brokerURL is the test broker (RMQ_URL, as .ci/rmq.sh exports it). With CI
@@ -155,4 +161,73 @@ func TestSameHostIDRefused(t *testing.T) {
 	if !strings.Contains(err.Error(), "another gateway already runs with host id") {
 		t.Fatalf("error: %v", err)
 	}
+}
+
+// TestCrossHostSpawn: bridge_spawn on another host goes as SPAWN to
+// control.<host>; that host starts its own profile in a herdr pane; the
+// caller returns once the worker is in the roster and briefs it through the
+// forward path. The same SPAWN delivered twice opens one pane.
+func TestCrossHostSpawn(t *testing.T) {
+	fake := herdrtest.New(t)
+	fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"}) // a workspace to spawn into
+	hostA, hostB := uniqueHost("sa"), uniqueHost("sb")
+	ga := startHostGateway(t, hostA)
+	gb := &Gateway{StateDir: shortTempDir(t), Listen: "127.0.0.1:0", Host: hostB, Logger: testLogger(), Broker: brokerURL(t)}
+	gb.Config.Herdr.Socket = fake.SocketPath()
+	gb.Config.Profiles = map[string]herdr.Profile{"reviewer": {Kind: "claude"}}
+	gb.Core.PresenceEvery = 300 * time.Millisecond
+	gb.Core.SweepEvery = 100 * time.Millisecond
+	if err := gb.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gb.Close() })
+	p := httpConn(t, ga, "lead", "primary")
+	eventually(t, 10*time.Second, "A sees host B with its profile", func() bool {
+		for _, h := range ga.BridgeCore().Roster().Hosts {
+			if h.Host == hostB && len(h.Profiles) == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	if r := p.call("bridge_spawn", map[string]any{"host": hostB, "profile": "nope"}); !r.IsError || !strings.Contains(r.Text, "reviewer") {
+		t.Fatalf("unknown remote profile: %+v %s", r.Result, r.Text)
+	}
+	panes := len(fake.PaneIDs())
+	r := p.call("bridge_spawn", map[string]any{"host": hostB, "profile": "reviewer", "name": "rev-b", "brief": "Review it."})
+	if r.IsError || r.Status != "submitted" || r.SpawnID == "" {
+		t.Fatalf("remote spawn: %+v %s", r.Result, r.Text)
+	}
+	e, err := gb.BridgeCore().Resolve("rev-b")
+	if err != nil || e.GID != r.SpawnID {
+		t.Fatalf("worker on B: %+v %v", e, err)
+	}
+	if s := fake.Submitted(e.PaneID); len(s) != 1 || !strings.Contains(s[0], "Review it.") {
+		t.Fatalf("brief in the new pane: %q", s)
+	}
+	// the same SPAWN, delivered twice, opens no second pane
+	body := `{"profile":"reviewer","name":"rev-b2"}`
+	id := "3f1a0c9e-5b6d-4e7f-8a9b-0c1d2e3f4a5b"
+	for i := 0; i < 2; i++ {
+		now := time.Now()
+		env := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindSpawn, MsgID: uuid.NewString(), From: p.gid(t, ga), To: "control." + hostB,
+			Host: hostA, SpawnID: id, TS: now, ExpiresAt: now.Add(time.Minute), Body: []byte(body)}
+		if err := ga.tr.(bridge.ControlTransport).PublishControl(context.Background(), hostB, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "rev-b2 registered on B", func() bool { _, err := gb.BridgeCore().Resolve("rev-b2"); return err == nil })
+	time.Sleep(time.Second) // let the duplicate be handled
+	if n := len(fake.PaneIDs()) - panes; n != 2 {
+		t.Fatalf("%d panes opened for two spawns (one delivered twice)", n)
+	}
+}
+
+func (cn *conn) gid(t testing.TB, g *Gateway) string {
+	t.Helper()
+	e, err := g.BridgeCore().Resolve(cn.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.GID
 }

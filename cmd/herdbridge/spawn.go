@@ -81,7 +81,48 @@ func (s *spawnService) Profiles() []string {
 
 func (s *spawnService) Spawn(ctx context.Context, caller string, req mcp.SpawnRequest) (*bridge.Result, error) {
 	if req.Host != "" && req.Host != s.core.Host() {
-		return nil, &bridge.UserError{Msg: fmt.Sprintf("host %q is not this gateway (%s): cross-host spawn needs the broker transport; omit host to spawn here", req.Host, s.core.Host())}
+		return s.spawnRemote(ctx, caller, req)
+	}
+	return s.spawnLocal(ctx, caller, req)
+}
+
+// spawnRemote sends SPAWN to req.Host, waits for the worker to appear in
+// the roster, then briefs it from here (the brief is the caller's own
+// message, so it is published, and later signed, by the caller's gateway).
+func (s *spawnService) spawnRemote(ctx context.Context, caller string, req mcp.SpawnRequest) (*bridge.Result, error) {
+	spawnID := req.SpawnID
+	if spawnID == "" {
+		spawnID = uuid.NewString()
+	} else if _, err := uuid.Parse(spawnID); err != nil {
+		return nil, &bridge.UserError{Msg: fmt.Sprintf("spawn_id %q is not a UUID", spawnID)}
+	}
+	name := req.Name
+	if name == "" {
+		var b [2]byte
+		_, _ = rand.Read(b[:])
+		name = req.Profile + "-" + hex.EncodeToString(b[:])
+	}
+	res, err := s.core.RemoteSpawn(ctx, caller, req.Host, bridge.SpawnBody{Profile: req.Profile, Name: name}, spawnID, s.core.Config().MaxWait)
+	if err != nil || res.Status != bridge.StatusConfirmed || req.Brief == "" {
+		return res, err
+	}
+	sent, err := s.core.Send(ctx, caller, bridge.SendRequest{Target: spawnID, Message: req.Brief}, nil)
+	if err != nil {
+		return nil, err
+	}
+	sent.SpawnID = spawnID
+	return sent, nil
+}
+
+// handleRemote is the SPAWN handler: a spawn another host asked for (no
+// brief: the caller sends it once the worker is in the roster).
+func (s *spawnService) handleRemote(ctx context.Context, spawnID string, body bridge.SpawnBody) (*bridge.Result, error) {
+	return s.spawnLocal(ctx, "", mcp.SpawnRequest{Profile: body.Profile, Name: body.Name, SpawnID: spawnID})
+}
+
+func (s *spawnService) spawnLocal(ctx context.Context, caller string, req mcp.SpawnRequest) (*bridge.Result, error) {
+	if s.sp == nil {
+		return nil, &bridge.UserError{Msg: "this gateway has no herdr connection to spawn into (herdr is disabled in its config): spawn on a host that has one"}
 	}
 	p, ok := s.profiles[req.Profile]
 	if !ok {
