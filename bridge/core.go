@@ -140,6 +140,7 @@ type Core struct {
 	presenceKick  chan struct{}
 	presenceSub   Subscription
 	presenceHeard time.Time // when our own heartbeat last came back
+	startedAt     time.Time
 	spawnHandler  SpawnHandler
 	controlSub    Subscription
 
@@ -249,6 +250,7 @@ func (c *Core) Start(ctx context.Context) error {
 		return errors.New("bridge: core already started")
 	}
 	c.started = true
+	c.startedAt = c.cfg.Now()
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.mu.Unlock()
 
@@ -256,6 +258,17 @@ func (c *Core) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bridge: load registry: %w", err)
 	}
+	// briefs awaiting receipts first: a receipt delivered as soon as the
+	// inboxes attach must find its record, or it would be reported again
+	awaits, err := c.st.loadAwaits()
+	if err != nil {
+		return fmt.Errorf("bridge: load briefs awaiting receipts: %w", err)
+	}
+	c.mu.Lock()
+	for _, a := range awaits {
+		c.awaits[a.MsgID] = a
+	}
+	c.mu.Unlock()
 	for _, se := range stored {
 		st := newEntState(se.Entity)
 		st.tokens = se.Tokens
@@ -270,15 +283,6 @@ func (c *Core) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	awaits, err := c.st.loadAwaits()
-	if err != nil {
-		return fmt.Errorf("bridge: load briefs awaiting receipts: %w", err)
-	}
-	c.mu.Lock()
-	for _, a := range awaits {
-		c.awaits[a.MsgID] = a
-	}
-	c.mu.Unlock()
 	sub, err := c.tr.ConsumeDeadLetters(c.ctx, c.onDeadLetter)
 	if err != nil {
 		return fmt.Errorf("bridge: consume dead letters: %w", err)

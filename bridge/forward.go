@@ -114,6 +114,16 @@ func (c *Core) typedBeforeCrash() error {
 	return nil
 }
 
+// heldReceipt reports whether a receipt for msgID is held for st.
+func heldReceipt(st *entState, msgID string) bool {
+	for _, hm := range st.held {
+		if hm.env.Corr == msgID && (hm.env.Kind == KindInjected || hm.env.Kind == KindFailed || hm.env.Kind == KindAbandoned) {
+			return true
+		}
+	}
+	return false
+}
+
 // awaitReceipt records a forward-path brief until its receipt comes back.
 func (c *Core) awaitReceipt(a awaitRecord) {
 	c.mu.Lock()
@@ -142,15 +152,31 @@ func (c *Core) receiptCame(corr string) {
 // FAILED held for the sender: the worker's gateway crashed between its ack
 // and the inject, or never got the brief. Called by the sweeper.
 func (c *Core) overdueReceipts(now time.Time) {
-	var due []awaitRecord
+	var due, settled []awaitRecord
 	c.mu.Lock()
+	if now.Sub(c.startedAt) < c.cfg.ReceiptWait {
+		// just (re)started: receipts that arrived while we were down are
+		// still being delivered; judge nothing overdue before they are in
+		c.mu.Unlock()
+		return
+	}
 	for id, a := range c.awaits {
-		if now.After(a.Deadline) {
-			due = append(due, a)
-			delete(c.awaits, id)
+		if !now.After(a.Deadline) {
+			continue
 		}
+		delete(c.awaits, id)
+		if st := c.ents[a.From]; st != nil && heldReceipt(st, id) {
+			settled = append(settled, a) // its receipt is already held for the sender
+			continue
+		}
+		due = append(due, a)
 	}
 	c.mu.Unlock()
+	for _, a := range settled {
+		if err := c.st.deleteAwait(a.MsgID); err != nil {
+			c.log.Warn("cannot forget a settled brief", LogMsgID, a.MsgID, "err", err)
+		}
+	}
 	for _, a := range due {
 		c.log.Warn("no INJECTED within the bound: brief reported failed", LogMsgID, a.MsgID, LogFrom, a.From, LogTo, a.To)
 		out := c.control(KindFailed, a.To, a.From, a.MsgID, "", a.TraceID,
