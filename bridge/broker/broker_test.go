@@ -2,28 +2,16 @@ package broker_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/broker"
+	"github.com/herdbridge/herdbridge/bridge/broker/brokertest"
 	"github.com/herdbridge/herdbridge/bridge/transporttest"
 )
 
-// brokerURL is the test broker (RMQ_URL, as .ci/rmq.sh exports it). With CI
-// set and no broker, the tests fail: integration tests never skip in CI.
-func brokerURL(t testing.TB) string {
-	t.Helper()
-	url := os.Getenv("RMQ_URL")
-	if url == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("RMQ_URL is not set: CI must start a broker (.ci/rmq.sh) before the tests")
-		}
-		t.Skip("no broker: set RMQ_URL (source .ci/rmq.sh and run rmq_start) to run the AMQP tests")
-	}
-	return url
-}
+func brokerURL(t testing.TB) string { return brokertest.URL(t) }
 
 func open(t testing.TB) *broker.Transport {
 	t.Helper()

@@ -2,8 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,21 +9,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker/brokertest"
 )
 
-func rmqctl(t testing.TB, args ...string) {
-	t.Helper()
-	if os.Getenv("RABBITMQ_NODENAME") == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("RABBITMQ_NODENAME is not set: CI must start the broker with .ci/rmq.sh")
-		}
-		t.Skip("no broker node environment (source .ci/rmq.sh and rmq_start)")
-	}
-	out, err := exec.Command("/usr/lib/rabbitmq/bin/rabbitmqctl", append([]string{"-q"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("rabbitmqctl %v: %v\n%s", args, err, out)
-	}
-}
+func rmqctl(t testing.TB, args ...string) { brokertest.Ctl(t, args...) }
 
 // TestRecoversAfterStopApp: publishing and consuming resume after the
 // broker application stops and starts again.

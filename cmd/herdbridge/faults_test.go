@@ -3,31 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker/brokertest"
 )
 
-// rmqctl runs rabbitmqctl against the test broker (.ci/rmq.sh exports its
-// node's environment). Without it the fault tests cannot act on the broker.
-func rmqctl(t testing.TB, args ...string) {
-	t.Helper()
-	if os.Getenv("RABBITMQ_NODENAME") == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("RABBITMQ_NODENAME is not set: CI must start the broker with .ci/rmq.sh")
-		}
-		t.Skip("no broker node environment (source .ci/rmq.sh and rmq_start)")
-	}
-	out, err := exec.Command("/usr/lib/rabbitmq/bin/rabbitmqctl", append([]string{"-q"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("rabbitmqctl %v: %v\n%s", args, err, out)
-	}
-}
+func rmqctl(t testing.TB, args ...string) { brokertest.Ctl(t, args...) }
 
 // TestBrokerRestartLosesNothingConfirmed: 10k replies sent across hosts
 // while the broker application is stopped and started: every send the

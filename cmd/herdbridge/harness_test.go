@@ -126,12 +126,17 @@ func sseConn(t testing.TB, g *Gateway, name, role string, groups ...string) *con
 // runs) on pipes and connects an MCP client to its stdio.
 func stdioConn(t testing.TB, g *Gateway, name, role string, groups ...string) *conn {
 	t.Helper()
+	return relayConn(t, g, sockRequest{Op: "mcp", Name: name, Role: role, Groups: groups})
+}
+
+func relayConn(t testing.TB, g *Gateway, req sockRequest) *conn {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- relay(ctx, g.StateDir, sockRequest{Op: "mcp", Name: name, Role: role, Groups: groups}, inR, outW, nil)
+		done <- relay(ctx, g.StateDir, req, inR, outW, nil)
 		outW.Close()
 	}()
 	t.Cleanup(func() {
@@ -140,7 +145,7 @@ func stdioConn(t testing.TB, g *Gateway, name, role string, groups ...string) *c
 		<-done
 	})
 	c := client.NewClient(transport.NewIO(outR, inW, io.NopCloser(strings.NewReader(""))))
-	cn := &conn{t: t, name: name, c: c}
+	cn := &conn{t: t, name: req.Name, c: c}
 	cn.init(context.Background())
 	return cn
 }

@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 
 	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/herdr/herdrtest"
@@ -45,22 +41,7 @@ func startHerdrGateway(t testing.TB, fake *herdrtest.Server, tune func(*Gateway)
 // paneConn is `herdbridge mcp` started inside a herdr pane (HERDR_PANE_ID).
 func paneConn(t testing.TB, g *Gateway, name, role, pane string) *conn {
 	t.Helper()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- relay(ctx, g.StateDir, sockRequest{Op: "mcp", Name: name, Role: role, PaneID: pane}, inR, outW, nil)
-		outW.Close()
-	}()
-	t.Cleanup(func() {
-		inW.Close()
-		cancel()
-		<-done
-	})
-	cn := &conn{t: t, name: name, c: client.NewClient(transport.NewIO(outR, inW, io.NopCloser(strings.NewReader(""))))}
-	cn.init(context.Background())
-	return cn
+	return relayConn(t, g, sockRequest{Op: "mcp", Name: name, Role: role, PaneID: pane})
 }
 
 func eventually(t testing.TB, within time.Duration, what string, ok func() bool) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -11,23 +10,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker/brokertest"
 	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/herdr/herdrtest"
 )
 
-// brokerURL is the test broker (RMQ_URL, as .ci/rmq.sh exports it). With CI
-// set and no broker, the tests fail: integration tests never skip in CI.
-func brokerURL(t testing.TB) string {
-	t.Helper()
-	url := os.Getenv("RMQ_URL")
-	if url == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("RMQ_URL is not set: CI must start a broker (.ci/rmq.sh) before the tests")
-		}
-		t.Skip("no broker: set RMQ_URL (source .ci/rmq.sh and run rmq_start) to run the cross-host tests")
-	}
-	return url
-}
+func brokerURL(t testing.TB) string { return brokertest.URL(t) }
 
 // startHostGateway runs one host's gateway on the shared broker.
 func startHostGateway(t testing.TB, host string) *Gateway {
