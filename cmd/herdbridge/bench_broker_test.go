@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// BenchmarkBrokerLatency compares a gateway-to-gateway reply (host A's
+// worker sends, host B's primary has it) with raw amqp091-go on the same
+// broker in the same run: persistent publish with confirm and mandatory,
+// delivered to a manual-ack consumer. Target: gateway p50 ≤ 1.3× raw.
+func BenchmarkBrokerLatency(b *testing.B) {
+	url := brokerURL(b)
+	b.Run("raw", func(b *testing.B) {
+		pubConn, consConn, q := rawPair(b, url)
+		pub, _ := pubConn.Channel()
+		_ = pub.Confirm(false)
+		cons, _ := consConn.Channel()
+		_ = cons.Qos(64, 0, false)
+		deliveries, err := cons.Consume(q, "", false, true, false, false, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat := make([]time.Duration, 0, b.N)
+		body := []byte("done: built the thing, 3 files changed, tests pass")
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			dc, err := pub.PublishWithDeferredConfirmWithContext(context.Background(), "", q, true, false,
+				amqp.Publishing{DeliveryMode: amqp.Persistent, MessageId: uuid.NewString(), Body: body})
+			if err != nil {
+				b.Fatal(err)
+			}
+			d := <-deliveries
+			_ = d.Ack(false)
+			if !dc.Wait() {
+				b.Fatal("nacked")
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		reportLatency(b, lat)
+	})
+	b.Run("gateway", func(b *testing.B) {
+		ga, gb, w, p := twoHosts(b)
+		ctx := context.Background()
+		target := "lead@" + gb.Host
+		lat := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			if _, err := ga.BridgeCore().Send(ctx, w, bridge.SendRequest{Target: target, Message: "done: built the thing, 3 files changed, tests pass"}, nil); err != nil {
+				b.Fatal(err)
+			}
+			r, err := gb.BridgeCore().Poll(ctx, p, bridge.PollRequest{Wait: 10 * time.Second}, nil)
+			if err != nil || len(r.Messages) != 1 {
+				b.Fatalf("poll: %+v %v", r, err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		reportLatency(b, lat)
+	})
+}
+
+// BenchmarkBrokerThroughput: confirmed publishes per second, raw (window of
+// 512 deferred confirms) against gateway sends (128 concurrent senders,
+// each a confirmed, mandatory publish). Target: gateway ≥ 70% of raw.
+func BenchmarkBrokerThroughput(b *testing.B) {
+	url := brokerURL(b)
+	const n = 5000
+	b.Run("raw", func(b *testing.B) {
+		pubConn, _, q := rawPair(b, url)
+		pub, _ := pubConn.Channel()
+		_ = pub.Confirm(false)
+		body := []byte("done: built the thing, 3 files changed, tests pass")
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			start := time.Now()
+			window := make([]*amqp.DeferredConfirmation, 0, 512)
+			for k := 0; k < n; k++ {
+				dc, err := pub.PublishWithDeferredConfirmWithContext(context.Background(), "", q, true, false,
+					amqp.Publishing{DeliveryMode: amqp.Persistent, MessageId: uuid.NewString(), Body: body})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if window = append(window, dc); len(window) == cap(window) {
+					window[0].Wait()
+					window = window[1:]
+				}
+			}
+			for _, dc := range window {
+				dc.Wait()
+			}
+			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
+			b.StopTimer()
+			_, _ = pub.QueuePurge(q, false)
+			b.StartTimer()
+		}
+	})
+	// raw with a consumer acking on its own connection: the same broker work
+	// as the gateway run, where host B consumes and acks what A publishes
+	b.Run("raw-consumed", func(b *testing.B) {
+		pubConn, consConn, q := rawPair(b, url)
+		pub, _ := pubConn.Channel()
+		_ = pub.Confirm(false)
+		cons, _ := consConn.Channel()
+		_ = cons.Qos(1024, 0, false)
+		deliveries, err := cons.Consume(q, "", false, true, false, false, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for d := range deliveries {
+				_ = d.Ack(false)
+			}
+		}()
+		body := []byte("done: built the thing, 3 files changed, tests pass")
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			start := time.Now()
+			window := make([]*amqp.DeferredConfirmation, 0, 512)
+			for k := 0; k < n; k++ {
+				dc, err := pub.PublishWithDeferredConfirmWithContext(context.Background(), "", q, true, false,
+					amqp.Publishing{DeliveryMode: amqp.Persistent, MessageId: uuid.NewString(), Body: body})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if window = append(window, dc); len(window) == cap(window) {
+					window[0].Wait()
+					window = window[1:]
+				}
+			}
+			for _, dc := range window {
+				dc.Wait()
+			}
+			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
+		}
+	})
+	b.Run("gateway", func(b *testing.B) {
+		ga, gb, w, p := twoHosts(b)
+		ctx := context.Background()
+		target := "lead@" + gb.Host
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			start := time.Now()
+			var wg sync.WaitGroup
+			next := make(chan int, n)
+			for k := 0; k < n; k++ {
+				next <- k
+			}
+			close(next)
+			for s := 0; s < 128; s++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range next {
+						if _, err := ga.BridgeCore().Send(ctx, w, bridge.SendRequest{Target: target, Message: "done: built the thing, 3 files changed, tests pass"}, nil); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
+			b.StopTimer()
+			for got := 0; got < n; { // drain so the inbox cap never bites
+				r, err := gb.BridgeCore().Poll(ctx, p, bridge.PollRequest{Max: 500, Wait: 5 * time.Second}, nil)
+				if err != nil || len(r.Messages) == 0 {
+					b.Fatalf("drain: %d of %d (%v)", got, n, err)
+				}
+				got += len(r.Messages)
+			}
+			b.StartTimer()
+		}
+	})
+}
+
+func rawPair(b *testing.B, url string) (*amqp.Connection, *amqp.Connection, string) {
+	b.Helper()
+	pubConn, err := amqp.Dial(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	consConn, err := amqp.Dial(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := "bench.raw." + uuid.NewString()
+	ch, _ := consConn.Channel()
+	if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_, _ = ch.QueueDelete(q, false, false, false)
+		pubConn.Close()
+		consConn.Close()
+	})
+	return pubConn, consConn, q
+}
+
+// twoHosts starts hosts A (worker w) and B (primary lead) on the broker.
+func twoHosts(b *testing.B) (ga, gb *Gateway, w, p string) {
+	b.Helper()
+	ga = startHostGateway(b, uniqueHost("ba"))
+	gb = startHostGateway(b, uniqueHost("bb"))
+	ctx := context.Background()
+	we, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pe, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if err != nil {
+		b.Fatal(err)
+	}
+	eventually(b, 10*time.Second, "A sees lead", func() bool { _, err := ga.BridgeCore().Resolve("lead@" + gb.Host); return err == nil })
+	for i := 0; i < 20; i++ { // warm up
+		_, _ = ga.BridgeCore().Send(ctx, we.GID, bridge.SendRequest{Target: "lead@" + gb.Host, Message: "warm"}, nil)
+		_, _ = gb.BridgeCore().Poll(ctx, pe.GID, bridge.PollRequest{Wait: 5 * time.Second}, nil)
+	}
+	return ga, gb, we.GID, pe.GID
+}
+
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	b.ReportMetric(us(lat[len(lat)/2]), "p50-µs")
+	b.ReportMetric(us(lat[len(lat)*99/100]), "p99-µs")
+}
