@@ -17,6 +17,11 @@ type Config struct {
 	// Profiles are the workers bridge_spawn can start on this host.
 	Profiles map[string]herdr.Profile `json:"profiles,omitempty"`
 	Herdr    HerdrConfig              `json:"herdr"`
+	// InboxMaxLength caps each inbox (default 10000); past it sends are
+	// refused with "inbox full" and the message is dead-lettered. On a
+	// broker, changing it for an existing inbox is refused at startup
+	// (PRECONDITION_FAILED names the queue).
+	InboxMaxLength int `json:"inboxMaxLength,omitempty"`
 	// ReceiptWait is how long a receipt (INJECTED, an answer's delivery)
 	// may take to come back past its own bound (default 10s).
 	ReceiptWait Duration `json:"receiptWait,omitempty"`

@@ -109,6 +109,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if cfg.ReceiptWait == 0 {
 		cfg.ReceiptWait = time.Duration(g.Config.ReceiptWait)
 	}
+	if cfg.InboxMaxLength == 0 {
+		cfg.InboxMaxLength = g.Config.InboxMaxLength
+	}
 	g.core, err = bridge.New(cfg)
 	if err != nil {
 		g.closeStores()
