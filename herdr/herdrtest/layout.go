@@ -275,19 +275,7 @@ func (s *Server) removeTabLocked(t *tab) {
 		s.emitLocked("pane_closed", p.id, "", obj{{"pane_id", p.id}, {"workspace_id", ws.id}})
 	}
 	t.panes, t.active = nil, nil
-	for i, q := range ws.tabs {
-		if q == t {
-			ws.tabs = append(ws.tabs[:i], ws.tabs[i+1:]...)
-			break
-		}
-	}
-	if ws.activeTab == t {
-		ws.activeTab = nil
-		if len(ws.tabs) > 0 {
-			ws.activeTab = ws.tabs[0]
-		}
-	}
-	s.emitLocked("tab_closed", "", "", obj{{"tab_id", t.id}, {"workspace_id", ws.id}})
+	s.dropTabLocked(ws, t)
 	s.notifyLocked()
 }
 

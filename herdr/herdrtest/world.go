@@ -220,19 +220,7 @@ func (s *Server) removePaneLocked(p *pane, kind string) {
 		s.notifyLocked()
 		return
 	}
-	for i, q := range ws.tabs {
-		if q == t {
-			ws.tabs = append(ws.tabs[:i], ws.tabs[i+1:]...)
-			break
-		}
-	}
-	if ws.activeTab == t {
-		ws.activeTab = nil
-		if len(ws.tabs) > 0 {
-			ws.activeTab = ws.tabs[0]
-		}
-	}
-	s.emitLocked("tab_closed", "", "", obj{{"tab_id", t.id}, {"workspace_id", ws.id}})
+	s.dropTabLocked(ws, t)
 	if len(ws.tabs) == 0 {
 		for i, q := range s.workspaces {
 			if q == ws {
@@ -613,4 +601,22 @@ func (s *Server) readLocked(p *pane, source string, lines *int) (text string, tr
 		truncated = true
 	}
 	return strings.Join(rows, "\n"), truncated
+}
+
+// dropTabLocked takes tab t out of ws, moves the active tab if it was t,
+// and emits tab_closed.
+func (s *Server) dropTabLocked(ws *workspace, t *tab) {
+	for i, q := range ws.tabs {
+		if q == t {
+			ws.tabs = append(ws.tabs[:i], ws.tabs[i+1:]...)
+			break
+		}
+	}
+	if ws.activeTab == t {
+		ws.activeTab = nil
+		if len(ws.tabs) > 0 {
+			ws.activeTab = ws.tabs[0]
+		}
+	}
+	s.emitLocked("tab_closed", "", "", obj{{"tab_id", t.id}, {"workspace_id", ws.id}})
 }
