@@ -20,7 +20,13 @@ func brokerURL(t testing.TB) string { return brokertest.URL(t) }
 // startHostGateway runs one host's gateway on the shared broker.
 func startHostGateway(t testing.TB, host string) *Gateway {
 	t.Helper()
-	g := &Gateway{StateDir: shortTempDir(t), Listen: "127.0.0.1:0", Host: host, Logger: testLogger(), Broker: brokerURL(t)}
+	return startHostGatewayOn(t, host, brokerURL(t))
+}
+
+// startHostGatewayOn runs one host's gateway on the broker at url.
+func startHostGatewayOn(t testing.TB, host, url string) *Gateway {
+	t.Helper()
+	g := &Gateway{StateDir: shortTempDir(t), Listen: "127.0.0.1:0", Host: host, Logger: testLogger(), Broker: url}
 	g.Config.Herdr.Disabled = true
 	g.Core.MaxWait = 8 * time.Second
 	g.Core.ReceiptWait = 5 * time.Second

@@ -4,9 +4,17 @@
 package brokertest
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // URL is the test broker's AMQP URL (RMQ_URL, as rmq_start exports it).
@@ -36,4 +44,123 @@ func Ctl(t testing.TB, args ...string) {
 	if err != nil {
 		t.Fatalf("rabbitmqctl %v: %v\n%s", args, err, out)
 	}
+}
+
+// Private is a broker of the test's own, started with .ci/rmq.sh's
+// recipe on a free loopback port, that the test may kill -9 and restart.
+// A bash coprocess owns it: when the test process dies, bash reads EOF on
+// its stdin and its EXIT trap stops the broker, so none is left behind.
+type Private struct {
+	URL string
+
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+}
+
+// StartPrivate starts a private broker (about 5 s) and stops it when the
+// test ends. Without rabbitmq-server installed it skips, or fails in CI.
+func StartPrivate(t testing.TB) *Private {
+	t.Helper()
+	if _, err := os.Stat("/usr/lib/rabbitmq/bin/rabbitmq-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("rabbitmq-server is not installed: CI must install Debian's rabbitmq-server")
+		}
+		t.Skip("rabbitmq-server is not installed (apt-get install rabbitmq-server)")
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "..", ".ci", "rmq.sh")
+	cmd := exec.Command("bash", "--norc", "--noprofile")
+	// The recipe exports HOME and the node's variables: keep them in bash,
+	// out of this process. Its own stderr goes to the test log on failure.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &syncWriter{w: &stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Private{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	t.Cleanup(func() {
+		_, _ = io.WriteString(stdin, "exit 0\n")
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+	fmt.Fprintf(stdin, ". %q\ntrap rmq_stop EXIT\nstarted=\n", script)
+	// the first free port of a range the CI broker and its neighbours do not use
+	fmt.Fprint(stdin, `for port in 5699 5719 5739 5759 5799 5819; do
+  if rmq_start "$port" >&2; then started=1; break; fi
+done
+if [ -n "$started" ]; then echo "URL $RMQ_URL"; else echo "FAIL"; fi
+`)
+	line := p.line(t, 120*time.Second)
+	if !strings.HasPrefix(line, "URL ") {
+		t.Fatalf("private broker did not start (%q):\n%s", line, stderr.String())
+	}
+	p.URL = strings.TrimPrefix(line, "URL ")
+	return p
+}
+
+// CrashRestart kill -9s the broker's VM and starts it again on the same
+// data directory; it returns once the AMQP port accepts.
+func (p *Private) CrashRestart(t testing.TB) {
+	t.Helper()
+	fmt.Fprint(p.stdin, `if rmq_crash_restart >&2; then echo OK; else echo FAIL; fi`+"\n")
+	if l := p.line(t, 120*time.Second); l != "OK" {
+		t.Fatalf("broker crash-restart: %q", l)
+	}
+}
+
+// Kill kill -9s the broker's VM without restarting it.
+func (p *Private) Kill(t testing.TB) {
+	t.Helper()
+	fmt.Fprint(p.stdin, `kill -KILL "$RMQ_BEAM_PID"; wait "$RMQ_PID" 2>/dev/null; echo OK`+"\n")
+	if l := p.line(t, 30*time.Second); l != "OK" {
+		t.Fatalf("broker kill: %q", l)
+	}
+}
+
+// Restart starts a killed broker again on the same data directory.
+func (p *Private) Restart(t testing.TB) {
+	t.Helper()
+	fmt.Fprint(p.stdin, `"$RMQ_BIN/rabbitmq-server" >> "$RMQ_DIR/stdout.log" 2>&1 & RMQ_PID=$!; if rmq_wait_port >&2; then echo OK; else echo FAIL; fi`+"\n")
+	if l := p.line(t, 120*time.Second); l != "OK" {
+		t.Fatalf("broker restart: %q", l)
+	}
+}
+
+func (p *Private) line(t testing.TB, timeout time.Duration) string {
+	t.Helper()
+	ch := make(chan string, 1)
+	go func() {
+		if p.out.Scan() {
+			ch <- p.out.Text()
+		} else {
+			ch <- "EOF"
+		}
+	}()
+	select {
+	case l := <-ch:
+		return l
+	case <-time.After(timeout):
+		t.Fatalf("private broker: no answer in %v", timeout)
+		return ""
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
 }
