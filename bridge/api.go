@@ -208,7 +208,7 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 		c.awaitReceipt(awaitRecord{MsgID: env.MsgID, From: gid, To: target.GID, ToName: target.Name, TraceID: env.TraceID, Excerpt: Excerpt(req.Message),
 			Deadline: c.cfg.Now().Add(c.cfg.InjectWait + c.cfg.ReceiptWait)})
 	}
-	if err := c.tr.Publish(ctx, target.GID, env, true); err != nil {
+	if err := c.publish(ctx, target.GID, env, true); err != nil {
 		if forwarded {
 			c.receiptCame(env.MsgID)
 		}
@@ -401,7 +401,7 @@ func (c *Core) answer(ctx context.Context, st *entState, req SendRequest) (*Resu
 	}()
 	res.MsgID = env.MsgID
 	target, _ := c.Resolve(asker)
-	if err := c.tr.Publish(ctx, asker, env, true); err != nil {
+	if err := c.publish(ctx, asker, env, true); err != nil {
 		c.mu.Lock()
 		rt.answered = false
 		c.mu.Unlock()
@@ -504,7 +504,7 @@ func (c *Core) Ask(ctx context.Context, gid string, req AskRequest, prog Progres
 		st.asks[t.turnID] = t
 		st.askByMsg[t.msgID] = t
 		c.mu.Unlock()
-		if err := c.tr.Publish(ctx, target.GID, env, true); err != nil {
+		if err := c.publish(ctx, target.GID, env, true); err != nil {
 			c.mu.Lock()
 			delete(st.asks, t.turnID)
 			delete(st.askByMsg, t.msgID)
@@ -735,7 +735,7 @@ func (c *Core) Broadcast(ctx context.Context, gid, message, group string) (*Resu
 	key := BroadcastKey(group)
 	env := c.newEnv(KindBroadcast, gid, key, []byte(message), c.cfg.MessageTTL)
 	env.TraceID = uuid.NewString()
-	if err := c.tr.Publish(ctx, key, env, false); err != nil {
+	if err := c.publish(ctx, key, env, false); err != nil {
 		return nil, fmt.Errorf("bridge: broadcast: %w", err)
 	}
 	c.log.Info("broadcast", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogFrom, gid, LogTo, key)

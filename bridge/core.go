@@ -43,6 +43,19 @@ type Config struct {
 	PresenceTTL     time.Duration // a remote entry without a heartbeat this long is gone (default 3 heartbeats)
 	Nudger          Nudger
 	Injector        Injector // nil: every entity pulls
+
+	// Trust (SPEC §3, §8). With a Verifier, every delivery must carry a
+	// signature valid under its host's trusted key and a from that lives on
+	// that host; with a Signer, everything published is signed. Both nil on
+	// one host (embedded transport: nothing crosses a broker).
+	Signer       Signer
+	Verifier     Verifier
+	ClockSkew    time.Duration // allowance on ts/expiresAt between hosts' clocks (default 2m)
+	PresenceWait time.Duration // how long a message from a sender without presence waits for it (default PresenceTTL)
+	Audit        *AuditLog     // metadata of every message published and received; nil: none
+	// KeyFingerprint is the host key's (SHA256:…), advertised in the
+	// _gateway presence entry.
+	KeyFingerprint string
 }
 
 func (c *Config) defaults() {
@@ -64,6 +77,8 @@ func (c *Config) defaults() {
 	d(&c.InjectWait, 30*time.Second)
 	d(&c.PresenceEvery, 5*time.Second)
 	d(&c.PresenceTTL, 3*c.PresenceEvery)
+	d(&c.ClockSkew, 2*time.Minute)
+	d(&c.PresenceWait, c.PresenceTTL)
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 256 << 10
 	}
@@ -138,6 +153,8 @@ type Core struct {
 	hosts         map[string]*remoteEntry // other hosts' _gateway entries
 	profiles      func() []string
 	presenceKick  chan struct{}
+	pending       map[string][]pendingMsg // deliveries waiting for their sender's presence, by from
+	refused       refusals
 	presenceSub   Subscription
 	presenceHeard time.Time // when our own heartbeat last came back
 	startedAt     time.Time
@@ -165,7 +182,7 @@ func New(cfg Config) (*Core, error) {
 		cfg: cfg, log: cfg.Logger, tr: cfg.Transport, st: cfg.Store,
 		ents: map[string]*entState{}, byName: map[string]string{}, tokens: map[string]string{},
 		seen: newSeenSet(cfg.SeenSize), nudges: map[string]bool{}, awaits: map[string]awaitRecord{},
-		remote: map[string]*remoteEntry{}, hosts: map[string]*remoteEntry{}, presenceKick: make(chan struct{}, 1),
+		remote: map[string]*remoteEntry{}, hosts: map[string]*remoteEntry{}, presenceKick: make(chan struct{}, 1), pending: map[string][]pendingMsg{},
 	}, nil
 }
 
@@ -508,7 +525,10 @@ func (c *Core) Remove(ctx context.Context, gid string) error {
 	return c.st.deleteEntity(gid)
 }
 
-// Authenticate maps a bearer token to its entity.
+// Authenticate maps a bearer token to its entity: the index finds the
+// entity by the token's hash, and the hash must then match one of the
+// entity's own token hashes in a constant-time comparison (token.go says
+// why that is enough).
 func (c *Core) Authenticate(token string) (Entity, bool) {
 	h := HashToken(token)
 	c.mu.Lock()
@@ -518,7 +538,7 @@ func (c *Core) Authenticate(token string) (Entity, bool) {
 		return Entity{}, false
 	}
 	st := c.ents[gid]
-	if st == nil {
+	if st == nil || !st.hasTokenHash(h) {
 		return Entity{}, false
 	}
 	return st.snapshot(), true
@@ -583,6 +603,18 @@ func (c *Core) newEnv(kind Kind, from, to string, body []byte, ttl time.Duration
 	}
 }
 
+// publish signs env, publishes it and audits the outcome.
+func (c *Core) publish(ctx context.Context, key string, env *Envelope, mandatory bool) error {
+	c.sign(env)
+	err := c.tr.Publish(ctx, key, env, mandatory)
+	if err != nil {
+		c.auditEnv("out", env, key, "publish failed: "+err.Error())
+	} else {
+		c.auditEnv("out", env, key, "published")
+	}
+	return err
+}
+
 // outMsg is a publish decided under the lock and done after it.
 type outMsg struct {
 	env       *Envelope
@@ -602,7 +634,7 @@ func (c *Core) send(out []outMsg) (failed []string) {
 		// not tied to c.ctx: a receipt decided while the core shuts down
 		// still goes out (the transport closes after the core)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := c.tr.Publish(ctx, key, o.env, o.mandatory)
+		err := c.publish(ctx, key, o.env, o.mandatory)
 		cancel()
 		if err != nil {
 			c.log.Warn("control message not delivered", LogKind, o.env.Kind, LogMsgID, o.env.MsgID, "corr", o.env.Corr, LogTo, o.env.To, "err", err)

@@ -124,6 +124,13 @@ func IsBroadcastKey(key string) bool {
 // ErrMalformed wraps every reason an envelope is refused as not well-formed.
 var ErrMalformed = errors.New("bridge: malformed envelope")
 
+// Refinements of ErrMalformed (errors.Is matches both), so a receiver can
+// count them apart.
+var (
+	ErrUnsupportedVersion = fmt.Errorf("%w: unsupported version", ErrMalformed)
+	ErrOversized          = fmt.Errorf("%w: body too large", ErrMalformed)
+)
+
 func malformed(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, a...))
 }
@@ -140,7 +147,7 @@ func isUUID(s string) bool {
 // signature, the sender's presence or expiry: those need the receiver's state.
 func (e *Envelope) Validate() error {
 	if e.V != Version {
-		return malformed("unsupported v %d (this gateway speaks v%d)", e.V, Version)
+		return fmt.Errorf("%w: v %d (this gateway speaks v%d)", ErrUnsupportedVersion, e.V, Version)
 	}
 	if !kinds[e.Kind] {
 		return malformed("unknown kind %q", e.Kind)
@@ -199,7 +206,7 @@ func (e *Envelope) Validate() error {
 		return malformed("expiresAt before ts")
 	}
 	if len(e.Body) > MaxBodyBytes {
-		return malformed("body of %d bytes is over %d", len(e.Body), MaxBodyBytes)
+		return fmt.Errorf("%w: %d bytes, over %d", ErrOversized, len(e.Body), MaxBodyBytes)
 	}
 	if !utf8.Valid(e.Body) {
 		return malformed("body is not UTF-8")
@@ -290,6 +297,12 @@ func FromHeaders(h map[string]any, body []byte) (*Envelope, error) {
 	v := num(HdrV)
 	if err == nil && (v < 0 || v > math.MaxInt32) {
 		err = malformed("v %d out of range", v)
+	}
+	if err == nil && v != Version { // a later version may change every other header: judge nothing else
+		return nil, fmt.Errorf("%w: v %d (this gateway speaks v%d)", ErrUnsupportedVersion, v, Version)
+	}
+	if err == nil && len(body) > MaxBodyBytes {
+		return nil, fmt.Errorf("%w: %d bytes, over %d", ErrOversized, len(body), MaxBodyBytes)
 	}
 	e.V = int(v)
 	e.Kind = Kind(str(HdrKind, true))

@@ -180,11 +180,36 @@ func (c *Core) nameLocked(gid string) string {
 	return ""
 }
 
+// failedKinds are the kinds whose sender hears FAILED when they cannot be
+// delivered.
+var failedKinds = map[Kind]bool{KindSend: true, KindReply: true, KindAsk: true, KindAnswer: true}
+
 // heldKinds are the kinds a pull entity keeps until it drains them.
 var heldKinds = map[Kind]bool{KindSend: true, KindReply: true, KindBroadcast: true, KindFailed: true, KindTooLate: true, KindAbandoned: true}
 
-// deliver is the transport's handler for gid's inbox: SPEC §3–§4 on arrival.
+// deliver is the transport's handler for gid's inbox: SPEC §3's checks in
+// order (verify, then the inbox and the seen-set), then §4 on arrival.
 func (c *Core) deliver(gid string, d Delivery) {
+	where := InboxQueueName(gid)
+	reason, detail, wait := c.verify(d, func(env *Envelope) string {
+		if d.Key != "" && env.To != d.Key {
+			return "to " + env.To + " but routing key " + d.Key
+		}
+		return ""
+	})
+	if wait {
+		c.holdForPresence(d, func(d Delivery) { c.deliver(gid, d) })
+		return
+	}
+	if reason != "" {
+		if reason == RefuseExpired && d.Env.Kind == KindSend {
+			// authenticated (expiry is checked after signature and sender),
+			// so the sender hears why its brief never arrived
+			c.send([]outMsg{c.control(KindFailed, gid, d.Env.From, d.Env.MsgID, "", d.Env.TraceID, "expired before delivery")})
+		}
+		c.refuse(d, where, reason, detail)
+		return
+	}
 	env := d.Env
 	var out []outMsg
 	settle := func(reject string) {
@@ -203,19 +228,26 @@ func (c *Core) deliver(gid string, d Delivery) {
 	st := c.ents[gid]
 	if st == nil {
 		c.mu.Unlock()
-		c.log.Warn("message for an inbox with no local entity dead-lettered", LogMsgID, env.MsgID, LogGID, gid)
-		settle(ReasonRejected + ": no local entity")
+		if failedKinds[env.Kind] {
+			// the entity was removed with this in its inbox: tell the sender
+			// (from the gateway itself: the entity no longer lives here)
+			c.send([]outMsg{c.control(KindFailed, GatewayGID(c.cfg.Host), env.From, env.MsgID, "", env.TraceID, "recipient "+gid+" was removed from "+c.cfg.Host)})
+		}
+		c.refuse(d, where, RefuseNoEntity, "no local entity "+gid)
 		return
 	}
 	if env.To != gid && !(IsBroadcastKey(env.To) && st.bound(env.To)) {
 		c.mu.Unlock()
-		c.log.Warn("message rejected: to does not match the inbox", LogMsgID, env.MsgID, LogTo, env.To, LogGID, gid, LogFrom, env.From, "host", env.Host)
-		settle(ReasonRejected + ": to does not match routing key")
+		c.refuse(d, where, RefuseToMismatch, "to "+env.To+" is not this inbox or one of its groups")
 		return
 	}
 	if c.seen.has(gid + env.MsgID) {
 		c.mu.Unlock()
-		settle("")
+		if d.Redelivered { // the broker handing back what we took before: benign
+			settle("")
+			return
+		}
+		c.refuse(d, where, RefuseReplayed, "msgId already taken")
 		return
 	}
 	if hm := st.findHeld(env.MsgID); hm != nil { // redelivered or published twice while held: keep one copy
@@ -224,15 +256,19 @@ func (c *Core) deliver(gid string, d Delivery) {
 			settle("")
 			return
 		}
+		if !d.Redelivered {
+			c.mu.Unlock()
+			c.refuse(d, where, RefuseReplayed, "msgId already held")
+			return
+		}
 		// settle with the new tag, and the old one too: after a consumer
-		// bounce it is stale (its ack fails harmlessly), but a second
-		// publish of the same msgId is a live delivery that must not stay
-		// unacked in the inbox, to come back after a restart
+		// bounce it is stale (its ack fails harmlessly)
 		hm.dups = append(hm.dups, hm.acker)
 		hm.acker = d.Acker
 		c.mu.Unlock()
 		return
 	}
+	c.auditEnv("in", env, d.Key, "accepted")
 	now := c.cfg.Now()
 	if env.Expired(now) {
 		c.seen.add(gid + env.MsgID)
@@ -518,6 +554,7 @@ func (c *Core) sweepLoop() {
 func (c *Core) sweep() {
 	now := c.cfg.Now()
 	c.overdueReceipts(now)
+	c.expirePending(now)
 	type expired struct {
 		st *entState
 		hm *heldMsg
@@ -615,12 +652,14 @@ func (c *Core) onDeadLetter(dl DeadLetter) {
 	var out []outMsg
 	if e := dl.Env; e != nil {
 		rec.MsgID, rec.Kind, rec.From, rec.To = e.MsgID, e.Kind, e.From, e.To
-		switch e.Kind {
-		case KindSend, KindReply, KindAsk, KindAnswer:
-			if dl.Reason != ReasonMaxLen && isUUID(e.To) {
-				out = append(out, c.control(KindFailed, e.To, e.From, e.MsgID, "", e.TraceID, "dead-lettered ("+dl.Reason+") from "+dl.Queue))
-				rec.Reported = true
-			}
+		// Only the broker's own expiry is reported here: a message that sat
+		// unconsumed past its TTL (its gateway was gone). A refused one was
+		// answered, if at all, by the gateway that refused it — a forged
+		// message must not make us write to whoever it names — and an
+		// over-cap one was refused to its publisher synchronously.
+		if failedKinds[e.Kind] && dl.Reason == ReasonExpired {
+			out = append(out, c.control(KindFailed, GatewayGID(c.cfg.Host), e.From, e.MsgID, "", e.TraceID, "dead-lettered ("+dl.Reason+") from "+dl.Queue))
+			rec.Reported = true
 		}
 	}
 	c.log.Warn("dead letter", LogMsgID, rec.MsgID, LogKind, rec.Kind, LogFrom, rec.From, LogTo, rec.To, LogReason, rec.Reason, "queue", rec.Queue)

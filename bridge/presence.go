@@ -24,6 +24,7 @@ type Presence struct {
 	Forward  bool     `json:"forward,omitempty"`  // briefs to it are typed into a pane (receipts follow)
 	Profiles []string `json:"profiles,omitempty"` // the _gateway entry: the host's spawn profiles
 	Gone     bool     `json:"gone,omitempty"`     // removed: drop it now, not at expiry
+	Key      string   `json:"key,omitempty"`      // the _gateway entry: its host key's fingerprint
 }
 
 type remoteEntry struct {
@@ -83,7 +84,7 @@ func (c *Core) publishPresence(extra []Presence) {
 	for _, st := range c.ents {
 		ps = append(ps, c.presenceOf(st))
 	}
-	gw := Presence{Name: GatewayName, Host: c.cfg.Host, Profiles: []string{}}
+	gw := Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: []string{}, Key: c.cfg.KeyFingerprint}
 	if c.profiles != nil {
 		gw.Profiles = c.profiles()
 	}
@@ -92,6 +93,7 @@ func (c *Core) publishPresence(extra []Presence) {
 	for _, p := range ps {
 		body, _ := json.Marshal(p)
 		env := c.newEnv(KindPresence, p.GID, "roster."+c.cfg.Host+"."+p.Name, body, c.cfg.PresenceTTL)
+		c.sign(env)
 		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
 		err := pt.PublishPresence(ctx, env)
 		cancel()
@@ -101,8 +103,27 @@ func (c *Core) publishPresence(extra []Presence) {
 	}
 }
 
-// onPresence records another host's heartbeat.
-func (c *Core) onPresence(env *Envelope) {
+// onPresence checks a heartbeat (signed by its host, for an entity of
+// that host, routed by roster.<host>, not expired) and records it. A
+// refused one is dead-lettered like any message.
+func (c *Core) onPresence(d Delivery) {
+	reason, detail, _ := c.verify(d, func(env *Envelope) string {
+		if env.Kind != KindPresence {
+			return "a " + string(env.Kind) + " on the roster exchange"
+		}
+		if d.Key != "" && d.Key != "roster."+env.Host {
+			return "routing key " + d.Key + " is not roster." + env.Host
+		}
+		return ""
+	})
+	if reason != "" {
+		c.refuse(d, "roster", reason, detail)
+		return
+	}
+	env := d.Env
+	if err := d.Acker.Ack(); err != nil {
+		c.log.Debug("presence ack failed", "err", err)
+	}
 	if env.Host == c.cfg.Host {
 		// our own heartbeat came back: the roster link works (see expirePresence)
 		now := c.cfg.Now()
@@ -122,27 +143,37 @@ func (c *Core) onPresence(env *Envelope) {
 		return // local entities are known first-hand
 	}
 	var p Presence
-	if err := json.Unmarshal(env.Body, &p); err != nil || p.Host != env.Host || p.Name == "" {
-		c.log.Warn("presence with a bad body dropped", LogMsgID, env.MsgID, "host", env.Host, "err", err)
+	if err := json.Unmarshal(env.Body, &p); err != nil || p.Name == "" || p.Host != env.Host || p.GID != env.From {
+		// signed by its host, so not a forgery: a bug there. Acked above
+		// (a heartbeat is soft state), counted and logged here.
+		c.refused.add(RefuseMalformed)
+		c.log.Warn("presence with a bad body ignored", LogMsgID, env.MsgID, "host", env.Host, "err", err)
 		return
 	}
 	now := c.cfg.Now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if p.Name == GatewayName {
 		c.hosts[p.Host] = &remoteEntry{p: p, seen: now}
+		c.mu.Unlock()
 		return
 	}
 	if !isUUID(p.GID) || !ValidName(p.Name) {
+		c.mu.Unlock()
 		return
 	}
 	if p.Gone {
 		delete(c.remote, p.GID)
+		c.mu.Unlock()
 		return
 	}
 	c.remote[p.GID] = &remoteEntry{p: p, seen: now}
 	if h := c.hosts[p.Host]; h != nil {
 		h.seen = now
+	}
+	waiting := c.releasePendingLocked(p.GID)
+	c.mu.Unlock()
+	for _, w := range waiting { // messages that arrived before this heartbeat
+		w.redo(w.d)
 	}
 }
 

@@ -33,18 +33,31 @@ func (c *Core) SetSpawnHandler(h SpawnHandler) {
 // acked; a failure goes back to the caller as FAILED (corr = the SPAWN).
 // Success needs no message: the new worker shows up in the roster.
 func (c *Core) onControl(d Delivery) {
-	env := d.Env
-	if env.Kind != KindSpawn {
-		c.log.Warn("control message of an unknown kind dead-lettered", LogKind, env.Kind, LogMsgID, env.MsgID)
-		_ = d.Acker.Reject(ReasonRejected + ": not a SPAWN")
+	where := "control." + c.cfg.Host
+	reason, detail, wait := c.verify(d, func(env *Envelope) string {
+		if env.To != "control."+c.cfg.Host || d.Key != "" && d.Key != c.cfg.Host {
+			return "SPAWN to " + env.To + " with routing key " + d.Key + " on " + c.cfg.Host
+		}
+		return ""
+	})
+	if wait {
+		c.holdForPresence(d, c.onControl)
 		return
 	}
+	if reason == "" && d.Env.Kind != KindSpawn {
+		reason, detail = RefuseBadKind, "a "+string(d.Env.Kind)+" on the control queue"
+	}
+	if reason != "" {
+		c.refuse(d, where, reason, detail)
+		return
+	}
+	env := d.Env
 	var body SpawnBody
 	if err := json.Unmarshal(env.Body, &body); err != nil || body.Profile == "" {
-		c.log.Warn("SPAWN with a bad body dead-lettered", LogMsgID, env.MsgID, LogFrom, env.From, "host", env.Host)
-		_ = d.Acker.Reject(ReasonRejected + ": bad SPAWN body")
+		c.refuse(d, where, RefuseMalformed, "bad SPAWN body")
 		return
 	}
+	c.auditEnv("in", env, d.Key, "accepted")
 	c.mu.Lock()
 	h := c.spawnHandler
 	c.mu.Unlock()
@@ -69,7 +82,7 @@ func (c *Core) onControl(d Delivery) {
 		}
 		if reason != "" {
 			c.log.Warn("remote spawn failed", "spawnId", env.SpawnID, "profile", body.Profile, LogFrom, env.From, LogReason, reason)
-			out := c.control(KindFailed, env.SpawnID, env.From, env.MsgID, "", env.TraceID, "spawn of "+body.Profile+" on "+c.cfg.Host+" failed: "+reason)
+			out := c.control(KindFailed, GatewayGID(c.cfg.Host), env.From, env.MsgID, "", env.TraceID, "spawn of "+body.Profile+" on "+c.cfg.Host+" failed: "+reason)
 			c.send([]outMsg{out})
 		} else {
 			c.log.Info("remote spawn done", "spawnId", env.SpawnID, "profile", body.Profile, LogFrom, env.From)
@@ -119,6 +132,8 @@ func (c *Core) RemoteSpawn(ctx context.Context, caller, host string, body SpawnB
 		delete(st.receipts, env.MsgID)
 		c.mu.Unlock()
 	}()
+	c.sign(env)
+	c.auditEnv("out", env, host, "published")
 	if err := ct.PublishControl(ctx, host, env); err != nil {
 		return nil, userErr("spawn on %s: %v", host, err)
 	}

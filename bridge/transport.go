@@ -53,10 +53,15 @@ type Acker interface {
 	Reject(reason string) error
 }
 
-// Delivery is one message handed to a consumer.
+// Delivery is one message handed to a consumer. A message whose headers do
+// not decode is delivered too, with Env nil and Err set: the consumer
+// dead-letters it (and counts why) — a transport never drops one quietly.
 type Delivery struct {
 	Env         *Envelope
-	Redelivered bool
+	Key         string // the routing key it was published with
+	Redelivered bool   // set by the transport (never by a publisher): handed out before
+	Err         error  // why Env is nil (wraps ErrMalformed)
+	ID          string // the transport's message id, for logs when Env is nil
 	Acker       Acker
 }
 
@@ -105,8 +110,8 @@ type PresenceTransport interface {
 	PublishPresence(ctx context.Context, env *Envelope) error
 	// ConsumePresence attaches this host's roster queue (exclusive: a second
 	// gateway with the same host id is refused) and delivers every
-	// heartbeat, this host's own included.
-	ConsumePresence(ctx context.Context, host string, h func(*Envelope)) (Subscription, error)
+	// heartbeat, this host's own included. A rejected one is dead-lettered.
+	ConsumePresence(ctx context.Context, host string, h func(Delivery)) (Subscription, error)
 }
 
 // ControlTransport carries control messages to one host (SPEC §7: SPAWN on

@@ -44,16 +44,17 @@ func (t *Transport) Consume(ctx context.Context, gid string, prefetch int, h fun
 	}
 	c := &consumer{t: t, queue: q, prefetch: max(prefetch, 1), exclusive: true}
 	c.deliver = func(d amqp.Delivery) {
-		env, err := bridge.FromHeaders(map[string]any(d.Headers), d.Body)
-		if err != nil {
-			// poison: dead-letter it, log once (never the body), keep serving
-			t.log.Warn("malformed envelope dead-lettered", "queue", q, "msgId", d.MessageId, "err", err)
-			_ = d.Reject(false)
-			return
-		}
-		h(bridge.Delivery{Env: env, Redelivered: d.Redelivered, Acker: &acker{d: d, log: t.log}})
+		h(delivery(d, t))
 	}
 	return t.start(ctx, c)
+}
+
+// delivery decodes d; undecodable headers are handed on with Err set, for
+// the core to dead-letter and count.
+func delivery(d amqp.Delivery, t *Transport) bridge.Delivery {
+	out := bridge.Delivery{Key: d.RoutingKey, Redelivered: d.Redelivered, ID: d.MessageId, Acker: &acker{d: d, log: t.log}}
+	out.Env, out.Err = bridge.FromHeaders(map[string]any(d.Headers), d.Body)
+	return out
 }
 
 // ConsumeDeadLetters implements bridge.Transport. Every gateway consumes

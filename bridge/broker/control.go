@@ -52,14 +52,6 @@ func (t *Transport) ConsumeControl(ctx context.Context, host string, h func(brid
 		}
 		return ch.QueueBind(q, host, ExchangeControl, false, nil)
 	}
-	c.deliver = func(d amqp.Delivery) {
-		env, err := bridge.FromHeaders(map[string]any(d.Headers), d.Body)
-		if err != nil {
-			t.log.Warn("malformed control message dead-lettered", "queue", q, "msgId", d.MessageId, "err", err)
-			_ = d.Reject(false)
-			return
-		}
-		h(bridge.Delivery{Env: env, Redelivered: d.Redelivered, Acker: &acker{d: d, log: t.log}})
-	}
+	c.deliver = func(d amqp.Delivery) { h(delivery(d, t)) }
 	return t.start(ctx, c)
 }

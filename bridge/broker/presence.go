@@ -38,11 +38,11 @@ func (t *Transport) PublishPresence(ctx context.Context, env *bridge.Envelope) e
 }
 
 // ConsumePresence implements bridge.PresenceTransport.
-func (t *Transport) ConsumePresence(ctx context.Context, host string, h func(*bridge.Envelope)) (bridge.Subscription, error) {
+func (t *Transport) ConsumePresence(ctx context.Context, host string, h func(bridge.Delivery)) (bridge.Subscription, error) {
 	q := RosterQueue(host)
 	c := &consumer{t: t, queue: q, prefetch: 256}
 	c.declare = func(ch *amqp.Channel) error {
-		if _, err := ch.QueueDeclare(q, false, true, true, false, nil); err != nil {
+		if _, err := ch.QueueDeclare(q, false, true, true, false, amqp.Table{"x-dead-letter-exchange": ExchangeDLX}); err != nil {
 			var ae *amqp.Error
 			if errors.As(err, &ae) && ae.Code == amqp.ResourceLocked {
 				return fmt.Errorf("broker: %s is held by another connection: another gateway already runs with host id %q; give each gateway its own --host-id", q, host)
@@ -51,14 +51,6 @@ func (t *Transport) ConsumePresence(ctx context.Context, host string, h func(*br
 		}
 		return ch.QueueBind(q, "roster.#", ExchangeRoster, false, nil)
 	}
-	c.deliver = func(d amqp.Delivery) {
-		_ = d.Ack(false)
-		env, err := bridge.FromHeaders(map[string]any(d.Headers), d.Body)
-		if err != nil || env.Kind != bridge.KindPresence {
-			t.log.Warn("malformed presence dropped", "msgId", d.MessageId, "err", err)
-			return
-		}
-		h(env)
-	}
+	c.deliver = func(d amqp.Delivery) { h(delivery(d, t)) }
 	return t.start(ctx, c)
 }

@@ -94,7 +94,8 @@ type record struct {
 	H  map[string]any    `json:"h"`
 	HB map[string][]byte `json:"hb,omitempty"` // byte-valued headers (sig)
 	B  []byte            `json:"b"`
-	At int64             `json:"at"` // enqueue time, Unix ms
+	At int64             `json:"at"`          // enqueue time, Unix ms
+	K  string            `json:"k,omitempty"` // routing key it was published with
 }
 
 type deadRecord struct {
@@ -323,7 +324,7 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 	}
 	now := t.opts.Now()
 	h, hb := splitHeaders(env.Headers())
-	rec, err := json.Marshal(record{H: h, HB: hb, B: env.Body, At: now.UnixMilli()})
+	rec, err := json.Marshal(record{H: h, HB: hb, B: env.Body, At: now.UnixMilli(), K: key})
 	if err != nil {
 		return fmt.Errorf("embedded: encode %s: %w", env.MsgID, err)
 	}
@@ -520,18 +521,16 @@ func (t *Transport) deliverInbox(ib *inbox, c *consumer, h func(bridge.Delivery)
 			a.once.Do(func() { a.err = t.settle(ib.gid, it.seq, bridge.ReasonExpired, c) })
 			continue
 		}
+		// undecodable headers go to the consumer too (Env nil, Err set),
+		// which dead-letters and counts them
 		env, err := bridge.FromHeaders(joinHeaders(it.rec.H, it.rec.HB), it.rec.B)
-		if err != nil {
-			t.log.Warn("malformed envelope dead-lettered", "queue", bridge.InboxQueueName(ib.gid), "msgId", it.rec.H[bridge.HdrMsgID], "err", err)
-			_ = a.Reject(bridge.ReasonRejected + ": " + err.Error())
-			continue
-		}
+		id, _ := it.rec.H[bridge.HdrMsgID].(string)
 		c.hold(it.seq)
 		t.mu.Lock()
 		redelivered := it.seq <= ib.loaded || ib.delivered[it.seq]
 		ib.delivered[it.seq] = true
 		t.mu.Unlock()
-		h(bridge.Delivery{Env: env, Redelivered: redelivered, Acker: a})
+		h(bridge.Delivery{Env: env, Err: err, ID: id, Key: it.rec.K, Redelivered: redelivered, Acker: a})
 	}
 	return len(items) > 0
 }

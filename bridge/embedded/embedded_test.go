@@ -205,8 +205,9 @@ func equal(a, b []string) bool {
 }
 
 // TestMalformedEnvelopeDeadLettered: a record that does not decode as a
-// valid envelope (here: one the transport was handed unvalidated) is dead-lettered
-// as rejected rather than wedging the inbox, and what follows it is
+// valid envelope (here: one the transport was handed unvalidated) reaches the
+// consumer with Err set (never dropped quietly); rejected, it is
+// dead-lettered rather than wedging the inbox, and what follows it is
 // delivered.
 func TestMalformedEnvelopeDeadLettered(t *testing.T) {
 	tr := open(t, filepath.Join(t.TempDir(), "bridge.db"), embedded.Options{})
@@ -233,6 +234,13 @@ func TestMalformedEnvelopeDeadLettered(t *testing.T) {
 	var acks sync.WaitGroup
 	defer acks.Wait()
 	sub, err := tr.Consume(ctx, gid, 1, func(d bridge.Delivery) {
+		if d.Env == nil {
+			if d.Err == nil || d.ID != "not-a-uuid" {
+				t.Errorf("undecodable delivery: err %v, id %q", d.Err, d.ID)
+			}
+			acks.Go(func() { _ = d.Acker.Reject(bridge.ReasonRejected + ": " + d.Err.Error()) })
+			return
+		}
 		got <- d.Env
 		acks.Go(func() { _ = d.Acker.Ack() })
 	})

@@ -511,6 +511,9 @@ func testPointToPointIntact(h *harness) {
 	if d.Redelivered {
 		t.Error("first delivery is marked Redelivered")
 	}
+	if d.Key != gid || d.Err != nil {
+		t.Errorf("delivery key %q err %v, want the routing key %q and no error", d.Key, d.Err, gid)
+	}
 	if d.Acker == nil {
 		t.Fatal("delivery has no Acker")
 	}
@@ -569,6 +572,9 @@ func testBroadcastRouting(h *harness) {
 	for _, d := range b.got.snapshot() {
 		if !bridge.IsBroadcastKey(d.Env.To) || d.Env.Kind != bridge.KindBroadcast {
 			t.Errorf("broadcast delivered as kind %s to %q", d.Env.Kind, d.Env.To)
+		}
+		if d.Key != d.Env.To {
+			t.Errorf("broadcast to %q delivered with routing key %q", d.Env.To, d.Key)
 		}
 	}
 }

@@ -1,0 +1,157 @@
+package bridge
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Bearer tokens.
+//
+// A token is 32 bytes from crypto/rand (256 bits), written "hb_" +
+// base64url (NewToken). Only its SHA-256 is kept, in memory and in
+// state.db: a leaked store gives no usable token.
+//
+// Authenticate hashes the candidate, finds the entity through the
+// hash -> gid index (a map lookup), then accepts only if the hash is one of
+// that entity's own token hashes, compared with crypto/subtle against every
+// one of them. The map lookup is not constant time, but what it compares is
+// SHA-256(candidate), which a caller cannot steer: learning how far the
+// hash of a guess matched a stored hash says nothing about the token (that
+// would take a preimage). The constant-time confirmation makes the accept
+// decision itself independent of where two hashes differ, and makes the
+// entity's token list (the one revocation clears and the store persists)
+// the authority rather than the index. It stays O(1) in the number of
+// entities (at most maxTokensPerEntity comparisons).
+
+// hasTokenHash reports whether h is one of st's token hashes. Every stored
+// hash is compared, in constant time, with no early exit.
+func (st *entState) hasTokenHash(h string) bool {
+	found := 0
+	for _, t := range st.tokens {
+		found |= subtle.ConstantTimeCompare([]byte(t), []byte(h))
+	}
+	return found == 1
+}
+
+// localName strips "@<this host>" from name; a name of another host is an
+// error (its tokens live on that host's gateway).
+func (c *Core) localName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if i := strings.LastIndexByte(name, '@'); i >= 0 {
+		if host := name[i+1:]; host != c.cfg.Host {
+			return "", userErr("%q is on host %q, not this one (%q): revoke it on that host's gateway", name, host, c.cfg.Host)
+		}
+		name = name[:i]
+	}
+	return name, nil
+}
+
+// RevokeTokens revokes every bearer token of the local entity named name.
+// From the moment it returns they authenticate nothing (an HTTP request
+// carrying one gets 401, so does the next request of an MCP session opened
+// with one), and the store forgets them, so a restart does not bring them
+// back. The entity keeps its gid, inbox and held messages; `herdbridge
+// register` issues it a new token. Socket sessions (`herdbridge mcp`),
+// which authenticate by the socket, are not affected. It returns the
+// entity and how many tokens it had.
+func (c *Core) RevokeTokens(name string) (Entity, int, error) {
+	name, err := c.localName(name)
+	if err != nil {
+		return Entity{}, 0, err
+	}
+	c.regMu.Lock() // no Register or Remove in between
+	defer c.regMu.Unlock()
+	c.mu.Lock()
+	if c.closed || !c.started {
+		c.mu.Unlock()
+		return Entity{}, 0, errors.New("bridge: core is not running")
+	}
+	var st *entState
+	if gid, ok := c.byName[name]; ok {
+		st = c.ents[gid]
+	}
+	if st == nil {
+		c.mu.Unlock()
+		return Entity{}, 0, userErr("no entity named %q on this host (%s): herdbridge roster lists them", name, c.cfg.Host)
+	}
+	// in memory first: the tokens stop working now, whatever the disk does
+	n := len(st.tokens)
+	for _, h := range st.tokens {
+		if c.tokens[h] == st.GID {
+			delete(c.tokens, h)
+		}
+	}
+	st.tokens = nil
+	e := st.snapshot()
+	c.mu.Unlock()
+	if err := c.st.putEntity(storedEntity{Entity: e}); err != nil {
+		return e, n, fmt.Errorf("bridge: the %d token(s) of %s are refused from now on, but %s could not record it (%w): they would work again after a restart; revoke again", n, name, c.st.path, err)
+	}
+	c.log.Info("bearer tokens revoked", LogGID, e.GID, "name", e.Name, "tokens", n)
+	return e, n, nil
+}
+
+// RevokeStoredTokens revokes every bearer token of the entity named name in
+// the state file at path, for when no gateway runs on it (a running gateway
+// holds the file's lock: revoke through it, with Core.RevokeTokens). The
+// next gateway started on the file does not know the tokens any more.
+func RevokeStoredTokens(path, name string) (Entity, int, error) {
+	name = strings.TrimSpace(name)
+	if i := strings.LastIndexByte(name, '@'); i >= 0 {
+		name = name[:i] // the store holds this host's entities only
+	}
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Entity{}, 0, userErr("no entity named %q: %s does not exist (nothing was registered on this state dir)", name, path)
+		}
+		return Entity{}, 0, err
+	}
+	s, err := OpenStore(path, 0)
+	if err != nil {
+		return Entity{}, 0, err
+	}
+	defer s.Close()
+	var (
+		found bool
+		e     Entity
+		n     int
+	)
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bktEntities)
+		var key []byte
+		var se storedEntity
+		err := b.ForEach(func(k, v []byte) error {
+			var cur storedEntity
+			if err := json.Unmarshal(v, &cur); err != nil {
+				return fmt.Errorf("entity %s in %s: %w", k, path, err)
+			}
+			if cur.Name == name {
+				key, se, found = append([]byte(nil), k...), cur, true
+			}
+			return nil
+		})
+		if err != nil || !found {
+			return err
+		}
+		e, n = se.Entity, len(se.Tokens)
+		se.Tokens = nil
+		raw, err := json.Marshal(se)
+		if err != nil {
+			return err
+		}
+		return b.Put(key, raw)
+	})
+	if err != nil {
+		return Entity{}, 0, fmt.Errorf("bridge: revoke tokens in %s: %w", path, err)
+	}
+	if !found {
+		return Entity{}, 0, userErr("no entity named %q in %s (herdbridge roster lists them while a gateway runs)", name, path)
+	}
+	return e, n, nil
+}

@@ -1,0 +1,213 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Signer signs what this gateway publishes: its host key.
+type Signer interface {
+	Sign(msg []byte) []byte
+}
+
+// Verifier checks a signature under the keys trusted for host. It returns
+// an error wrapping ErrUnknownHost when host has no trusted key.
+type Verifier interface {
+	Verify(host string, msg, sig []byte) error
+}
+
+// ErrUnknownHost is a host no key is trusted for.
+var ErrUnknownHost = errors.New("bridge: host not trusted")
+
+// Why a gateway refused a message (SPEC §3, in the order they are checked).
+// Each has a counter (Core.Refused) and one log line per message.
+const (
+	RefuseMalformed     = "malformed"           // headers missing, of the wrong type, or out of range
+	RefuseVersion       = "unsupported-version" // v this gateway does not speak
+	RefuseOversized     = "oversized"           // body over MaxBodyBytes
+	RefuseUnknownHost   = "unknown-host"        // no trusted key for host
+	RefuseBadSignature  = "bad-signature"       // no sig, or it does not verify under host's keys
+	RefuseFromNotOnHost = "from-not-on-host"    // from is not an entity of host per its signed presence
+	RefuseToMismatch    = "to-mismatch"         // to is not the routing key / this inbox
+	RefuseExpired       = "expired"             // past expiresAt (beyond the clock-skew allowance)
+	RefuseFuture        = "future-ts"           // ts ahead of this clock by more than the allowance
+	RefuseReplayed      = "replayed"            // msgId already taken, not a broker redelivery
+	RefuseNoEntity      = "no-local-entity"     // the inbox's entity is gone
+	RefuseBadKind       = "bad-kind"            // a kind that does not belong on that queue
+)
+
+// gatewayNS derives the gid a gateway uses as from for what it originates
+// itself (a dead letter's FAILED, a failed remote spawn): an id that lives on
+// its host by construction, with no presence needed.
+var gatewayNS = uuid.MustParse("6f3c2a4e-1d0b-5c8e-9a7f-3b2d1e0c4a5f")
+
+// GatewayGID is the gid of host's gateway itself.
+func GatewayGID(host string) string { return uuid.NewSHA1(gatewayNS, []byte(host)).String() }
+
+// refusals counts refused messages by reason.
+type refusals struct {
+	mu sync.Mutex
+	n  map[string]uint64
+}
+
+func (r *refusals) add(reason string) {
+	r.mu.Lock()
+	if r.n == nil {
+		r.n = map[string]uint64{}
+	}
+	r.n[reason]++
+	r.mu.Unlock()
+}
+
+// Refused returns how many messages this gateway refused, by reason.
+func (c *Core) Refused() map[string]uint64 {
+	c.refused.mu.Lock()
+	defer c.refused.mu.Unlock()
+	return maps.Clone(c.refused.n)
+}
+
+// pendingMsg is a delivery from a sender this gateway has no signed
+// presence for yet: it waits (unsettled) for the heartbeat, so a message
+// sent right after its sender registered is not lost to a presence race.
+type pendingMsg struct {
+	d    Delivery
+	at   time.Time
+	redo func(Delivery)
+}
+
+// sign sets env's signature, when this gateway signs.
+func (c *Core) sign(env *Envelope) {
+	if c.cfg.Signer != nil {
+		env.Sig = c.cfg.Signer.Sign(env.SigningInput())
+	}
+}
+
+func malformedReason(err error) string {
+	switch {
+	case errors.Is(err, ErrUnsupportedVersion):
+		return RefuseVersion
+	case errors.Is(err, ErrOversized):
+		return RefuseOversized
+	default:
+		return RefuseMalformed
+	}
+}
+
+// verify applies SPEC §3's checks to d, in order: well-formed and a
+// supported v → sig valid under the trusted key of host → from lives on
+// host per signed presence → to matches the routing key (toErr) → not
+// expired, ts not ahead (both with the clock-skew allowance). The seen-set
+// comes last, in the caller. wait means from has no presence yet: keep d
+// unsettled and try again when it comes (or refuse at PresenceWait).
+func (c *Core) verify(d Delivery, toErr func(*Envelope) string) (reason, detail string, wait bool) {
+	if d.Env == nil {
+		err := d.Err
+		if err == nil {
+			err = errors.New("no envelope")
+		}
+		return malformedReason(err), err.Error(), false
+	}
+	env := d.Env
+	if c.cfg.Verifier != nil {
+		if len(env.Sig) == 0 {
+			return RefuseBadSignature, "unsigned", false
+		}
+		if err := c.cfg.Verifier.Verify(env.Host, env.SigningInput(), env.Sig); err != nil {
+			if errors.Is(err, ErrUnknownHost) {
+				return RefuseUnknownHost, err.Error(), false
+			}
+			return RefuseBadSignature, err.Error(), false
+		}
+		if env.Kind != KindPresence && env.Host != c.cfg.Host && env.From != GatewayGID(env.Host) {
+			c.mu.Lock()
+			r := c.remote[env.From]
+			var on string
+			if r != nil {
+				on = r.p.Host
+			}
+			c.mu.Unlock()
+			switch {
+			case r == nil:
+				return RefuseFromNotOnHost, "no signed presence of " + env.From + " on " + env.Host, true
+			case on != env.Host:
+				return RefuseFromNotOnHost, fmt.Sprintf("%s lives on %s, not %s", env.From, on, env.Host), false
+			}
+		}
+	}
+	if msg := toErr(env); msg != "" {
+		return RefuseToMismatch, msg, false
+	}
+	now := c.cfg.Now()
+	if env.TS.After(now.Add(c.cfg.ClockSkew)) {
+		return RefuseFuture, fmt.Sprintf("ts %s is %v ahead of this clock", env.TS.UTC().Format(time.RFC3339Nano), env.TS.Sub(now).Round(time.Millisecond)), false
+	}
+	if !now.Before(env.ExpiresAt.Add(c.cfg.ClockSkew)) {
+		return RefuseExpired, "expired at " + env.ExpiresAt.UTC().Format(time.RFC3339Nano), false
+	}
+	return "", "", false
+}
+
+// refuse dead-letters d: one log line with the reason (never the body), a
+// counter, an audit record, basicReject(requeue=false). The sender is not
+// told: a forged message must not make this gateway write to whoever it
+// names (an authenticated but expired SEND is answered by the caller).
+func (c *Core) refuse(d Delivery, where, reason, detail string) {
+	c.refused.add(reason)
+	id := d.ID
+	var kind Kind
+	var from, to, host, trace string
+	if e := d.Env; e != nil {
+		id, kind, from, to, host, trace = e.MsgID, e.Kind, e.From, e.To, e.Host, e.TraceID
+	}
+	c.log.Warn("message refused", LogReason, reason, LogMsgID, id, LogKind, kind, LogFrom, from, LogTo, to, "host", host,
+		"key", d.Key, "queue", where, LogTraceID, trace, "detail", detail)
+	c.audit(AuditRecord{Dir: "in", Kind: kind, MsgID: id, TraceID: trace, From: from, To: to, Host: host, Key: d.Key, Verdict: "refused: " + reason})
+	if err := d.Acker.Reject(ReasonRejected + ": " + reason); err != nil {
+		c.log.Warn("reject failed", LogMsgID, id, "err", err)
+	}
+}
+
+// hold keeps d unsettled until from's presence arrives or PresenceWait ends.
+func (c *Core) holdForPresence(d Delivery, redo func(Delivery)) {
+	c.mu.Lock()
+	c.pending[d.Env.From] = append(c.pending[d.Env.From], pendingMsg{d: d, at: c.cfg.Now(), redo: redo})
+	c.mu.Unlock()
+	c.log.Info("sender has no presence yet: waiting for its heartbeat", LogMsgID, d.Env.MsgID, LogFrom, d.Env.From, "host", d.Env.Host)
+}
+
+// releasePendingLocked takes the deliveries waiting for gid's presence.
+func (c *Core) releasePendingLocked(gid string) []pendingMsg {
+	p := c.pending[gid]
+	delete(c.pending, gid)
+	return p
+}
+
+// expirePending refuses what waited PresenceWait for a presence that never came.
+func (c *Core) expirePending(now time.Time) {
+	var late []pendingMsg
+	c.mu.Lock()
+	for gid, ps := range c.pending {
+		keep := ps[:0]
+		for _, p := range ps {
+			if now.Sub(p.at) >= c.cfg.PresenceWait {
+				late = append(late, p)
+			} else {
+				keep = append(keep, p)
+			}
+		}
+		if len(keep) == 0 {
+			delete(c.pending, gid)
+		} else {
+			c.pending[gid] = keep
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range late {
+		c.refuse(p.d, "", RefuseFromNotOnHost, fmt.Sprintf("no signed presence of %s on %s within %v", p.d.Env.From, p.d.Env.Host, c.cfg.PresenceWait))
+	}
+}
