@@ -1,6 +1,17 @@
-// Package keys will own the gateway's Ed25519 host key (OpenSSH format),
-// the trust file of host id → public key, and rotation: the primary key
-// signs, every listed key verifies. It arrives with the trust work; the
-// envelope's signing input it will sign is already fixed in package bridge
-// (Envelope.SigningInput, golden vector in testdata/).
+// Package keys owns a gateway's Ed25519 host key, the trust file that maps
+// host ids to the public keys their envelopes must verify under, and key
+// rotation: the current key signs, every listed key verifies.
+//
+// Everything lives in the gateway state directory:
+//
+//	host_ed25519       private key, OpenSSH format (what ssh-keygen -t ed25519 writes), mode 0600
+//	host_ed25519.pub   "ssh-ed25519 AAAA… herdbridge@<host>"
+//	trusted_hosts      one "<host> ssh-ed25519 AAAA… [comment]" per line; a host may have several
+//	retired_keys/      previous host keys after Rotate, so this host's in-flight messages still verify
+//
+// A [Ring] is what a gateway verifies with; it is safe for concurrent use,
+// does no file I/O on [Ring.Verify], and follows the trust file with
+// [Ring.Watch]. The package does not know the envelope format: what is
+// signed is fixed in package bridge (Envelope.SigningInput). It must not
+// import bridge.
 package keys
