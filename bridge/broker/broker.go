@@ -68,6 +68,9 @@ type Transport struct {
 // Open dials the broker, declares the shared topology and starts the
 // connection's supervisor.
 func Open(ctx context.Context, opts Options) (*Transport, error) {
+	if err := checkTLS(opts); err != nil {
+		return nil, err
+	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 10 * time.Second
 	}
@@ -105,7 +108,7 @@ func redact(url string) string {
 
 // connect dials and sets up the shared topology and the publish channel.
 func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
-	cfg := amqp.Config{Heartbeat: t.opts.Heartbeat, TLSClientConfig: t.opts.TLS, Locale: "en_US",
+	cfg := amqp.Config{Heartbeat: t.opts.Heartbeat, TLSClientConfig: t.opts.TLS.Clone(), Locale: "en_US",
 		Properties: amqp.Table{"connection_name": "herdbridge gateway"}}
 	type res struct {
 		c   *amqp.Connection
@@ -117,7 +120,7 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return nil, fmt.Errorf("broker: connect to %s: %w", redact(t.opts.URL), r.err)
+			return nil, fmt.Errorf("broker: connect to %s: %w%s", redact(t.opts.URL), r.err, connectHint(r.err, t.opts.TLS))
 		}
 		conn = r.c
 	case <-ctx.Done():
@@ -189,6 +192,9 @@ func (t *Transport) declareShared(conn *amqp.Connection) error {
 // and the differing argument, and says what to do.
 func declareErr(what, name string, err error) error {
 	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Code == amqp.AccessRefused {
+		return accessErr("declare "+what, name, ae)
+	}
 	if errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed {
 		return fmt.Errorf("broker: %s %s exists with other arguments (%s): delete it (rabbitmqctl delete_queue / delete_exchange) or align the configuration; refusing to start", what, name, ae.Reason)
 	}

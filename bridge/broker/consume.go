@@ -156,6 +156,9 @@ func (c *consumer) attach(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Del
 	if err != nil {
 		ch.Close()
 		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.AccessRefused && permissionRefused(ae) {
+			return nil, nil, accessErr("consume", c.queue, ae)
+		}
 		if errors.As(err, &ae) && ae.Code == amqp.AccessRefused {
 			return nil, nil, fmt.Errorf("%w: %s is consumed by another gateway (%s): is a second gateway running with the same host id?", bridge.ErrConsumerExists, c.queue, ae.Reason)
 		}

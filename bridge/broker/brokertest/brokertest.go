@@ -52,6 +52,8 @@ func Ctl(t testing.TB, args ...string) {
 // its stdin and its EXIT trap stops the broker, so none is left behind.
 type Private struct {
 	URL string
+	// Dir is the broker's RMQ_DIR (logs in Dir/log), removed when it stops.
+	Dir string
 
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
@@ -62,6 +64,13 @@ type Private struct {
 // test ends. Without rabbitmq-server installed it skips, or fails in CI.
 func StartPrivate(t testing.TB) *Private {
 	t.Helper()
+	return StartPrivateConf(t, "")
+}
+
+// StartPrivateConf is StartPrivate with extra rabbitmq.conf lines (the
+// recipe's RMQ_CONF), e.g. a TLS listener and its ssl_options.
+func StartPrivateConf(t testing.TB, conf string) *Private {
+	t.Helper()
 	if _, err := os.Stat("/usr/lib/rabbitmq/bin/rabbitmq-server"); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("rabbitmq-server is not installed: CI must install Debian's rabbitmq-server")
@@ -71,6 +80,9 @@ func StartPrivate(t testing.TB) *Private {
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "..", "..", "..", ".ci", "rmq.sh")
 	cmd := exec.Command("bash", "--norc", "--noprofile")
+	if conf != "" {
+		cmd.Env = append(os.Environ(), "RMQ_CONF="+conf)
+	}
 	// The recipe exports HOME and the node's variables: keep them in bash,
 	// out of this process. Its own stderr goes to the test log on failure.
 	stdin, err := cmd.StdinPipe()
@@ -97,13 +109,14 @@ func StartPrivate(t testing.TB) *Private {
 	fmt.Fprint(stdin, `for port in 5699 5719 5739 5759 5799 5819; do
   if rmq_start "$port" >&2; then started=1; break; fi
 done
-if [ -n "$started" ]; then echo "URL $RMQ_URL"; else echo "FAIL"; fi
+if [ -n "$started" ]; then echo "URL $RMQ_URL"; echo "DIR $RMQ_DIR"; else echo "FAIL"; fi
 `)
 	line := p.line(t, 120*time.Second)
 	if !strings.HasPrefix(line, "URL ") {
 		t.Fatalf("private broker did not start (%q):\n%s", line, stderr.String())
 	}
 	p.URL = strings.TrimPrefix(line, "URL ")
+	p.Dir = strings.TrimPrefix(p.line(t, 10*time.Second), "DIR ")
 	return p
 }
 
@@ -133,6 +146,23 @@ func (p *Private) Restart(t testing.TB) {
 	if l := p.line(t, 120*time.Second); l != "OK" {
 		t.Fatalf("broker restart: %q", l)
 	}
+}
+
+// LogTail is the last n lines of the broker's log files, for a failing
+// test to show (read it before the test's cleanups stop the broker).
+func (p *Private) LogTail(n int) string {
+	files, _ := filepath.Glob(filepath.Join(p.Dir, "log", "*.log"))
+	files = append(files, filepath.Join(p.Dir, "stdout.log"))
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		fmt.Fprintf(&b, "== %s\n%s\n", f, strings.Join(lines[max(0, len(lines)-n):], "\n"))
+	}
+	return b.String()
 }
 
 func (p *Private) line(t testing.TB, timeout time.Duration) string {

@@ -1,0 +1,63 @@
+package broker
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// checkTLS refuses TLS options with a plain amqp:// URL: the operator asked
+// for TLS, and amqp091-go would silently connect in clear.
+func checkTLS(opts Options) error {
+	if opts.TLS != nil && !strings.HasPrefix(opts.URL, "amqps://") {
+		return fmt.Errorf("broker: TLS options (--broker-ca/--broker-cert/--broker-key) given, but %s is not amqps://: use amqps:// (the broker's TLS port, 5671 by default)", redact(opts.URL))
+	}
+	return nil
+}
+
+// connectHint names what to do about a failed dial, for the TLS failures
+// an operator meets when setting up amqps:// ("" when there is nothing to
+// add).
+func connectHint(err error, conf *tls.Config) string {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var record tls.RecordHeaderError
+	msg := err.Error()
+	noClientCert := conf == nil || len(conf.Certificates) == 0 && conf.GetClientCertificate == nil
+	switch {
+	case errors.As(err, &unknown):
+		return ": the broker's certificate is signed by an authority this gateway does not trust: pass --broker-ca with the CA that signed it"
+	case errors.As(err, &host):
+		return ": the broker's certificate is not valid for the host name of the URL: connect with a name (or IP) the certificate lists"
+	case errors.As(err, &invalid):
+		return ": the broker's certificate is not valid (expired, or not yet valid: check it and this host's clock)"
+	case errors.As(err, &record):
+		return ": that port does not speak TLS: use the broker's TLS port (5671 by default) with amqps://, or amqp:// for a plain port"
+	case strings.Contains(msg, "tls: certificate required"),
+		noClientCert && (strings.Contains(msg, "tls: handshake failure") || strings.Contains(msg, "tls: bad certificate")):
+		return ": the broker requires a client certificate: pass --broker-cert and --broker-key"
+	case strings.Contains(msg, "tls: bad certificate"), strings.Contains(msg, "tls: unknown certificate authority"),
+		strings.Contains(msg, "tls: unknown certificate"):
+		return ": the broker refused this gateway's client certificate (is it signed by a CA the broker's cacertfile lists?)"
+	}
+	return ""
+}
+
+// permissionRefused tells a 403 for missing permissions (RabbitMQ:
+// "access to queue 'q' in vhost '/' refused for user 'u'") from one for
+// an exclusive consumer or queue held by another connection.
+func permissionRefused(ae *amqp.Error) bool {
+	r := strings.ToLower(ae.Reason)
+	return strings.Contains(r, "refused for user") || strings.Contains(r, "permission")
+}
+
+// accessErr is a 403 on what (e.g. "declare queue") of name, refused for
+// lack of permissions: it says so and what to check.
+func accessErr(what, name string, ae *amqp.Error) error {
+	return fmt.Errorf("broker: %s %s: access refused: the broker user of this gateway lacks the permission (%w): a gateway may use only its own host's control.<host> and roster.<host> queues — check --host-id and the login in the broker URL; give each host its own user (`herdbridge broker-user --host-id HOST`)", what, name, ae)
+}
