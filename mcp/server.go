@@ -49,6 +49,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*sessionInfo // MCP session id -> whose, and its open calls
 	spawn    Spawner
+	reqs     httpRequests // HTTP requests in flight, cut off when their entity's tokens are revoked
 }
 
 // SetSpawner enables bridge_spawn.
@@ -273,11 +274,12 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			unauthorized(w, "missing bearer token: send Authorization: Bearer <token> (herdbridge register prints one)")
 			return
 		}
-		e, ok := s.core.Authenticate(strings.TrimSpace(tok))
+		e, ctx, done, ok := s.authenticate(r.Context(), strings.TrimSpace(tok))
 		if !ok {
 			unauthorized(w, "invalid token: register again with herdbridge register")
 			return
 		}
+		defer done()
 		sid := r.Header.Get("Mcp-Session-Id")
 		if sid == "" {
 			sid = r.URL.Query().Get("sessionId")
@@ -287,7 +289,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
-		next.ServeHTTP(w, r.WithContext(WithEntity(r.Context(), e.GID)))
+		next.ServeHTTP(w, r.WithContext(WithEntity(ctx, e.GID)))
 	})
 }
 

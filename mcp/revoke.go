@@ -1,0 +1,92 @@
+package mcp
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// sockSessionPrefix starts the id of a socket session (ServeConn).
+const sockSessionPrefix = "sock-"
+
+// httpRequests are the bearer-authenticated HTTP requests in flight, by
+// entity, so revoking an entity's tokens can cut them off: a long poll, an
+// SSE stream, a streamable HTTP GET stream.
+type httpRequests struct {
+	mu    sync.Mutex
+	next  uint64
+	byGID map[string]map[uint64]context.CancelFunc
+}
+
+// authenticate maps token to its entity and ties the request to it: the
+// returned context is cancelled by CancelHTTPCalls(gid), and done releases
+// it. The token is checked again once the request is registered, so a
+// revocation cannot slip in between the check and the registration.
+func (s *Server) authenticate(ctx context.Context, token string) (bridge.Entity, context.Context, func(), bool) {
+	e, ok := s.core.Authenticate(token)
+	if !ok {
+		return bridge.Entity{}, nil, nil, false
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	rq := &s.reqs
+	rq.mu.Lock()
+	if rq.byGID == nil {
+		rq.byGID = map[string]map[uint64]context.CancelFunc{}
+	}
+	if rq.byGID[e.GID] == nil {
+		rq.byGID[e.GID] = map[uint64]context.CancelFunc{}
+	}
+	rq.next++
+	id := rq.next
+	rq.byGID[e.GID][id] = cancel
+	rq.mu.Unlock()
+	done := func() {
+		rq.mu.Lock()
+		if m := rq.byGID[e.GID]; m != nil {
+			delete(m, id)
+			if len(m) == 0 {
+				delete(rq.byGID, e.GID)
+			}
+		}
+		rq.mu.Unlock()
+		cancel()
+	}
+	if _, ok := s.core.Authenticate(token); !ok { // revoked meanwhile
+		done()
+		return bridge.Entity{}, nil, nil, false
+	}
+	return e, ctx, done, true
+}
+
+// CancelHTTPCalls cuts off gid's HTTP side once its tokens were revoked:
+// every bearer-authenticated request in flight (a long poll, an SSE stream,
+// a streamable HTTP GET stream) is cancelled, and so are the calls still
+// running on its HTTP sessions (SSE runs them off the POST that carried
+// them). A cancelled call puts what it had claimed back to held; the next
+// request with a revoked token gets 401. Socket sessions (`herdbridge mcp`),
+// which authenticate by the socket, are left alone. It returns how many
+// requests and calls it cancelled.
+func (s *Server) CancelHTTPCalls(gid string) int {
+	var cancels []context.CancelFunc
+	s.reqs.mu.Lock()
+	for _, cancel := range s.reqs.byGID[gid] {
+		cancels = append(cancels, cancel)
+	}
+	s.reqs.mu.Unlock()
+	s.mu.Lock()
+	for sid, si := range s.sessions {
+		if si.gid != gid || strings.HasPrefix(sid, sockSessionPrefix) {
+			continue
+		}
+		for _, cancel := range si.cancels {
+			cancels = append(cancels, cancel)
+		}
+	}
+	s.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
+	return len(cancels)
+}
