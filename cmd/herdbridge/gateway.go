@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +34,10 @@ type Gateway struct {
 	Config   Config
 	Logger   *slog.Logger
 	Core     bridge.Config // tuning; Transport, Store, Host, Logger are set by Start
+	TLSCert  string        // PEM certificate (chain) and its key: HTTPS, and --listen may be non-loopback
+	// amqps://: CA bundle verifying the broker, client certificate and key
+	BrokerCA, BrokerCert, BrokerKey string
+	TLSKey                          string
 
 	Addr string // actual HTTP address once started
 
@@ -45,6 +50,8 @@ type Gateway struct {
 	mcp      *mcp.Server
 	http     *http.Server
 	shutdown func(context.Context) error
+	tlsConf  *tls.Config // from TLSCert/TLSKey; nil: plain HTTP on loopback
+	audit    *bridge.AuditLog
 	sock     net.Listener
 	wg       sync.WaitGroup
 	ctx      context.Context
@@ -74,7 +81,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if g.Listen == "" {
 		g.Listen = "127.0.0.1:7077"
 	}
-	if err := checkLoopback(g.Listen); err != nil {
+	if err := g.checkListen(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(g.StateDir, 0o700); err != nil {
@@ -89,7 +96,11 @@ func (g *Gateway) Start(ctx context.Context) error {
 		if !strings.HasPrefix(g.Broker, "amqp://") && !strings.HasPrefix(g.Broker, "amqps://") {
 			return fmt.Errorf("gateway: --broker %q: use an amqp:// or amqps:// URL", g.Broker)
 		}
-		g.tr, err = broker.Open(ctx, broker.Options{URL: g.Broker, Logger: g.Logger})
+		var tlsConf *tls.Config
+		if tlsConf, err = brokerTLS(g.BrokerCA, g.BrokerCert, g.BrokerKey); err != nil {
+			return err
+		}
+		g.tr, err = broker.Open(ctx, broker.Options{URL: g.Broker, TLS: tlsConf, Logger: g.Logger})
 	} else {
 		g.tr, err = embedded.Open(filepath.Join(g.StateDir, queueName), embedded.Options{Logger: g.Logger, NoSync: g.NoSync})
 	}
@@ -103,6 +114,17 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	cfg := g.Core
 	cfg.Host, cfg.Transport, cfg.Store, cfg.Logger = g.Host, g.tr, g.store, g.Logger
+	if g.Broker != "" {
+		if err := g.setupTrust(&cfg); err != nil {
+			g.abort()
+			return err
+		}
+	}
+	if g.audit, err = bridge.OpenAuditLog(filepath.Join(g.StateDir, auditName)); err != nil {
+		g.abort()
+		return err
+	}
+	cfg.Audit = g.audit
 	if cfg.InjectWait == 0 {
 		cfg.InjectWait = time.Duration(g.Config.Herdr.InjectWait)
 	}
@@ -114,29 +136,30 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	g.core, err = bridge.New(cfg)
 	if err != nil {
-		g.closeStores()
+		g.abort()
 		return err
 	}
 	g.mcp = mcp.New(g.core, g.Logger)
 	g.core.SetNudger(g.mcp)
 	g.startHerdr()
 	if err := g.core.Start(g.ctx); err != nil {
-		g.closeStores()
+		g.abort()
 		return err
 	}
 	if err := g.listenSocket(); err != nil {
 		g.core.Close()
-		g.closeStores()
+		g.abort()
 		return err
 	}
 	ln, err := net.Listen("tcp", g.Listen)
 	if err != nil {
 		g.sock.Close()
 		g.core.Close()
-		g.closeStores()
+		g.abort()
 		return fmt.Errorf("gateway: listen on %s: %w (is another gateway running? pick another with --listen)", g.Listen, err)
 	}
 	g.Addr = ln.Addr().String()
+	ln = g.wrapTLS(ln)
 	handler, shutdown := g.mcp.Handler(mcp.HTTPOptions{})
 	g.shutdown = shutdown
 	g.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
@@ -223,11 +246,16 @@ func checkLoopback(addr string) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("gateway: refusing to serve MCP on %q: only loopback addresses (127.0.0.1, ::1, localhost) are allowed until TLS is configured, since tokens would cross the network in clear", addr)
+	return fmt.Errorf("gateway: refusing to serve MCP on %q: only loopback addresses (127.0.0.1, ::1, localhost) are allowed until TLS is configured (--tls-cert FILE --tls-key FILE), since tokens would cross the network in clear", addr)
 }
 
 // URL is the HTTP base of the gateway.
-func (g *Gateway) URL() string { return "http://" + g.Addr }
+func (g *Gateway) URL() string {
+	if g.tlsConf != nil {
+		return "https://" + g.Addr
+	}
+	return "http://" + g.Addr
+}
 
 // SocketPath is the local unix socket.
 func (g *Gateway) SocketPath() string { return filepath.Join(g.StateDir, sockName) }
@@ -235,7 +263,20 @@ func (g *Gateway) SocketPath() string { return filepath.Join(g.StateDir, sockNam
 // Core is the running bridge core.
 func (g *Gateway) BridgeCore() *bridge.Core { return g.core }
 
+// abort undoes a Start that failed part way: stops what runs on g.ctx,
+// then closes the stores.
+func (g *Gateway) abort() {
+	g.cancel()
+	g.wg.Wait()
+	g.closeStores()
+}
+
 func (g *Gateway) closeStores() {
+	if g.audit != nil {
+		if err := g.audit.Close(); err != nil {
+			g.Logger.Error("audit log", "err", err)
+		}
+	}
 	if g.store != nil {
 		g.store.Close()
 	}
@@ -300,7 +341,9 @@ func (g *Gateway) listenSocket() error {
 			g.wg.Add(1)
 			go func() {
 				defer g.wg.Done()
-				g.serveSocket(c)
+				if g.peerAllowed(c) { // closes c if not
+					g.serveSocket(c)
+				}
 			}()
 		}
 	}()
@@ -309,7 +352,7 @@ func (g *Gateway) listenSocket() error {
 
 // sockRequest is the first line a local client sends on the unix socket.
 type sockRequest struct {
-	Op     string   `json:"op"` // register | mcp | roster | dlq | remove
+	Op     string   `json:"op"` // register | mcp | roster | dlq | remove | revoke
 	Name   string   `json:"name,omitempty"`
 	Role   string   `json:"role,omitempty"`
 	Groups []string `json:"groups,omitempty"`
@@ -325,6 +368,7 @@ type sockReply struct {
 	URL    string                    `json:"url,omitempty"`
 	Roster *bridge.RosterView        `json:"roster,omitempty"`
 	Dead   []bridge.DeadLetterRecord `json:"dead,omitempty"`
+	Tokens int                       `json:"tokens,omitempty"` // op revoke: how many tokens it revoked
 }
 
 func (g *Gateway) serveSocket(c net.Conn) {
@@ -397,8 +441,10 @@ func (g *Gateway) serveSocket(c net.Conn) {
 			return
 		}
 		_ = reply(sockReply{OK: true, Entity: &e})
+	case "revoke":
+		_ = reply(g.sockRevoke(req.Name))
 	default:
-		_ = reply(sockReply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, dlq, remove)", req.Op)})
+		_ = reply(sockReply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, dlq, remove, revoke)", req.Op)})
 	}
 }
 

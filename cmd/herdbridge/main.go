@@ -22,13 +22,16 @@ import (
 const usage = `herdbridge — message fabric for coding agents
 
 usage:
-  herdbridge gateway  [--listen 127.0.0.1:7077] [--state-dir DIR] [--host-id ID] [--broker amqp://…] [--config FILE] [--fsync=true]
+  herdbridge gateway  [--listen 127.0.0.1:7077] [--state-dir DIR] [--host-id ID] [--broker amqp://…] [--config FILE] [--fsync=true] [--tls-cert FILE --tls-key FILE]
   herdbridge register --name N --role primary|worker|orchestrator [--group G]... [--state-dir DIR]
+  herdbridge register --revoke --name N [--state-dir DIR]   (every token of N stops working)
   herdbridge mcp      --name N --role R [--group G]... [--state-dir DIR]   (stdio MCP server)
   herdbridge roster   [--state-dir DIR] [--json]
   herdbridge dlq list [--state-dir DIR] [--limit N] [--json]
   herdbridge remove   --name N [--state-dir DIR]
   herdbridge demo     [--state-dir DIR]
+  herdbridge keys     init|show [--all]|trust HOST KEY…|revoke HOST [KEY…]|rotate  [--state-dir DIR] [--host-id ID]
+  herdbridge broker-user --host-id ID [--user NAME] [--vhost /]   (prints a rabbitmqctl recipe: this host's broker user, least privilege)
 
 The state dir defaults to $HERDBRIDGE_STATE_DIR, else $XDG_STATE_HOME/herdbridge,
 else ~/.local/state/herdbridge.
@@ -92,6 +95,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdRemove(args, stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args, stdout, stderr)
+	case "keys":
+		return cmdKeys(args, stdout, stderr)
+	case "broker-user":
+		return cmdBrokerUser(args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -135,6 +142,11 @@ func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	configPath := fs.String("config", "", "configuration file (default: config.json in the state dir, if present)")
 	brokerURL := fs.String("broker", os.Getenv("HERDBRIDGE_BROKER"), "amqp[s]:// URL of the broker gateways meet on (default $HERDBRIDGE_BROKER; empty: embedded, this host only)")
 	fsync := fs.Bool("fsync", true, "fsync every commit of the embedded store; false is several times faster and still loses nothing when the gateway process crashes, but an OS crash or power loss can lose or corrupt the store")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) to serve HTTPS; with --tls-key, --listen may be a non-loopback address")
+	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
+	brokerCA := fs.String("broker-ca", "", "PEM CA bundle that verifies an amqps:// broker (default: the system roots)")
+	brokerCert := fs.String("broker-cert", "", "PEM client certificate for an amqps:// broker (with --broker-key)")
+	brokerKey := fs.String("broker-key", "", "PEM private key of --broker-cert")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -150,7 +162,8 @@ func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g := &Gateway{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Config: cfg, Broker: *brokerURL}
+	g := &Gateway{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Config: cfg, Broker: *brokerURL, TLSCert: *tlsCert, TLSKey: *tlsKey,
+		BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey}
 	g.Core.MaxWait = *maxWait
 	if err := g.Start(ctx); err != nil {
 		return err
@@ -168,8 +181,15 @@ func cmdRegister(args []string, stdout, stderr io.Writer) error {
 	pane := fs.String("pane", os.Getenv("HERDR_PANE_ID"), "herdr pane id")
 	var groups multiFlag
 	fs.Var(&groups, "group", "group to join (repeatable)")
+	revoke := fs.Bool("revoke", false, "revoke every token of --name instead of issuing one (register again to get a new one)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *revoke {
+		if *role != "" || len(groups) > 0 {
+			return errors.New("register --revoke takes only --name (and --state-dir)")
+		}
+		return cmdRevoke(*dir, *name, stdout)
 	}
 	if *name == "" || *role == "" {
 		return errors.New("register needs --name and --role")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,25 +14,30 @@ import (
 	"github.com/herdbridge/herdbridge/bridge/broker/brokertest"
 	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/herdr/herdrtest"
+	"github.com/herdbridge/herdbridge/keys"
 )
 
 func brokerURL(t testing.TB) string { return brokertest.URL(t) }
 
 // startHostGateway runs one host's gateway on the shared broker.
-func startHostGateway(t testing.TB, host string) *Gateway {
+func startHostGateway(t testing.TB, host string, tune ...func(*Gateway)) *Gateway {
 	t.Helper()
-	return startHostGatewayOn(t, host, brokerURL(t))
+	return startHostGatewayOn(t, host, brokerURL(t), tune...)
 }
 
 // startHostGatewayOn runs one host's gateway on the broker at url.
-func startHostGatewayOn(t testing.TB, host, url string) *Gateway {
+func startHostGatewayOn(t testing.TB, host, url string, tune ...func(*Gateway)) *Gateway {
 	t.Helper()
 	g := &Gateway{StateDir: shortTempDir(t), Listen: "127.0.0.1:0", Host: host, Logger: testLogger(), Broker: url}
+	joinTrustMesh(t, g.StateDir, host)
 	g.Config.Herdr.Disabled = true
 	g.Core.MaxWait = 8 * time.Second
 	g.Core.ReceiptWait = 5 * time.Second
 	g.Core.SweepEvery = 100 * time.Millisecond
 	g.Core.PresenceEvery = 300 * time.Millisecond
+	for _, f := range tune {
+		f(g)
+	}
 	if err := g.Start(context.Background()); err != nil {
 		t.Fatalf("start gateway %s: %v", host, err)
 	}
@@ -167,6 +173,7 @@ func TestCrossHostSpawn(t *testing.T) {
 	hostA, hostB := uniqueHost("sa"), uniqueHost("sb")
 	ga := startHostGateway(t, hostA)
 	gb := &Gateway{StateDir: shortTempDir(t), Listen: "127.0.0.1:0", Host: hostB, Logger: testLogger(), Broker: brokerURL(t)}
+	joinTrustMesh(t, gb.StateDir, hostB)
 	gb.Config.Herdr.Socket = fake.SocketPath()
 	gb.Config.Profiles = map[string]herdr.Profile{"reviewer": {Kind: "claude"}}
 	gb.Core.PresenceEvery = 300 * time.Millisecond
@@ -202,10 +209,15 @@ func TestCrossHostSpawn(t *testing.T) {
 	// the same SPAWN, delivered twice, opens no second pane
 	body := `{"profile":"reviewer","name":"rev-b2"}`
 	id := "3f1a0c9e-5b6d-4e7f-8a9b-0c1d2e3f4a5b"
+	ka, err := keys.Load(filepath.Join(ga.StateDir, keys.KeyFile)) // signed by host A, as its gateway would
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < 2; i++ {
 		now := time.Now()
 		env := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindSpawn, MsgID: uuid.NewString(), From: p.gid(t, ga), To: "control." + hostB,
 			Host: hostA, SpawnID: id, TS: now, ExpiresAt: now.Add(time.Minute), Body: []byte(body)}
+		env.Sig = ka.Sign(env.SigningInput())
 		if err := ga.tr.(bridge.ControlTransport).PublishControl(context.Background(), hostB, env); err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/broker"
+	"github.com/herdbridge/herdbridge/keys"
 )
 
 // BenchmarkGatewayRSS100kBacklog: a gateway process on the broker whose
@@ -28,6 +29,14 @@ func BenchmarkGatewayRSS100kBacklog(b *testing.B) {
 			bin := buildBinary(b)
 			dir := shortTempDir(b)
 			if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"inboxMaxLength": 200000, "herdr": {"disabled": true}}`), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			// the filler signs as host "bench", which the gateway trusts
+			bk, _, err := keys.LoadOrCreate(shortTempDir(b), "bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := keys.Trust(filepath.Join(dir, keys.TrustFile), "bench", bk.Public()); err != nil {
 				b.Fatal(err)
 			}
 			gp := startGatewayProcArgs(b, bin, dir, uniqueHost("rss"), "--broker", url)
@@ -46,7 +55,7 @@ func BenchmarkGatewayRSS100kBacklog(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer tr.Close()
-			from := uuid.NewString()
+			from := bridge.GatewayGID("bench") // lives on host bench without presence
 			body := []byte("done: built the thing, 3 files changed, tests pass — a reply of ordinary size for a coding agent to read later")
 			var next atomic.Int64
 			var wg sync.WaitGroup
@@ -59,6 +68,7 @@ func BenchmarkGatewayRSS100kBacklog(b *testing.B) {
 						now := time.Now()
 						env := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: from, To: gid,
 							Host: "bench", TS: now, ExpiresAt: now.Add(time.Hour), Body: body}
+						env.Sig = bk.Sign(env.SigningInput())
 						if err := tr.Publish(ctx, gid, env, true); err != nil {
 							b.Error(err)
 							return

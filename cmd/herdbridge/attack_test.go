@@ -1,0 +1,453 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker"
+	"github.com/herdbridge/herdbridge/keys"
+)
+
+// TestAttackerOnBroker: someone with broker access publishes straight to
+// the broker with a raw AMQP client, 100 messages per attack, while host B's
+// worker keeps replying to host A's primary. Every attack message must be
+// refused by host A with the right reason (counted), dead-lettered, and
+// reach no entity; the legitimate traffic must lose nothing.
+//
+// The attacker has: broker access (it can bind a spy queue and so capture
+// real signed messages), its own keys (one trusted nowhere), and — for the
+// checks that come after the signature — the key of "evil", a host A trusts
+// (a compromised peer): what evil signs must still not pass as another
+// host's entity, nor expired, nor from the future.
+func TestAttackerOnBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1300 attack messages")
+	}
+	url := brokerURL(t)
+	const n = 100
+	evilHost, evilDir := uniqueHost("evil"), shortTempDir(t)
+	joinTrustMesh(t, evilDir, evilHost) // trusted by the gateways below
+	evil, err := keys.Load(evilDir + "/" + keys.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, _, err := keys.LoadOrCreate(shortTempDir(t), "stranger") // trusted by nobody
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100 MiB of oversized bodies go through the broker: heartbeats may lag
+	// far behind the tests' usual 900 ms presence TTL (production: 15 s)
+	lenient := func(g *Gateway) { g.Core.PresenceTTL = 10 * time.Second }
+	ga := startHostGateway(t, uniqueHost("ta"), lenient)
+	gb := startHostGateway(t, uniqueHost("tb"), lenient)
+	ctx := context.Background()
+	lead, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "other", Role: bridge.RolePrimary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := "lead@" + ga.Host
+	eventually(t, 10*time.Second, "B sees lead, A sees w", func() bool {
+		_, e1 := gb.BridgeCore().Resolve(target)
+		_, e2 := ga.BridgeCore().Resolve("w@" + gb.Host)
+		return e1 == nil && e2 == nil
+	})
+
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	pub := func(exchange, key string, h amqp.Table, body []byte) {
+		t.Helper()
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false, false, amqp.Publishing{Headers: h, Body: body, DeliveryMode: amqp.Persistent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dc.Wait() {
+			t.Fatal("broker nacked an attack publish")
+		}
+	}
+
+	// the spy: a queue of the attacker's own on lead's routing key captures
+	// real signed messages from w
+	spy, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(spy.Name, lead.GID, broker.ExchangeMsg, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if _, err := gb.BridgeCore().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("capture-%03d", i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drained := 0
+	for drained < n {
+		r, err := ga.BridgeCore().Poll(ctx, lead.GID, bridge.PollRequest{Max: 500, Wait: 5 * time.Second}, nil)
+		if err != nil || len(r.Messages) == 0 {
+			t.Fatalf("drain of the captured ones: %d of %d (%v)", drained, n, err)
+		}
+		drained += len(r.Messages)
+	}
+	var captured []amqp.Delivery
+	for len(captured) < n {
+		d, ok, err := ch.Get(spy.Name, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		captured = append(captured, d)
+	}
+
+	// legitimate traffic during the whole attack
+	var legitSent, legitFailed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := gb.BridgeCore().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("legit-%05d", i)}, nil); err != nil {
+				legitFailed.Add(1)
+				t.Errorf("legit send: %v", err)
+				continue
+			}
+			legitSent.Add(1)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	legitGot := map[string]int{}
+	var attackGot []string
+	var pollMu sync.Mutex
+	pollOnce := func(gid string, wait time.Duration) int {
+		r, err := ga.BridgeCore().Poll(ctx, gid, bridge.PollRequest{Max: 500, Wait: wait}, nil)
+		if err != nil {
+			t.Errorf("poll: %v", err)
+			return 0
+		}
+		pollMu.Lock()
+		defer pollMu.Unlock()
+		for _, m := range r.Messages {
+			if strings.HasPrefix(m.Body, "legit-") && m.From == w.GID {
+				legitGot[m.Body]++
+			} else {
+				attackGot = append(attackGot, fmt.Sprintf("%s %s from %s: %.40q", gid, m.Kind, m.From, m.Body))
+			}
+		}
+		return len(r.Messages)
+	}
+	wg.Add(1)
+	go func() { // lead keeps draining, as a primary would
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			pollOnce(lead.GID, 200*time.Millisecond)
+			pollOnce(other.GID, 0)
+		}
+	}()
+
+	// attack envelopes
+	fresh := func(host, from string) *bridge.Envelope {
+		now := time.Now()
+		return &bridge.Envelope{V: bridge.Version, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: from, To: lead.GID,
+			Host: host, TS: now, ExpiresAt: now.Add(time.Hour), Body: []byte("attack: " + uuid.NewString())}
+	}
+	signed := func(e *bridge.Envelope, k *keys.HostKey) amqp.Table {
+		e.Sig = k.Sign(e.SigningInput())
+		return amqp.Table(e.Headers())
+	}
+	evilGW := bridge.GatewayGID(evilHost)
+	cases := []struct {
+		name, reason string
+		send         func(i int)
+	}{
+		{"tampered body", bridge.RefuseBadSignature, func(i int) {
+			d := captured[i]
+			pub(broker.ExchangeMsg, lead.GID, d.Headers, append([]byte("attack: "), d.Body...))
+		}},
+		{"tampered signed header", bridge.RefuseBadSignature, func(i int) {
+			h := maps.Clone(captured[i].Headers)
+			h[bridge.HdrTraceID] = uuid.NewString()
+			pub(broker.ExchangeMsg, lead.GID, h, captured[i].Body)
+		}},
+		{"signed by an untrusted key, claiming host B", bridge.RefuseBadSignature, func(i int) {
+			e := fresh(gb.Host, w.GID)
+			pub(broker.ExchangeMsg, lead.GID, signed(e, stranger), e.Body)
+		}},
+		{"unknown host", bridge.RefuseUnknownHost, func(i int) {
+			e := fresh("nowhere-"+fmt.Sprint(i), uuid.NewString())
+			pub(broker.ExchangeMsg, lead.GID, signed(e, stranger), e.Body)
+		}},
+		{"from not on the signing host (evil signs as B's worker)", bridge.RefuseFromNotOnHost, func(i int) {
+			e := fresh(evilHost, w.GID)
+			pub(broker.ExchangeMsg, lead.GID, signed(e, evil), e.Body)
+		}},
+		{"to differs from the routing key (captured, rerouted to another inbox)", bridge.RefuseToMismatch, func(i int) {
+			pub(broker.ExchangeMsg, other.GID, captured[i].Headers, captured[i].Body)
+		}},
+		{"replayed msgId (captured, replayed as is)", bridge.RefuseReplayed, func(i int) {
+			pub(broker.ExchangeMsg, lead.GID, captured[i].Headers, captured[i].Body)
+		}},
+		{"expired", bridge.RefuseExpired, func(i int) {
+			e := fresh(evilHost, evilGW)
+			e.TS, e.ExpiresAt = time.Now().Add(-time.Hour), time.Now().Add(-10*time.Minute)
+			pub(broker.ExchangeMsg, lead.GID, signed(e, evil), e.Body)
+		}},
+		{"ts too far in the future", bridge.RefuseFuture, func(i int) {
+			e := fresh(evilHost, evilGW)
+			e.TS, e.ExpiresAt = time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
+			pub(broker.ExchangeMsg, lead.GID, signed(e, evil), e.Body)
+		}},
+		{"oversized body", bridge.RefuseOversized, func(i int) {
+			e := fresh(evilHost, evilGW)
+			e.Body = []byte(strings.Repeat("a", bridge.MaxBodyBytes+1))
+			pub(broker.ExchangeMsg, lead.GID, signed(e, evil), e.Body)
+		}},
+		{"malformed or missing headers", bridge.RefuseMalformed, func(i int) {
+			e := fresh(evilHost, evilGW)
+			h := signed(e, evil)
+			switch i % 5 {
+			case 0:
+				h = nil
+			case 1:
+				delete(h, bridge.HdrMsgID)
+			case 2:
+				h[bridge.HdrV] = "1"
+			case 3:
+				h[bridge.HdrTS] = int64(-5)
+			case 4:
+				h[bridge.HdrSig] = int32(7)
+			}
+			pub(broker.ExchangeMsg, lead.GID, h, e.Body)
+		}},
+		{"unsupported v", bridge.RefuseVersion, func(i int) {
+			e := fresh(evilHost, evilGW)
+			e.V = 2
+			pub(broker.ExchangeMsg, lead.GID, signed(e, evil), e.Body)
+		}},
+		{"presence for B's host signed by an untrusted key", bridge.RefuseBadSignature, func(i int) {
+			now := time.Now()
+			body := fmt.Sprintf(`{"gid":%q,"name":"impostor%d","host":%q,"role":"worker"}`, uuid.NewString(), i, gb.Host)
+			e := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindPresence, MsgID: uuid.NewString(), To: "roster." + gb.Host + ".impostor",
+				Host: gb.Host, TS: now, ExpiresAt: now.Add(time.Minute), Body: []byte(body)}
+			pub(broker.ExchangeRoster, "roster."+gb.Host, signed(e, stranger), e.Body)
+		}},
+	}
+	for ci, c := range cases {
+		before := ga.BridgeCore().Refused()
+		for i := 0; i < n; i++ {
+			c.send(i)
+		}
+		var delta map[string]uint64
+		diff := func() map[string]uint64 {
+			d := map[string]uint64{}
+			for k, v := range ga.BridgeCore().Refused() {
+				if v != before[k] {
+					d[k] = v - before[k]
+				}
+			}
+			return d
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for delta = diff(); delta[c.reason] < n && time.Now().Before(deadline); delta = diff() {
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Logf("attack %2d %-72s %d sent, refused %v", ci+1, c.name, n, delta)
+		if delta[c.reason] != n || len(delta) != 1 {
+			t.Errorf("%s: refusals %v, want exactly %d %s", c.name, delta, n, c.reason)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	// whatever legit replies are still in flight
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		pollMu.Lock()
+		got := len(legitGot)
+		pollMu.Unlock()
+		if int64(got) >= legitSent.Load() {
+			break
+		}
+		pollOnce(lead.GID, time.Second)
+	}
+	lost, dups := 0, 0
+	for i := 0; i < int(legitSent.Load()); i++ {
+		switch legitGot[fmt.Sprintf("legit-%05d", i)] {
+		case 0:
+			lost++
+		case 1:
+		default:
+			dups++
+		}
+	}
+	// every attack message was dead-lettered: the gateways' DLQ consumers
+	// logged them (whichever took each). Forged presence reaches every
+	// gateway's roster queue, so both A and B refused a copy of each.
+	wantDead := n*len(cases) + n
+	attackDead := 0
+	// (the broker may carry other gateways' dead letters too: count ours —
+	// what left lead's and other's inboxes, and the forged presence)
+	attackQueues := map[string]bool{bridge.InboxQueueName(lead.GID): true, bridge.InboxQueueName(other.GID): true,
+		broker.RosterQueue(ga.Host): true, broker.RosterQueue(gb.Host): true}
+	eventually(t, 30*time.Second, "every refused message in the dead-letter logs", func() bool {
+		attackDead = 0
+		for _, g := range []*Gateway{ga, gb} {
+			dl, err := g.BridgeCore().DeadLetters(100000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range dl {
+				if !attackQueues[r.Queue] || !strings.HasPrefix(r.Reason, bridge.ReasonRejected) {
+					continue
+				}
+				if strings.HasPrefix(r.Queue, "roster.") && !strings.HasPrefix(r.To, "roster."+gb.Host+".impostor") {
+					continue // a heartbeat of a host not trusted here, not this attack
+				}
+				attackDead++
+			}
+		}
+		return attackDead >= wantDead
+	})
+	t.Logf("attack over: %d attack messages, %d delivered to an entity, %d dead-lettered; legit traffic: %d sent, %d failed, %d received, %d lost, %d duplicated",
+		n*len(cases), len(attackGot), attackDead, legitSent.Load(), legitFailed.Load(), len(legitGot), lost, dups)
+	if len(attackGot) != 0 {
+		t.Errorf("attack messages reached entities: %q", attackGot[:min(5, len(attackGot))])
+	}
+	if lost != 0 || dups != 0 || legitFailed.Load() != 0 || legitSent.Load() == 0 {
+		t.Errorf("legit traffic: %d sent, %d failed, %d lost, %d duplicated", legitSent.Load(), legitFailed.Load(), lost, dups)
+	}
+	if attackDead != wantDead {
+		t.Errorf("%d dead-lettered, want %d", attackDead, wantDead)
+	}
+}
+
+// TestNoPresenceRace: a message sent right after its sender registered is
+// not refused for a missing presence. 50 workers on host B each register and
+// reply at once; and a message whose sender's signed heartbeat comes only
+// after it waits for it, while one whose heartbeat never comes is refused
+// once PresenceWait is over.
+func TestNoPresenceRace(t *testing.T) {
+	brokerURL(t)
+	evilHost, evilDir := uniqueHost("late"), shortTempDir(t)
+	joinTrustMesh(t, evilDir, evilHost)
+	lateKey, err := keys.Load(evilDir + "/" + keys.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga := startHostGateway(t, uniqueHost("ra"))
+	gb := startHostGateway(t, uniqueHost("rb"))
+	ctx := context.Background()
+	lead, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := "lead@" + ga.Host
+	eventually(t, 10*time.Second, "B sees lead", func() bool { _, err := gb.BridgeCore().Resolve(target); return err == nil })
+	eventually(t, 10*time.Second, "A trusts and sees host B", func() bool { // trust before traffic
+		for _, h := range ga.BridgeCore().Roster().Hosts {
+			if h.Host == gb.Host {
+				return true
+			}
+		}
+		return false
+	})
+	const workers = 50
+	for i := 0; i < workers; i++ {
+		w, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: fmt.Sprintf("w%02d", i), Role: bridge.RoleWorker})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gb.BridgeCore().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("first words %02d", i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	for deadline := time.Now().Add(20 * time.Second); got < workers && time.Now().Before(deadline); {
+		r, err := ga.BridgeCore().Poll(ctx, lead.GID, bridge.PollRequest{Max: 100, Wait: time.Second}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += len(r.Messages)
+	}
+	t.Logf("%d workers registered and replied at once: %d replies arrived, refusals %v", workers, got, ga.BridgeCore().Refused())
+	if got != workers || ga.BridgeCore().Refused()[bridge.RefuseFromNotOnHost] != 0 {
+		t.Fatalf("%d of %d arrived; refusals %v", got, workers, ga.BridgeCore().Refused())
+	}
+
+	// a heartbeat that comes after the message: the message waits for it
+	conn, err := amqp.Dial(brokerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(exchange, key string, e *bridge.Envelope) {
+		e.Sig = lateKey.Sign(e.SigningInput())
+		if err := ch.PublishWithContext(ctx, exchange, key, false, false, amqp.Publishing{Headers: amqp.Table(e.Headers()), Body: e.Body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msg := func(from, body string) *bridge.Envelope {
+		now := time.Now()
+		return &bridge.Envelope{V: bridge.Version, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: from, To: lead.GID, Host: evilHost, TS: now, ExpiresAt: now.Add(time.Hour), Body: []byte(body)}
+	}
+	slow, never := uuid.NewString(), uuid.NewString()
+	publish(broker.ExchangeMsg, lead.GID, msg(slow, "before my heartbeat"))
+	publish(broker.ExchangeMsg, lead.GID, msg(never, "no heartbeat ever"))
+	time.Sleep(ga.Core.PresenceTTL / 3)
+	if r, _ := ga.BridgeCore().Poll(ctx, lead.GID, bridge.PollRequest{}, nil); len(r.Messages) != 0 {
+		t.Fatalf("delivered before its sender's presence: %+v", r.Messages)
+	}
+	now := time.Now()
+	publish(broker.ExchangeRoster, "roster."+evilHost, &bridge.Envelope{V: bridge.Version, Kind: bridge.KindPresence, MsgID: uuid.NewString(), From: slow,
+		To: "roster." + evilHost + ".slow", Host: evilHost, TS: now, ExpiresAt: now.Add(time.Minute),
+		Body: fmt.Appendf(nil, `{"gid":%q,"name":"slow","host":%q,"role":"worker"}`, slow, evilHost)})
+	r, err := ga.BridgeCore().Poll(ctx, lead.GID, bridge.PollRequest{Wait: 5 * time.Second}, nil)
+	if err != nil || len(r.Messages) != 1 || r.Messages[0].Body != "before my heartbeat" {
+		t.Fatalf("after the heartbeat: %+v %v", r.Messages, err)
+	}
+	eventually(t, 10*time.Second, "the message with no heartbeat refused", func() bool {
+		return ga.BridgeCore().Refused()[bridge.RefuseFromNotOnHost] == 1
+	})
+	t.Logf("late heartbeat: its message waited and was delivered; no heartbeat: refused after %v (%v)", ga.BridgeCore().Config().PresenceWait, ga.BridgeCore().Refused())
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herdbridge/herdbridge/keys"
+)
+
+func init() { TrustReload = 100 * time.Millisecond }
+
+// trustMesh gives every gateway a test starts on the broker a host key and
+// has all of them trust each other, as operators would with `keys show` and
+// `keys trust`: the new host trusts the running ones, and they pick the new
+// host up from their trust files while running.
+var trustMesh struct {
+	sync.Mutex
+	hosts []meshHost
+}
+
+type meshHost struct {
+	dir, host string
+	pub       ed25519.PublicKey
+}
+
+func joinTrustMesh(t testing.TB, dir, host string) {
+	t.Helper()
+	k, _, err := keys.LoadOrCreate(dir, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := meshHost{dir: dir, host: host, pub: k.Public()}
+	trustMesh.Lock()
+	defer trustMesh.Unlock()
+	for _, h := range trustMesh.hosts {
+		if err := keys.Trust(filepath.Join(dir, keys.TrustFile), h.host, h.pub); err != nil {
+			t.Fatal(err)
+		}
+		if err := keys.Trust(filepath.Join(h.dir, keys.TrustFile), host, me.pub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trustMesh.hosts = append(trustMesh.hosts, me)
+	t.Cleanup(func() {
+		trustMesh.Lock()
+		defer trustMesh.Unlock()
+		for i, h := range trustMesh.hosts {
+			if h.dir == dir {
+				trustMesh.hosts = append(trustMesh.hosts[:i], trustMesh.hosts[i+1:]...)
+				break
+			}
+		}
+	})
+}
