@@ -62,7 +62,8 @@ type Transport struct {
 	closed    bool
 	stop      chan struct{}
 	wg        sync.WaitGroup
-	pubMu     sync.Mutex // publishes and the returns drain
+	pubMu     sync.Mutex  // publishes and the returns drain
+	pubErr    *amqp.Error // why the broker last closed the publish channel (a channel exception)
 }
 
 // Open dials the broker, declares the shared topology and starts the
@@ -135,17 +136,14 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 		conn.Close()
 		return nil, err
 	}
-	pub, err := conn.Channel()
+	pub, returns, pubClosed, err := openPublish(conn)
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("broker: open publish channel: %w", err)
+		return nil, err
 	}
-	if err := pub.Confirm(false); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("broker: publisher confirms: %w", err)
-	}
-	returns := pub.NotifyReturn(make(chan amqp.Return, 4096))
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	t.wg.Add(1)
+	go t.watchPublish(conn, pubClosed)
 	t.mu.Lock()
 	t.conn, t.pub, t.returns = conn, pub, returns
 	specs := make(map[string]bridge.InboxSpec, len(t.inboxes))
@@ -162,6 +160,55 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 	close(t.up)
 	t.mu.Unlock()
 	return closed, nil
+}
+
+// openPublish opens the publish channel: confirms, returns, close notice.
+func openPublish(conn *amqp.Connection) (*amqp.Channel, chan amqp.Return, chan *amqp.Error, error) {
+	pub, err := conn.Channel()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("broker: open publish channel: %w", err)
+	}
+	if err := pub.Confirm(false); err != nil {
+		pub.Close()
+		return nil, nil, nil, fmt.Errorf("broker: publisher confirms: %w", err)
+	}
+	returns := pub.NotifyReturn(make(chan amqp.Return, 4096))
+	closed := pub.NotifyClose(make(chan *amqp.Error, 1))
+	return pub, returns, closed, nil
+}
+
+// watchPublish reopens the publish channel when the broker closes it with
+// a channel exception while the connection stays up (a refused publish: a
+// permission, a deleted exchange). Without it every publish would find the
+// channel closed and spin until its deadline. A connection loss is the
+// supervisor's.
+func (t *Transport) watchPublish(conn *amqp.Connection, closed chan *amqp.Error) {
+	defer t.wg.Done()
+	for {
+		var e *amqp.Error
+		var ok bool
+		select {
+		case e, ok = <-closed:
+		case <-t.stop:
+			return
+		}
+		if !ok || e == nil || conn.IsClosed() {
+			return
+		}
+		t.log.Warn("broker closed the publish channel; reopening it", "err", e.Error())
+		pub, returns, c, err := openPublish(conn)
+		if err != nil {
+			t.log.Warn("reopening the publish channel failed; reconnecting", "err", err)
+			conn.Close() // the supervisor takes it from here
+			return
+		}
+		t.mu.Lock()
+		if t.conn == conn {
+			t.pub, t.returns, t.pubErr = pub, returns, e
+		}
+		t.mu.Unlock()
+		closed = c
+	}
 }
 
 // declareShared declares the exchanges and the dead-letter queue.

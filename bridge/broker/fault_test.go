@@ -2,13 +2,16 @@ package broker_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/bridge/broker/brokertest"
 )
 
@@ -59,5 +62,63 @@ func TestRecoversAfterStopApp(t *testing.T) {
 	t.Logf("recovered in %v; consumed %d", time.Since(start), got.Load())
 	if got.Load() < 20 {
 		t.Fatalf("consumed %d of 20 after recovery", got.Load())
+	}
+}
+
+// TestPublishChannelException: the broker closes the publish channel (here:
+// bridge.msg deleted under a live connection, in a vhost of the test's own)
+// — a publish fails fast with the broker's reason instead of spinning until
+// its deadline, the channel is reopened, and once the exchange is back
+// publishing works again on the same connection.
+func TestPublishChannelException(t *testing.T) {
+	url := brokerURL(t)
+	vhost := "hbtest-" + uuid.NewString()[:8]
+	rmqctl(t, "add_vhost", vhost)
+	t.Cleanup(func() { rmqctl(t, "delete_vhost", vhost) })
+	rmqctl(t, "set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+	vurl := strings.TrimSuffix(url, "/") + "/" + vhost
+	ctx := context.Background()
+	tr, err := broker.Open(ctx, broker.Options{URL: vurl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	gid := uuid.NewString()
+	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 100}); err != nil {
+		t.Fatal(err)
+	}
+	env := func() *bridge.Envelope {
+		now := time.Now()
+		return &bridge.Envelope{V: 1, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: uuid.NewString(), To: gid, Host: "h", TS: now, ExpiresAt: now.Add(time.Hour), Body: []byte("x")}
+	}
+	raw, err := amqp.Dial(vurl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	ch, err := raw.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDelete(broker.ExchangeMsg, false, false); err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = tr.Publish(pctx, gid, env(), true)
+	took := time.Since(start)
+	t.Logf("publish with bridge.msg gone: %v after %v", err, took.Round(time.Millisecond))
+	if err == nil || !strings.Contains(err.Error(), "NOT_FOUND") || took > 5*time.Second {
+		t.Fatalf("want a fast NOT_FOUND error, got %v after %v", err, took)
+	}
+	if err := ch.ExchangeDeclare(broker.ExchangeMsg, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(bridge.InboxQueueName(gid), gid, broker.ExchangeMsg, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Publish(pctx, gid, env(), true); err != nil {
+		t.Fatalf("after the exchange is back: %v", err)
 	}
 }

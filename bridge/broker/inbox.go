@@ -136,17 +136,41 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 		ContentType:  "text/plain; charset=utf-8",
 		Body:         env.Body,
 	}
+	chanErrs := 0
 	for attempt := 0; ; attempt++ {
-		_, pub, err := t.waitUp(ctx)
+		conn, pub, err := t.waitUp(ctx)
 		if err != nil {
 			if attempt > 0 {
 				return fmt.Errorf("broker: publish %s: connection lost before the broker confirmed it, and not back: %w", env.MsgID, err)
 			}
 			return err
 		}
+		// the channel closed under a live connection: a channel exception
+		// (watchPublish reopens it). Every publish in flight on it lost its
+		// confirm and goes again; the one the broker keeps refusing gets the
+		// broker's reason after a few tries.
+		retryChannel := func() error {
+			if chanErrs++; chanErrs >= 3 {
+				t.mu.Lock()
+				why := t.pubErr
+				t.mu.Unlock()
+				return fmt.Errorf("broker: publish %s: the broker closed the publish channel: %v", env.MsgID, why)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("broker: publish %s: %w", env.MsgID, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+			return nil
+		}
 		dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, ExchangeMsg, key, mandatory, false, msg)
 		if err != nil {
 			if errors.Is(err, amqp.ErrClosed) {
+				if !conn.IsClosed() {
+					if err := retryChannel(); err != nil {
+						return err
+					}
+				}
 				continue // reconnecting: publish again
 			}
 			return fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
@@ -157,6 +181,11 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 		}
 		if !acked {
 			if pub.IsClosed() {
+				if !conn.IsClosed() {
+					if err := retryChannel(); err != nil {
+						return err
+					}
+				}
 				continue // lost, not nacked: outcome unknown, publish again
 			}
 			if bridge.IsBroadcastKey(key) {
