@@ -20,6 +20,7 @@ import (
 	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/bridge/embedded"
 	"github.com/herdbridge/herdbridge/herdr"
+	"github.com/herdbridge/herdbridge/keys"
 	"github.com/herdbridge/herdbridge/mcp"
 )
 
@@ -52,6 +53,7 @@ type Gateway struct {
 	shutdown func(context.Context) error
 	tlsConf  *tls.Config // from TLSCert/TLSKey; nil: plain HTTP on loopback
 	audit    *bridge.AuditLog
+	ring     *keys.Ring // trusted keys (across hosts only)
 	sock     net.Listener
 	wg       sync.WaitGroup
 	ctx      context.Context

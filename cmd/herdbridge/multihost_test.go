@@ -29,7 +29,6 @@ func startHostGateway(t testing.TB, host string, tune ...func(*Gateway)) *Gatewa
 func startHostGatewayOn(t testing.TB, host, url string, tune ...func(*Gateway)) *Gateway {
 	t.Helper()
 	g := &Gateway{StateDir: shortTempDir(t), Listen: "127.0.0.1:0", Host: host, Logger: testLogger(), Broker: url}
-	joinTrustMesh(t, g.StateDir, host)
 	g.Config.Herdr.Disabled = true
 	g.Core.MaxWait = 8 * time.Second
 	g.Core.ReceiptWait = 5 * time.Second
@@ -38,9 +37,11 @@ func startHostGatewayOn(t testing.TB, host, url string, tune ...func(*Gateway)) 
 	for _, f := range tune {
 		f(g)
 	}
+	joinTrustMesh(t, g.StateDir, host)
 	if err := g.Start(context.Background()); err != nil {
 		t.Fatalf("start gateway %s: %v", host, err)
 	}
+	meshStarted(g)
 	t.Cleanup(func() { g.Close() })
 	return g
 }
@@ -181,6 +182,7 @@ func TestCrossHostSpawn(t *testing.T) {
 	if err := gb.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	meshStarted(gb)
 	t.Cleanup(func() { gb.Close() })
 	p := httpConn(t, ga, "lead", "primary")
 	eventually(t, 10*time.Second, "A sees host B with its profile", func() bool {

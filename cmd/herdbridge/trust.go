@@ -52,6 +52,7 @@ func (g *Gateway) setupTrust(cfg *bridge.Config) error {
 		defer g.wg.Done()
 		ring.Watch(g.ctx, TrustReload)
 	}()
+	g.ring = ring
 	cfg.Signer, cfg.Verifier = k, ringVerifier{ring}
 	cfg.KeyFingerprint = keys.Fingerprint(k.Public())
 	return nil

@@ -24,6 +24,18 @@ var trustMesh struct {
 type meshHost struct {
 	dir, host string
 	pub       ed25519.PublicKey
+	g         *Gateway // once started: reloaded at once when a host joins
+}
+
+// meshStarted records that the gateway of dir runs (see meshHost.g).
+func meshStarted(g *Gateway) {
+	trustMesh.Lock()
+	defer trustMesh.Unlock()
+	for i := range trustMesh.hosts {
+		if trustMesh.hosts[i].dir == g.StateDir {
+			trustMesh.hosts[i].g = g
+		}
+	}
 }
 
 func joinTrustMesh(t testing.TB, dir, host string) {
@@ -41,6 +53,13 @@ func joinTrustMesh(t testing.TB, dir, host string) {
 		}
 		if err := keys.Trust(filepath.Join(h.dir, keys.TrustFile), host, me.pub); err != nil {
 			t.Fatal(err)
+		}
+		// as if its Watch had run: the newcomer's first heartbeat must not
+		// beat the reload (operators trust hosts before traffic flows)
+		if h.g != nil && h.g.ring != nil {
+			if err := h.g.ring.Reload(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	trustMesh.hosts = append(trustMesh.hosts, me)
