@@ -756,6 +756,7 @@ type HostView struct {
 	Host     string   `json:"host"`
 	Local    bool     `json:"local"`
 	Profiles []string `json:"profiles"`
+	Key      string   `json:"key,omitempty"` // host key fingerprint (SHA256:…), across hosts
 }
 
 // RosterView is bridge_roster.
@@ -768,7 +769,7 @@ type RosterView struct {
 func (c *Core) Roster() RosterView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := RosterView{Hosts: []HostView{{Host: c.cfg.Host, Local: true, Profiles: []string{}}}, Entities: []EntityView{}}
+	v := RosterView{Hosts: []HostView{{Host: c.cfg.Host, Local: true, Profiles: []string{}, Key: c.cfg.KeyFingerprint}}, Entities: []EntityView{}}
 	if c.profiles != nil {
 		v.Hosts[0].Profiles = c.profiles()
 	}
@@ -795,7 +796,7 @@ func (c *Core) Roster() RosterView {
 		v.Entities = append(v.Entities, EntityView{Entity: r.entity(), Status: st})
 	}
 	for _, h := range c.hosts {
-		v.Hosts = append(v.Hosts, HostView{Host: h.p.Host, Profiles: append([]string{}, h.p.Profiles...)})
+		v.Hosts = append(v.Hosts, HostView{Host: h.p.Host, Profiles: append([]string{}, h.p.Profiles...), Key: h.p.Key})
 	}
 	sort.Slice(v.Hosts[1:], func(i, j int) bool { return v.Hosts[1+i].Host < v.Hosts[1+j].Host })
 	sort.Slice(v.Entities, func(i, j int) bool {

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -355,6 +358,43 @@ func TestAttackerOnBroker(t *testing.T) {
 	}
 	if attackDead != wantDead {
 		t.Errorf("%d dead-lettered, want %d", attackDead, wantDead)
+	}
+
+	// `herdbridge stats` shows the counters; the audit log has a line per
+	// refusal, with metadata only: no body of any message
+	var out, errOut bytes.Buffer
+	if err := run(ctx, []string{"stats", "--json", "--state-dir", ga.StateDir}, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatalf("stats: %v %s", err, errOut.String())
+	}
+	var st gatewayStats
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Signing || st.Refused[bridge.RefuseBadSignature] < 3*n || st.Refused[bridge.RefuseReplayed] != n {
+		t.Errorf("stats: %+v", st)
+	}
+	ga.Close() // flushes the audit log
+	audit, err := os.ReadFile(st.Audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(audit)), "\n")
+	verdicts := map[string]int{}
+	for _, l := range lines {
+		var r bridge.AuditRecord
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("audit line %q: %v", l, err)
+		}
+		verdicts[r.Verdict]++
+	}
+	for _, secret := range []string{"attack: ", "legit-", "capture-"} {
+		if bytes.Contains(audit, []byte(secret)) {
+			t.Errorf("the audit log holds a message body (%q)", secret)
+		}
+	}
+	t.Logf("audit log of host A: %d lines, verdicts %v", len(lines), verdicts)
+	if verdicts["refused: "+bridge.RefuseToMismatch] != n || verdicts["accepted"] < n {
+		t.Errorf("audit verdicts %v", verdicts)
 	}
 }
 

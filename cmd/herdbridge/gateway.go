@@ -371,6 +371,17 @@ type sockReply struct {
 	Roster *bridge.RosterView        `json:"roster,omitempty"`
 	Dead   []bridge.DeadLetterRecord `json:"dead,omitempty"`
 	Tokens int                       `json:"tokens,omitempty"` // op revoke: how many tokens it revoked
+	Stats  *gatewayStats             `json:"stats,omitempty"`
+}
+
+// gatewayStats is `herdbridge stats`: what a gateway refused, by reason
+// (SPEC §3's checks), and where its audit log is.
+type gatewayStats struct {
+	Host    string            `json:"host"`
+	Key     string            `json:"key,omitempty"`
+	Signing bool              `json:"signing"`
+	Refused map[string]uint64 `json:"refused"`
+	Audit   string            `json:"audit"`
 }
 
 func (g *Gateway) serveSocket(c net.Conn) {
@@ -426,6 +437,13 @@ func (g *Gateway) serveSocket(c net.Conn) {
 	case "roster":
 		v := g.roster()
 		_ = reply(sockReply{OK: true, Roster: &v})
+	case "stats":
+		st := &gatewayStats{Host: g.Host, Key: g.core.Config().KeyFingerprint, Signing: g.core.Config().Signer != nil,
+			Refused: g.core.Refused(), Audit: filepath.Join(g.StateDir, auditName)}
+		if st.Refused == nil {
+			st.Refused = map[string]uint64{}
+		}
+		_ = reply(sockReply{OK: true, Stats: st})
 	case "dlq":
 		d, err := g.core.DeadLetters(req.Limit)
 		if err != nil {
@@ -446,7 +464,7 @@ func (g *Gateway) serveSocket(c net.Conn) {
 	case "revoke":
 		_ = reply(g.sockRevoke(req.Name))
 	default:
-		_ = reply(sockReply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, dlq, remove, revoke)", req.Op)})
+		_ = reply(sockReply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke)", req.Op)})
 	}
 }
 

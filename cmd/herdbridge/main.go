@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -22,11 +23,12 @@ import (
 const usage = `herdbridge — message fabric for coding agents
 
 usage:
-  herdbridge gateway  [--listen 127.0.0.1:7077] [--state-dir DIR] [--host-id ID] [--broker amqp://…] [--config FILE] [--fsync=true] [--tls-cert FILE --tls-key FILE]
+  herdbridge gateway  [--listen 127.0.0.1:7077] [--state-dir DIR] [--host-id ID] [--broker amqp[s]://…] [--broker-ca FILE] [--broker-cert FILE --broker-key FILE] [--config FILE] [--fsync=true] [--tls-cert FILE --tls-key FILE]
   herdbridge register --name N --role primary|worker|orchestrator [--group G]... [--state-dir DIR]
   herdbridge register --revoke --name N [--state-dir DIR]   (every token of N stops working)
   herdbridge mcp      --name N --role R [--group G]... [--state-dir DIR]   (stdio MCP server)
   herdbridge roster   [--state-dir DIR] [--json]
+  herdbridge stats    [--state-dir DIR] [--json]   (messages refused, by reason; signing; audit log)
   herdbridge dlq list [--state-dir DIR] [--limit N] [--json]
   herdbridge remove   --name N [--state-dir DIR]
   herdbridge demo     [--state-dir DIR]
@@ -89,6 +91,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdMCP(ctx, args, stdin, stdout, stderr)
 	case "roster":
 		return cmdRoster(args, stdout, stderr)
+	case "stats":
+		return cmdStats(args, stdout, stderr)
 	case "dlq":
 		return cmdDLQ(args, stdout, stderr)
 	case "remove":
@@ -245,13 +249,54 @@ func cmdRoster(args []string, stdout, stderr io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	for _, h := range r.Roster.Hosts {
-		fmt.Fprintf(tw, "host %s\tprofiles: %s\n", h.Host, strings.Join(h.Profiles, ","))
+		key := ""
+		if h.Key != "" {
+			key = "\tkey " + h.Key
+		}
+		fmt.Fprintf(tw, "host %s\tprofiles: %s%s\n", h.Host, strings.Join(h.Profiles, ","), key)
 	}
 	fmt.Fprintln(tw, "NAME\tROLE\tSTATUS\tHELD\tGROUPS\tGID")
 	for _, e := range r.Roster.Entities {
 		fmt.Fprintf(tw, "%s@%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Host, e.Role, e.Status, e.Held, strings.Join(e.Groups, ","), e.GID)
 	}
 	return tw.Flush()
+}
+
+func cmdStats(args []string, stdout, stderr io.Writer) error {
+	fs, dir := newFlags("stats", stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, _, r, err := dialGateway(*dir, sockRequest{Op: "stats"})
+	if err != nil {
+		return err
+	}
+	c.Close()
+	if r.Stats == nil {
+		return errors.New("stats: the gateway sent none (an older gateway? restart it)")
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(r.Stats)
+	}
+	st := r.Stats
+	signing := "off (embedded transport: this host only)"
+	if st.Signing {
+		signing = "on, host key " + st.Key
+	}
+	fmt.Fprintf(stdout, "host %s; signing %s; audit log %s\n", st.Host, signing, st.Audit)
+	reasons := make([]string, 0, len(st.Refused))
+	for k := range st.Refused {
+		reasons = append(reasons, k)
+	}
+	sort.Strings(reasons)
+	if len(reasons) == 0 {
+		fmt.Fprintln(stdout, "refused: none")
+	}
+	for _, k := range reasons {
+		fmt.Fprintf(stdout, "refused %-20s %d\n", k, st.Refused[k])
+	}
+	return nil
 }
 
 func cmdDLQ(args []string, stdout, stderr io.Writer) error {
