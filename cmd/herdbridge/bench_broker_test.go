@@ -49,25 +49,31 @@ func BenchmarkBrokerLatency(b *testing.B) {
 		}
 		reportLatency(b, lat)
 	})
-	b.Run("gateway", func(b *testing.B) {
-		ga, gb, w, p := twoHosts(b)
-		ctx := context.Background()
-		target := "lead@" + gb.Host
-		lat := make([]time.Duration, 0, b.N)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			t0 := time.Now()
-			if _, err := ga.BridgeCore().Send(ctx, w, bridge.SendRequest{Target: target, Message: "done: built the thing, 3 files changed, tests pass"}, nil); err != nil {
-				b.Fatal(err)
-			}
-			r, err := gb.BridgeCore().Poll(ctx, p, bridge.PollRequest{Wait: 10 * time.Second}, nil)
-			if err != nil || len(r.Messages) != 1 {
-				b.Fatalf("poll: %+v %v", r, err)
-			}
-			lat = append(lat, time.Since(t0))
+	for _, signed := range []bool{true, false} {
+		name := "gateway"
+		if !signed {
+			name = "gateway-unsigned" // the cost of signing and verifying, measured in the same run
 		}
-		reportLatency(b, lat)
-	})
+		b.Run(name, func(b *testing.B) {
+			ga, gb, w, p := twoHosts(b, func(g *Gateway) { g.unsigned = !signed })
+			ctx := context.Background()
+			target := "lead@" + gb.Host
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if _, err := ga.BridgeCore().Send(ctx, w, bridge.SendRequest{Target: target, Message: "done: built the thing, 3 files changed, tests pass"}, nil); err != nil {
+					b.Fatal(err)
+				}
+				r, err := gb.BridgeCore().Poll(ctx, p, bridge.PollRequest{Wait: 10 * time.Second}, nil)
+				if err != nil || len(r.Messages) != 1 {
+					b.Fatalf("poll: %+v %v", r, err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			reportLatency(b, lat)
+		})
+	}
 }
 
 // BenchmarkBrokerThroughput: confirmed publishes per second, raw (window of
@@ -114,7 +120,7 @@ func BenchmarkBrokerThroughput(b *testing.B) {
 	// bridge.msg (topic) into host B's real inbox (DLX, caps, TTL), where
 	// host B's gateway consumes and holds it until drained
 	b.Run("raw-same-route", func(b *testing.B) {
-		_, gb, w, p := twoHosts(b)
+		_, gb, w, p := twoHosts(b, func(g *Gateway) { g.unsigned = true }) // raw signs nothing
 		conn, err := amqp.Dial(url)
 		if err != nil {
 			b.Fatal(err)
@@ -136,38 +142,44 @@ func BenchmarkBrokerThroughput(b *testing.B) {
 			b.StartTimer()
 		}
 	})
-	b.Run("gateway", func(b *testing.B) {
-		ga, gb, w, p := twoHosts(b)
-		ctx := context.Background()
-		target := "lead@" + gb.Host
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			start := time.Now()
-			var wg sync.WaitGroup
-			next := make(chan int, n)
-			for k := 0; k < n; k++ {
-				next <- k
-			}
-			close(next)
-			for s := 0; s < 128; s++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range next {
-						if _, err := ga.BridgeCore().Send(ctx, w, bridge.SendRequest{Target: target, Message: "done: built the thing, 3 files changed, tests pass"}, nil); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
-			b.StopTimer()
-			drainHeld(b, gb, p, n)
-			b.StartTimer()
+	for _, signed := range []bool{true, false} {
+		name := "gateway"
+		if !signed {
+			name = "gateway-unsigned"
 		}
-	})
+		b.Run(name, func(b *testing.B) {
+			ga, gb, w, p := twoHosts(b, func(g *Gateway) { g.unsigned = !signed })
+			ctx := context.Background()
+			target := "lead@" + gb.Host
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				var wg sync.WaitGroup
+				next := make(chan int, n)
+				for k := 0; k < n; k++ {
+					next <- k
+				}
+				close(next)
+				for s := 0; s < 128; s++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range next {
+							if _, err := ga.BridgeCore().Send(ctx, w, bridge.SendRequest{Target: target, Message: "done: built the thing, 3 files changed, tests pass"}, nil); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
+				b.StopTimer()
+				drainHeld(b, gb, p, n)
+				b.StartTimer()
+			}
+		})
+	}
 }
 
 // drainHeld polls n messages off p's inbox so the inbox cap never bites.
@@ -205,10 +217,10 @@ func rawPair(b *testing.B, url string) (*amqp.Connection, *amqp.Connection, stri
 }
 
 // twoHosts starts hosts A (worker w) and B (primary lead) on the broker.
-func twoHosts(b *testing.B) (ga, gb *Gateway, w, p string) {
+func twoHosts(b *testing.B, tune ...func(*Gateway)) (ga, gb *Gateway, w, p string) {
 	b.Helper()
-	ga = startHostGateway(b, uniqueHost("ba"))
-	gb = startHostGateway(b, uniqueHost("bb"))
+	ga = startHostGateway(b, uniqueHost("ba"), tune...)
+	gb = startHostGateway(b, uniqueHost("bb"), tune...)
 	ctx := context.Background()
 	we, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})
 	if err != nil {

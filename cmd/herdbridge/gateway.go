@@ -54,6 +54,7 @@ type Gateway struct {
 	tlsConf  *tls.Config // from TLSCert/TLSKey; nil: plain HTTP on loopback
 	audit    *bridge.AuditLog
 	ring     *keys.Ring // trusted keys (across hosts only)
+	unsigned bool       // benchmarks only: no signing, no verification (the cost of trust, measured)
 	sock     net.Listener
 	wg       sync.WaitGroup
 	ctx      context.Context
@@ -116,7 +117,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	cfg := g.Core
 	cfg.Host, cfg.Transport, cfg.Store, cfg.Logger = g.Host, g.tr, g.store, g.Logger
-	if g.Broker != "" {
+	if g.Broker != "" && !g.unsigned {
 		if err := g.setupTrust(&cfg); err != nil {
 			g.abort()
 			return err
