@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,85 +26,137 @@ type AuditRecord struct {
 }
 
 // AuditLog appends AuditRecords as JSON lines to a file opened O_APPEND
-// (0600). Writes are buffered and flushed every FlushEvery and on Close, so
-// a crash loses at most that much of the log — never a message.
+// (0600). Write never blocks the caller (the core calls it under its lock):
+// records go through a queue to one writer goroutine, which flushes every
+// AuditFlushEvery. A crash loses at most that much of the log, never a
+// message; a full queue or a failing disk drops records, counts them
+// (Dropped) and logs the first failure at once.
 type AuditLog struct {
-	mu   sync.Mutex
-	f    *os.File
-	w    *bufio.Writer
-	err  error
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	q       chan AuditRecord
+	inBuf   uint64 // records in w not yet flushed (writer goroutine only)
+	f       *os.File
+	w       *bufio.Writer
+	log     *slog.Logger
+	dropped atomic.Uint64
+	closed  atomic.Bool
+	mu      sync.Mutex
+	err     error
+	done    chan struct{}
+	once    sync.Once
 }
 
 // AuditFlushEvery is how often buffered audit lines reach the file.
 const AuditFlushEvery = 100 * time.Millisecond
 
+// auditQueue bounds the records waiting for the writer.
+const auditQueue = 16384
+
 // OpenAuditLog opens (creates) the append-only audit log at path.
-func OpenAuditLog(path string) (*AuditLog, error) {
+func OpenAuditLog(path string, log *slog.Logger) (*AuditLog, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	a := &AuditLog{f: f, w: bufio.NewWriterSize(f, 64<<10), stop: make(chan struct{}), done: make(chan struct{})}
-	go a.flusher()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &AuditLog{q: make(chan AuditRecord, auditQueue), f: f, w: bufio.NewWriterSize(f, 64<<10), log: log, done: make(chan struct{})}
+	go a.writer()
 	return a, nil
 }
 
-func (a *AuditLog) flusher() {
+func (a *AuditLog) writer() {
 	defer close(a.done)
 	t := time.NewTicker(AuditFlushEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-a.stop:
-			return
-		case <-t.C:
-			a.mu.Lock()
-			if a.w.Buffered() > 0 {
-				a.setErr(a.w.Flush())
+		case r, ok := <-a.q:
+			if !ok {
+				a.fail(a.w.Flush())
+				a.inBuf = 0
+				return
 			}
-			a.mu.Unlock()
+			b, err := json.Marshal(r)
+			if err == nil {
+				a.inBuf++
+				_, err = a.w.Write(append(b, '\n'))
+			}
+			if err != nil {
+				a.fail(err)
+			}
+		case <-t.C:
+			if a.w.Buffered() > 0 {
+				a.fail(a.w.Flush())
+			}
+			if a.w.Buffered() == 0 {
+				a.inBuf = 0
+			}
 		}
 	}
 }
 
-func (a *AuditLog) setErr(err error) {
-	if err != nil && a.err == nil {
-		a.err = err
-	}
-}
-
-// Write appends r. The first write error is kept (Err) and reported once.
-func (a *AuditLog) Write(r AuditRecord) {
-	b, err := json.Marshal(r)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err != nil {
-		a.setErr(err)
+// fail keeps and logs the first error; later writes keep being tried (a
+// full disk may get room again) but are not logged again.
+func (a *AuditLog) fail(err error) {
+	if err == nil {
 		return
 	}
-	_, err = a.w.Write(append(b, '\n'))
-	a.setErr(err)
+	a.mu.Lock()
+	first := a.err == nil
+	if first {
+		a.err = err
+	}
+	a.mu.Unlock()
+	if first {
+		a.log.Error("audit log write failed: records are being dropped (herdbridge stats counts them)", "err", err)
+	}
+	if a.w.Buffered() > 0 || a.inBuf > 0 {
+		a.dropped.Add(max(a.inBuf, 1)) // what was buffered is lost
+		a.inBuf = 0
+		a.w.Reset(a.f) // a bufio.Writer that failed stays failed: start over
+	}
 }
 
-// Err is the first error the log met, if any.
+// Write queues r; it never blocks. A full queue drops r (counted); after
+// Close, r is dropped.
+func (a *AuditLog) Write(r AuditRecord) {
+	if a.closed.Load() {
+		a.dropped.Add(1)
+		return
+	}
+	defer func() {
+		if recover() != nil { // closed between the check and the send
+			a.dropped.Add(1)
+		}
+	}()
+	select {
+	case a.q <- r:
+	default:
+		if a.dropped.Add(1) == 1 {
+			a.log.Error("audit log queue full: records are being dropped (herdbridge stats counts them)")
+		}
+	}
+}
+
+// Dropped is how many records were lost to a full queue or a write error.
+func (a *AuditLog) Dropped() uint64 { return a.dropped.Load() }
+
+// Err is the first write error the log met, if any.
 func (a *AuditLog) Err() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.err
 }
 
-// Close flushes and closes the file. Idempotent.
+// Close drains the queue, flushes and closes the file. Call it once no
+// more records are written. Idempotent.
 func (a *AuditLog) Close() error {
 	a.once.Do(func() {
-		close(a.stop)
+		a.closed.Store(true)
+		close(a.q)
 		<-a.done
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		a.setErr(a.w.Flush())
-		a.setErr(a.f.Close())
+		a.fail(a.f.Close())
 	})
 	return a.Err()
 }

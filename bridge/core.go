@@ -154,6 +154,13 @@ type Core struct {
 	profiles      func() []string
 	presenceKick  chan struct{}
 	pending       map[string][]pendingMsg // deliveries waiting for their sender's presence, by from
+	pendingN      map[string]int          // how many wait, by queue
+	pendingIDs    map[string]bool         // msgIds waiting
+	lastBeat      map[string]time.Time    // ts of the newest heartbeat per gid: an older one is a replay
+	bindings      map[string]*binding     // sender gid -> its host, from signed presence (remembered, see memory.go)
+	dirtySeen     []seenRec
+	dirtySenders  []senderRec
+	memoryPruned  time.Time
 	refused       refusals
 	presenceSub   Subscription
 	presenceHeard time.Time // when our own heartbeat last came back
@@ -182,7 +189,7 @@ func New(cfg Config) (*Core, error) {
 		cfg: cfg, log: cfg.Logger, tr: cfg.Transport, st: cfg.Store,
 		ents: map[string]*entState{}, byName: map[string]string{}, tokens: map[string]string{},
 		seen: newSeenSet(cfg.SeenSize), nudges: map[string]bool{}, awaits: map[string]awaitRecord{},
-		remote: map[string]*remoteEntry{}, hosts: map[string]*remoteEntry{}, presenceKick: make(chan struct{}, 1), pending: map[string][]pendingMsg{},
+		remote: map[string]*remoteEntry{}, hosts: map[string]*remoteEntry{}, presenceKick: make(chan struct{}, 1), pending: map[string][]pendingMsg{}, pendingN: map[string]int{}, pendingIDs: map[string]bool{}, lastBeat: map[string]time.Time{}, bindings: map[string]*binding{},
 	}, nil
 }
 
@@ -275,6 +282,9 @@ func (c *Core) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bridge: load registry: %w", err)
 	}
+	if err := c.loadMemory(); err != nil {
+		return fmt.Errorf("bridge: load the seen-set and sender bindings: %w", err)
+	}
 	// briefs awaiting receipts first: a receipt delivered as soon as the
 	// inboxes attach must find its record, or it would be reported again
 	awaits, err := c.st.loadAwaits()
@@ -366,6 +376,7 @@ func (c *Core) Close() error {
 		c.controlSub.Cancel()
 	}
 	c.wg.Wait()
+	c.saveMemory(c.cfg.Now())
 	return nil
 }
 

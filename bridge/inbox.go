@@ -198,14 +198,24 @@ func (c *Core) deliver(gid string, d Delivery) {
 		return ""
 	})
 	if wait {
-		c.holdForPresence(d, func(d Delivery) { c.deliver(gid, d) })
+		c.waitForPresence(d, where, gid+d.Env.MsgID, func(d Delivery) { c.deliver(gid, d) })
 		return
 	}
 	if reason != "" {
 		if reason == RefuseExpired && d.Env.Kind == KindSend {
 			// authenticated (expiry is checked after signature and sender),
-			// so the sender hears why its brief never arrived
-			c.send([]outMsg{c.control(KindFailed, gid, d.Env.From, d.Env.MsgID, "", d.Env.TraceID, "expired before delivery")})
+			// so the sender hears why its brief never arrived — once: a
+			// replay of it must not make us write again
+			key := gid + d.Env.MsgID
+			c.mu.Lock()
+			first := !c.seen.has(key)
+			if first {
+				c.markSeenUntilLocked(key, c.cfg.Now().Add(c.cfg.MessageTTL))
+			}
+			c.mu.Unlock()
+			if first {
+				c.send([]outMsg{c.control(KindFailed, gid, d.Env.From, d.Env.MsgID, "", d.Env.TraceID, "expired before delivery")})
+			}
 		}
 		c.refuse(d, where, reason, detail)
 		return
@@ -271,7 +281,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 	c.auditEnv("in", env, d.Key, "accepted")
 	now := c.cfg.Now()
 	if env.Expired(now) {
-		c.seen.add(gid + env.MsgID)
+		c.markSeenLocked(gid+env.MsgID, env)
 		if env.Kind == KindSend {
 			out = append(out, c.control(KindFailed, gid, env.From, env.MsgID, "", env.TraceID, "expired before delivery"))
 		}
@@ -282,7 +292,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 		return
 	}
 	if env.Kind == KindBroadcast && env.From == gid {
-		c.seen.add(gid + env.MsgID)
+		c.markSeenLocked(gid+env.MsgID, env)
 		c.mu.Unlock()
 		settle("")
 		return
@@ -290,7 +300,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 	hold := false
 	switch env.Kind {
 	case KindAsk:
-		c.seen.add(gid + env.MsgID)
+		c.markSeenLocked(gid+env.MsgID, env)
 		hm := &heldMsg{env: env, at: now}
 		if st.match(hm) {
 			st.turns[env.TurnID] = &recvTurn{turnID: env.TurnID, askMsgID: env.MsgID, asker: env.From, traceID: env.TraceID, expiresAt: env.ExpiresAt}
@@ -298,7 +308,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 			out = append(out, c.control(KindNoWaiter, gid, env.From, env.MsgID, env.TurnID, env.TraceID, "nobody is waiting: "+st.Name+" has no open bridge_send or bridge_poll"))
 		}
 	case KindAnswer:
-		c.seen.add(gid + env.MsgID)
+		c.markSeenLocked(gid+env.MsgID, env)
 		t := st.asks[env.TurnID]
 		switch {
 		case t != nil && t.status == StatusAbandoned:
@@ -315,7 +325,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 			out = append(out, c.control(KindInjected, gid, env.From, env.MsgID, env.TurnID, env.TraceID, "answer delivered to the waiting turn"))
 		}
 	case KindInjected, KindFailed, KindNoWaiter, KindTooLate, KindAbandoned:
-		c.seen.add(gid + env.MsgID)
+		c.markSeenLocked(gid+env.MsgID, env)
 		if _, ok := c.awaits[env.Corr]; ok && env.Kind != KindNoWaiter && env.Kind != KindTooLate {
 			defer c.receiptCame(env.Corr) // after the lock is released
 		}
@@ -357,7 +367,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 			}
 			// forward path: ack first, then inject (SPEC §4) — and only if
 			// the ack held: a brief still in the inbox could be typed twice
-			c.seen.add(gid + env.MsgID)
+			c.markSeenLocked(gid+env.MsgID, env)
 			e, inj := st.snapshot(), c.cfg.Injector
 			c.mu.Unlock()
 			if err := d.Acker.Ack(); err != nil {
@@ -428,7 +438,7 @@ func (c *Core) settleTaken(st *entState, hms []*heldMsg) error {
 	set := map[*heldMsg]bool{}
 	for _, hm := range hms {
 		set[hm] = true
-		c.seen.add(st.GID + hm.env.MsgID)
+		c.markSeenLocked(st.GID+hm.env.MsgID, hm.env)
 		if hm.acker != nil {
 			ackers = append(ackers, hm.acker)
 		}
@@ -555,6 +565,7 @@ func (c *Core) sweep() {
 	now := c.cfg.Now()
 	c.overdueReceipts(now)
 	c.expirePending(now)
+	c.saveMemory(now)
 	type expired struct {
 		st *entState
 		hm *heldMsg
@@ -657,7 +668,7 @@ func (c *Core) onDeadLetter(dl DeadLetter) {
 		// answered, if at all, by the gateway that refused it — a forged
 		// message must not make us write to whoever it names — and an
 		// over-cap one was refused to its publisher synchronously.
-		if failedKinds[e.Kind] && dl.Reason == ReasonExpired {
+		if failedKinds[e.Kind] && dl.Reason == ReasonExpired && c.reportableDeadLetter(e) {
 			out = append(out, c.control(KindFailed, GatewayGID(c.cfg.Host), e.From, e.MsgID, "", e.TraceID, "dead-lettered ("+dl.Reason+") from "+dl.Queue))
 			rec.Reported = true
 		}
@@ -670,6 +681,29 @@ func (c *Core) onDeadLetter(dl DeadLetter) {
 	if err := dl.Acker.Ack(); err != nil {
 		c.log.Warn("dead letter ack failed", LogMsgID, rec.MsgID, "err", err)
 	}
+}
+
+// reportableDeadLetter decides whether a dead letter's sender is told. The
+// dead-letter queue is writable by anyone on the broker and its x-death
+// headers are whatever a publisher wrote, so across hosts only a message
+// this host published, signed by it, from one of its own entities, past its
+// own expiry (a broker TTL cannot fire before it), is reported — and once.
+func (c *Core) reportableDeadLetter(e *Envelope) bool {
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := "dlq:" + e.MsgID
+	if c.seen.has(key) {
+		return false
+	}
+	if c.cfg.Verifier != nil {
+		if e.Host != c.cfg.Host || c.ents[e.From] == nil || now.Before(e.ExpiresAt) ||
+			len(e.Sig) == 0 || c.cfg.Verifier.Verify(e.Host, e.SigningInput(), e.Sig) != nil {
+			return false
+		}
+	}
+	c.markSeenUntilLocked(key, now.Add(c.cfg.MessageTTL))
+	return true
 }
 
 // DeadLetters lists the dead letters this gateway consumed, newest last.

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"time"
 )
@@ -121,10 +122,13 @@ func (c *Core) onPresence(d Delivery) {
 		return
 	}
 	env := d.Env
-	if err := d.Acker.Ack(); err != nil {
-		c.log.Debug("presence ack failed", "err", err)
+	ack := func() {
+		if err := d.Acker.Ack(); err != nil {
+			c.log.Debug("presence ack failed", "err", err)
+		}
 	}
 	if env.Host == c.cfg.Host {
+		ack()
 		// our own heartbeat came back: the roster link works (see expirePresence)
 		now := c.cfg.Now()
 		c.mu.Lock()
@@ -143,27 +147,39 @@ func (c *Core) onPresence(d Delivery) {
 		return // local entities are known first-hand
 	}
 	var p Presence
-	if err := json.Unmarshal(env.Body, &p); err != nil || p.Name == "" || p.Host != env.Host || p.GID != env.From {
-		// signed by its host, so not a forgery: a bug there. Acked above
-		// (a heartbeat is soft state), counted and logged here.
-		c.refused.add(RefuseMalformed)
-		c.log.Warn("presence with a bad body ignored", LogMsgID, env.MsgID, "host", env.Host, "err", err)
+	if err := json.Unmarshal(env.Body, &p); err != nil || p.Name == "" || p.Host != env.Host || p.GID != env.From ||
+		(p.Name == GatewayName) != (p.GID == GatewayGID(p.Host)) || p.Name != GatewayName && (!isUUID(p.GID) || !ValidName(p.Name)) {
+		c.refuse(d, "roster", RefuseMalformed, fmt.Sprintf("presence body does not match its envelope (%v)", err))
 		return
 	}
 	now := c.cfg.Now()
 	c.mu.Lock()
+	if !env.TS.After(c.lastBeat[p.GID]) && (p.Name == GatewayName || c.ents[p.GID] == nil && c.bindings[p.GID] != nil && c.bindings[p.GID].host == p.Host) {
+		c.mu.Unlock()
+		c.refuse(d, "roster", RefuseReplayed, "a heartbeat no newer than the last one of "+p.GID)
+		return
+	}
 	if p.Name == GatewayName {
+		c.lastBeat[p.GID] = env.TS
 		c.hosts[p.Host] = &remoteEntry{p: p, seen: now}
 		c.mu.Unlock()
+		ack()
 		return
 	}
-	if !isUUID(p.GID) || !ValidName(p.Name) {
+	if c.ents[p.GID] != nil || !c.bindLocked(p.GID, p.Host, now) {
+		on := c.cfg.Host
+		if b := c.bindings[p.GID]; b != nil && c.ents[p.GID] == nil {
+			on = b.host
+		}
 		c.mu.Unlock()
+		c.refuse(d, "roster", RefuseFromNotOnHost, fmt.Sprintf("presence of %s, which lives on %s, signed by %s", p.GID, on, p.Host))
 		return
 	}
+	c.lastBeat[p.GID] = env.TS
 	if p.Gone {
-		delete(c.remote, p.GID)
+		delete(c.remote, p.GID) // its binding stays: its backlog still verifies
 		c.mu.Unlock()
+		ack()
 		return
 	}
 	c.remote[p.GID] = &remoteEntry{p: p, seen: now}
@@ -172,6 +188,7 @@ func (c *Core) onPresence(d Delivery) {
 	}
 	waiting := c.releasePendingLocked(p.GID)
 	c.mu.Unlock()
+	ack()
 	for _, w := range waiting { // messages that arrived before this heartbeat
 		w.redo(w.d)
 	}
@@ -196,6 +213,11 @@ func (c *Core) expirePresence() {
 	for h, r := range c.hosts {
 		if now.Sub(r.seen) > c.cfg.PresenceTTL {
 			delete(c.hosts, h)
+		}
+	}
+	for gid, ts := range c.lastBeat { // past any heartbeat's lifetime: a replay is refused as expired
+		if now.Sub(ts) > c.cfg.PresenceTTL+c.cfg.ClockSkew {
+			delete(c.lastBeat, gid)
 		}
 	}
 }

@@ -41,7 +41,7 @@ func (c *Core) onControl(d Delivery) {
 		return ""
 	})
 	if wait {
-		c.holdForPresence(d, c.onControl)
+		c.waitForPresence(d, where, "control:"+d.Env.MsgID, c.onControl)
 		return
 	}
 	if reason == "" && d.Env.Kind != KindSpawn {
@@ -52,6 +52,18 @@ func (c *Core) onControl(d Delivery) {
 		return
 	}
 	env := d.Env
+	seenKey := "control:" + env.MsgID
+	c.mu.Lock()
+	taken := c.seen.has(seenKey)
+	c.mu.Unlock()
+	if taken {
+		if d.Redelivered { // handled and marked, its ack lost: benign
+			_ = d.Acker.Ack()
+			return
+		}
+		c.refuse(d, where, RefuseReplayed, "SPAWN msgId already handled")
+		return
+	}
 	var body SpawnBody
 	if err := json.Unmarshal(env.Body, &body); err != nil || body.Profile == "" {
 		c.refuse(d, where, RefuseMalformed, "bad SPAWN body")
@@ -88,6 +100,9 @@ func (c *Core) onControl(d Delivery) {
 			c.log.Info("remote spawn done", "spawnId", env.SpawnID, "profile", body.Profile, LogFrom, env.From)
 			c.kickPresence()
 		}
+		c.mu.Lock()
+		c.markSeenLocked(seenKey, env)
+		c.mu.Unlock()
 		if err := d.Acker.Ack(); err != nil {
 			c.log.Warn("SPAWN ack failed", LogMsgID, env.MsgID, "err", err)
 		}

@@ -75,9 +75,10 @@ func (c *Core) Refused() map[string]uint64 {
 // presence for yet: it waits (unsettled) for the heartbeat, so a message
 // sent right after its sender registered is not lost to a presence race.
 type pendingMsg struct {
-	d    Delivery
-	at   time.Time
-	redo func(Delivery)
+	d     Delivery
+	at    time.Time
+	queue string
+	redo  func(Delivery)
 }
 
 // sign sets env's signature, when this gateway signs.
@@ -113,6 +114,7 @@ func (c *Core) verify(d Delivery, toErr func(*Envelope) string) (reason, detail 
 		return malformedReason(err), err.Error(), false
 	}
 	env := d.Env
+	needPresence := false
 	if c.cfg.Verifier != nil {
 		if len(env.Sig) == 0 {
 			return RefuseBadSignature, "unsigned", false
@@ -125,15 +127,15 @@ func (c *Core) verify(d Delivery, toErr func(*Envelope) string) (reason, detail 
 		}
 		if env.Kind != KindPresence && env.Host != c.cfg.Host && env.From != GatewayGID(env.Host) {
 			c.mu.Lock()
-			r := c.remote[env.From]
+			b := c.bindings[env.From]
 			var on string
-			if r != nil {
-				on = r.p.Host
+			if b != nil {
+				on = b.host
 			}
 			c.mu.Unlock()
 			switch {
-			case r == nil:
-				return RefuseFromNotOnHost, "no signed presence of " + env.From + " on " + env.Host, true
+			case b == nil:
+				needPresence = true // judged below, once the other checks passed
 			case on != env.Host:
 				return RefuseFromNotOnHost, fmt.Sprintf("%s lives on %s, not %s", env.From, on, env.Host), false
 			}
@@ -146,10 +148,50 @@ func (c *Core) verify(d Delivery, toErr func(*Envelope) string) (reason, detail 
 	if env.TS.After(now.Add(c.cfg.ClockSkew)) {
 		return RefuseFuture, fmt.Sprintf("ts %s is %v ahead of this clock", env.TS.UTC().Format(time.RFC3339Nano), env.TS.Sub(now).Round(time.Millisecond)), false
 	}
-	if !now.Before(env.ExpiresAt.Add(c.cfg.ClockSkew)) {
+	skew := c.cfg.ClockSkew
+	if env.Kind == KindPresence {
+		skew = 0 // a heartbeat is worthless once its TTL is over: no allowance to replay it in
+	}
+	if !now.Before(env.ExpiresAt.Add(skew)) {
 		return RefuseExpired, "expired at " + env.ExpiresAt.UTC().Format(time.RFC3339Nano), false
 	}
+	if needPresence {
+		return RefuseFromNotOnHost, "no signed presence of " + env.From + " on " + env.Host + " yet", true
+	}
 	return "", "", false
+}
+
+// pendingCap bounds the deliveries of one queue that wait for presence: they
+// hold prefetch slots, so a flood of them must not wedge the queue.
+func (c *Core) pendingCap() int { return max(16, c.cfg.Prefetch/8) }
+
+// waitForPresence keeps d (from a sender with no presence yet) unsettled
+// until the sender's heartbeat comes — unless its msgId was taken or is
+// already waiting (a replay), or queue has too many waiting already.
+func (c *Core) waitForPresence(d Delivery, queue, seenKey string, redo func(Delivery)) {
+	c.mu.Lock()
+	switch {
+	case c.seen.has(seenKey) || c.pendingIDs[d.Env.MsgID]:
+		c.mu.Unlock()
+		c.refuse(d, queue, RefuseReplayed, "msgId already taken or waiting")
+		return
+	case c.pendingN[queue] >= c.pendingCap():
+		c.mu.Unlock()
+		c.refuse(d, queue, RefuseFromNotOnHost, fmt.Sprintf("no signed presence of %s on %s, and %d messages already wait for their senders' presence here", d.Env.From, d.Env.Host, c.pendingCap()))
+		return
+	}
+	c.pending[d.Env.From] = append(c.pending[d.Env.From], pendingMsg{d: d, at: c.cfg.Now(), queue: queue, redo: redo})
+	c.pendingN[queue]++
+	c.pendingIDs[d.Env.MsgID] = true
+	c.mu.Unlock()
+	c.log.Info("sender has no presence yet: waiting for its heartbeat", LogMsgID, d.Env.MsgID, LogFrom, d.Env.From, "host", d.Env.Host)
+}
+
+func (c *Core) unpendLocked(p pendingMsg) {
+	if c.pendingN[p.queue]--; c.pendingN[p.queue] <= 0 {
+		delete(c.pendingN, p.queue)
+	}
+	delete(c.pendingIDs, p.d.Env.MsgID)
 }
 
 // refuse dead-letters d: one log line with the reason (never the body), a
@@ -172,18 +214,13 @@ func (c *Core) refuse(d Delivery, where, reason, detail string) {
 	}
 }
 
-// hold keeps d unsettled until from's presence arrives or PresenceWait ends.
-func (c *Core) holdForPresence(d Delivery, redo func(Delivery)) {
-	c.mu.Lock()
-	c.pending[d.Env.From] = append(c.pending[d.Env.From], pendingMsg{d: d, at: c.cfg.Now(), redo: redo})
-	c.mu.Unlock()
-	c.log.Info("sender has no presence yet: waiting for its heartbeat", LogMsgID, d.Env.MsgID, LogFrom, d.Env.From, "host", d.Env.Host)
-}
-
 // releasePendingLocked takes the deliveries waiting for gid's presence.
 func (c *Core) releasePendingLocked(gid string) []pendingMsg {
 	p := c.pending[gid]
 	delete(c.pending, gid)
+	for _, m := range p {
+		c.unpendLocked(m)
+	}
 	return p
 }
 
@@ -196,6 +233,7 @@ func (c *Core) expirePending(now time.Time) {
 		for _, p := range ps {
 			if now.Sub(p.at) >= c.cfg.PresenceWait {
 				late = append(late, p)
+				c.unpendLocked(p)
 			} else {
 				keep = append(keep, p)
 			}
@@ -208,6 +246,6 @@ func (c *Core) expirePending(now time.Time) {
 	}
 	c.mu.Unlock()
 	for _, p := range late {
-		c.refuse(p.d, "", RefuseFromNotOnHost, fmt.Sprintf("no signed presence of %s on %s within %v", p.d.Env.From, p.d.Env.Host, c.cfg.PresenceWait))
+		c.refuse(p.d, p.queue, RefuseFromNotOnHost, fmt.Sprintf("no signed presence of %s on %s within %v", p.d.Env.From, p.d.Env.Host, c.cfg.PresenceWait))
 	}
 }

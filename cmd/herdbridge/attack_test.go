@@ -105,6 +105,13 @@ func TestAttackerOnBroker(t *testing.T) {
 	if err := ch.QueueBind(spy.Name, lead.GID, broker.ExchangeMsg, false, nil); err != nil {
 		t.Fatal(err)
 	}
+	rspy, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(rspy.Name, "roster."+gb.Host, broker.ExchangeRoster, false, nil); err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < n; i++ {
 		if _, err := gb.BridgeCore().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("capture-%03d", i)}, nil); err != nil {
 			t.Fatal(err)
@@ -130,6 +137,22 @@ func TestAttackerOnBroker(t *testing.T) {
 		}
 		captured = append(captured, d)
 	}
+
+	var beat amqp.Delivery // one of w's heartbeats, A has seen it or a newer one
+	for beat.Body == nil {
+		d, ok, err := ch.Get(rspy.Name, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if d.Headers[bridge.HdrFrom] == w.GID {
+			beat = d
+		}
+	}
+	time.Sleep(3 * ga.Core.PresenceEvery) // A has a newer heartbeat of w by now
 
 	// legitimate traffic during the whole attack
 	var legitSent, legitFailed atomic.Int64
@@ -202,6 +225,10 @@ func TestAttackerOnBroker(t *testing.T) {
 		name, reason string
 		send         func(i int)
 	}{
+		// first, while the captured heartbeat is still within its TTL
+		{"a captured heartbeat of B's worker, replayed", bridge.RefuseReplayed, func(i int) {
+			pub(broker.ExchangeRoster, "roster."+gb.Host, beat.Headers, beat.Body)
+		}},
 		{"tampered body", bridge.RefuseBadSignature, func(i int) {
 			d := captured[i]
 			pub(broker.ExchangeMsg, lead.GID, d.Headers, append([]byte("attack: "), d.Body...))
@@ -266,6 +293,13 @@ func TestAttackerOnBroker(t *testing.T) {
 			e.V = 2
 			pub(broker.ExchangeMsg, lead.GID, signed(e, evil), e.Body)
 		}},
+		{"presence claiming B's worker, signed by evil (trusted)", bridge.RefuseFromNotOnHost, func(i int) {
+			now := time.Now()
+			body := fmt.Sprintf(`{"gid":%q,"name":"w","host":%q,"role":"worker"}`, w.GID, evilHost)
+			e := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindPresence, MsgID: uuid.NewString(), From: w.GID, To: "roster." + evilHost + ".w",
+				Host: evilHost, TS: now, ExpiresAt: now.Add(time.Minute), Body: []byte(body)}
+			pub(broker.ExchangeRoster, "roster."+evilHost, signed(e, evil), e.Body)
+		}},
 		{"presence for B's host signed by an untrusted key", bridge.RefuseBadSignature, func(i int) {
 			now := time.Now()
 			body := fmt.Sprintf(`{"gid":%q,"name":"impostor%d","host":%q,"role":"worker"}`, uuid.NewString(), i, gb.Host)
@@ -274,7 +308,9 @@ func TestAttackerOnBroker(t *testing.T) {
 			pub(broker.ExchangeRoster, "roster."+gb.Host, signed(e, stranger), e.Body)
 		}},
 	}
+	bBefore := gb.BridgeCore().Refused()
 	for ci, c := range cases {
+		caseStart := time.Now()
 		before := ga.BridgeCore().Refused()
 		for i := 0; i < n; i++ {
 			c.send(i)
@@ -293,11 +329,42 @@ func TestAttackerOnBroker(t *testing.T) {
 		for delta = diff(); delta[c.reason] < n && time.Now().Before(deadline); delta = diff() {
 			time.Sleep(20 * time.Millisecond)
 		}
-		t.Logf("attack %2d %-72s %d sent, refused %v", ci+1, c.name, n, delta)
+		t.Logf("attack %2d %-64s %d sent, refused %v in %v", ci+1, c.name, n, delta, time.Since(caseStart).Round(time.Millisecond))
 		if delta[c.reason] != n || len(delta) != 1 {
 			t.Errorf("%s: refusals %v, want exactly %d %s", c.name, delta, n, c.reason)
 		}
 	}
+	// forged dead letters: captured signed replies (and the same with the
+	// signature stripped) published straight to bridge.dlx, claiming a
+	// broker TTL expiry — no gateway may answer them with a FAILED
+	for i := 0; i < n; i++ {
+		h := maps.Clone(captured[i].Headers)
+		h["x-first-death-reason"] = "expired"
+		if i%2 == 1 {
+			delete(h, bridge.HdrSig)
+		}
+		pub(broker.ExchangeDLX, "", h, captured[i].Body)
+	}
+	eventually(t, 30*time.Second, "the forged dead letters consumed", func() bool {
+		got := 0
+		for _, g := range []*Gateway{ga, gb} {
+			dl, _ := g.BridgeCore().DeadLetters(100000)
+			for _, r := range dl {
+				if r.Reason == bridge.ReasonExpired && r.From == w.GID {
+					got++
+					if r.Reported {
+						t.Fatalf("a forged dead letter was reported to its sender: %+v", r)
+					}
+				}
+			}
+		}
+		return got >= n
+	})
+	if r, _ := gb.BridgeCore().Poll(ctx, w.GID, bridge.PollRequest{Max: 500}, nil); len(r.Messages) != 0 {
+		t.Errorf("w got %d messages from forged dead letters, e.g. %+v", len(r.Messages), r.Messages[0])
+	}
+	t.Logf("%d forged dead letters: 0 FAILEDs sent", n)
+
 	close(stop)
 	wg.Wait()
 	// whatever legit replies are still in flight
@@ -323,7 +390,13 @@ func TestAttackerOnBroker(t *testing.T) {
 	// every attack message was dead-lettered: the gateways' DLQ consumers
 	// logged them (whichever took each). Forged presence reaches every
 	// gateway's roster queue, so both A and B refused a copy of each.
-	wantDead := n*len(cases) + n
+	// forged presence reaches every gateway's roster queue: B refuses its
+	// copies too (the untrusted key; w is its own entity)
+	bRefused := uint64(0)
+	for k, v := range gb.BridgeCore().Refused() {
+		bRefused += v - bBefore[k]
+	}
+	wantDead := n*len(cases) + int(bRefused)
 	attackDead := 0
 	// (the broker may carry other gateways' dead letters too: count ours —
 	// what left lead's and other's inboxes, and the forged presence)
@@ -340,7 +413,8 @@ func TestAttackerOnBroker(t *testing.T) {
 				if !attackQueues[r.Queue] || !strings.HasPrefix(r.Reason, bridge.ReasonRejected) {
 					continue
 				}
-				if strings.HasPrefix(r.Queue, "roster.") && !strings.HasPrefix(r.To, "roster."+gb.Host+".impostor") {
+				if strings.HasPrefix(r.Queue, "roster.") && !strings.HasPrefix(r.To, "roster."+gb.Host+".impostor") &&
+					r.To != "roster."+evilHost+".w" && r.MsgID != beat.MessageId {
 					continue // a heartbeat of a host not trusted here, not this attack
 				}
 				attackDead++
@@ -370,7 +444,7 @@ func TestAttackerOnBroker(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
 		t.Fatal(err)
 	}
-	if !st.Signing || st.Refused[bridge.RefuseBadSignature] < 3*n || st.Refused[bridge.RefuseReplayed] != n {
+	if !st.Signing || st.Refused[bridge.RefuseBadSignature] < 3*n || st.Refused[bridge.RefuseReplayed] != 2*n {
 		t.Errorf("stats: %+v", st)
 	}
 	ga.Close() // flushes the audit log
@@ -490,4 +564,129 @@ func TestNoPresenceRace(t *testing.T) {
 		return ga.BridgeCore().Refused()[bridge.RefuseFromNotOnHost] == 1
 	})
 	t.Logf("late heartbeat: its message waited and was delivered; no heartbeat: refused after %v (%v)", ga.BridgeCore().Config().PresenceWait, ga.BridgeCore().Refused())
+}
+
+// TestPresenceWaitIsBounded: messages from senders with no presence yet
+// wait for it, but at most prefetch/8 of them per inbox (here 16 of 64):
+// a flood of them — even signed by a trusted host — is refused past that,
+// and cannot wedge the inbox; what waited is refused at PresenceWait.
+func TestPresenceWaitIsBounded(t *testing.T) {
+	brokerURL(t)
+	const n = 100
+	evilHost, evilDir := uniqueHost("flood"), shortTempDir(t)
+	joinTrustMesh(t, evilDir, evilHost)
+	evil, err := keys.Load(evilDir + "/" + keys.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga := startHostGateway(t, uniqueHost("pa"), func(g *Gateway) { g.Core.Prefetch = 64; g.Core.PresenceWait = 3 * time.Second })
+	gb := startHostGateway(t, uniqueHost("pb"))
+	ctx := context.Background()
+	lead, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := "lead@" + ga.Host
+	eventually(t, 10*time.Second, "each sees the other", func() bool {
+		_, e1 := gb.BridgeCore().Resolve(target)
+		_, e2 := ga.BridgeCore().Resolve("w@" + gb.Host)
+		return e1 == nil && e2 == nil
+	})
+	ch := rawChannel(t, brokerURL(t))
+	for i := 0; i < n; i++ {
+		now := time.Now()
+		e := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: uuid.NewString(), To: lead.GID,
+			Host: evilHost, TS: now, ExpiresAt: now.Add(time.Hour), Body: []byte("from nobody known")}
+		e.Sig = evil.Sign(e.SigningInput())
+		if err := ch.PublishWithContext(ctx, broker.ExchangeMsg, lead.GID, false, false, amqp.Publishing{Headers: amqp.Table(e.Headers()), Body: e.Body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "all but 16 refused at once", func() bool {
+		return ga.BridgeCore().Refused()[bridge.RefuseFromNotOnHost] == n-16
+	})
+	start := time.Now()
+	if _, err := gb.BridgeCore().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: "legit, behind the flood"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ga.BridgeCore().Poll(ctx, lead.GID, bridge.PollRequest{Wait: 2 * time.Second}, nil)
+	if err != nil || len(r.Messages) != 1 || r.Messages[0].Body != "legit, behind the flood" {
+		t.Fatalf("legit reply while 16 wait for presence: %+v %v", r.Messages, err)
+	}
+	took := time.Since(start)
+	eventually(t, 10*time.Second, "the 16 refused at PresenceWait", func() bool {
+		return ga.BridgeCore().Refused()[bridge.RefuseFromNotOnHost] == n
+	})
+	t.Logf("%d messages from unknown senders: %d refused at once, 16 waited %v and were refused; a legit reply meanwhile took %v",
+		n, n-16, ga.Core.PresenceWait, took.Round(time.Millisecond))
+}
+
+// TestBacklogOutlivesSender: replies wait in a primary's inbox while its
+// gateway is down; meanwhile their sender is removed on its host. The
+// restarted gateway still knows (from its stored bindings) that the sender
+// lived there, and delivers them.
+func TestBacklogOutlivesSender(t *testing.T) {
+	url := brokerURL(t)
+	const n = 10
+	hostA, dirA := uniqueHost("oa"), shortTempDir(t)
+	at := func(g *Gateway) { g.StateDir = dirA; g.Core.PresenceWait = time.Second }
+	ga := startHostGatewayOn(t, hostA, url, at)
+	gb := startHostGateway(t, uniqueHost("ob"), func(g *Gateway) { g.Core.PresenceTTL = 30 * time.Second })
+	ctx := context.Background()
+	lead, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := "lead@" + hostA
+	eventually(t, 10*time.Second, "each sees the other", func() bool {
+		_, e1 := gb.BridgeCore().Resolve(target)
+		_, e2 := ga.BridgeCore().Resolve("w@" + gb.Host)
+		return e1 == nil && e2 == nil
+	})
+	ga.Close()
+	for i := 0; i < n; i++ {
+		if _, err := gb.BridgeCore().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("last words %d", i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := gb.BridgeCore().Remove(ctx, w.GID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // w's presence is long gone
+	ga = startHostGatewayOn(t, hostA, url, at)
+	got := 0
+	for deadline := time.Now().Add(10 * time.Second); got < n && time.Now().Before(deadline); {
+		r, err := ga.BridgeCore().Poll(ctx, lead.GID, bridge.PollRequest{Max: 100, Wait: time.Second}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += len(r.Messages)
+	}
+	t.Logf("%d replies queued while the primary's gateway was down, sender removed meanwhile: %d delivered after restart, refusals %v", n, got, ga.BridgeCore().Refused())
+	if got != n {
+		t.Fatalf("%d of %d delivered", got, n)
+	}
+}
+
+// rawChannel is a raw amqp091 channel on url, closed with the test.
+func rawChannel(t testing.TB, url string) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
 }

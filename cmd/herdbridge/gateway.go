@@ -123,7 +123,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if g.audit, err = bridge.OpenAuditLog(filepath.Join(g.StateDir, auditName)); err != nil {
+	if g.audit, err = bridge.OpenAuditLog(filepath.Join(g.StateDir, auditName), g.Logger); err != nil {
 		g.abort()
 		return err
 	}
@@ -378,11 +378,13 @@ type sockReply struct {
 // gatewayStats is `herdbridge stats`: what a gateway refused, by reason
 // (SPEC §3's checks), and where its audit log is.
 type gatewayStats struct {
-	Host    string            `json:"host"`
-	Key     string            `json:"key,omitempty"`
-	Signing bool              `json:"signing"`
-	Refused map[string]uint64 `json:"refused"`
-	Audit   string            `json:"audit"`
+	Host         string            `json:"host"`
+	Key          string            `json:"key,omitempty"`
+	Signing      bool              `json:"signing"`
+	Refused      map[string]uint64 `json:"refused"`
+	Audit        string            `json:"audit"`
+	AuditDropped uint64            `json:"auditDropped"`
+	AuditError   string            `json:"auditError,omitempty"`
 }
 
 func (g *Gateway) serveSocket(c net.Conn) {
@@ -443,6 +445,10 @@ func (g *Gateway) serveSocket(c net.Conn) {
 			Refused: g.core.Refused(), Audit: filepath.Join(g.StateDir, auditName)}
 		if st.Refused == nil {
 			st.Refused = map[string]uint64{}
+		}
+		st.AuditDropped = g.audit.Dropped()
+		if err := g.audit.Err(); err != nil {
+			st.AuditError = err.Error()
 		}
 		_ = reply(sockReply{OK: true, Stats: st})
 	case "dlq":

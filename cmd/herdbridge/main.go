@@ -285,6 +285,9 @@ func cmdStats(args []string, stdout, stderr io.Writer) error {
 		signing = "on, host key " + st.Key
 	}
 	fmt.Fprintf(stdout, "host %s; signing %s; audit log %s\n", st.Host, signing, st.Audit)
+	if st.AuditDropped > 0 || st.AuditError != "" {
+		fmt.Fprintf(stdout, "audit records dropped: %d (%s)\n", st.AuditDropped, st.AuditError)
+	}
 	reasons := make([]string, 0, len(st.Refused))
 	for k := range st.Refused {
 		reasons = append(reasons, k)

@@ -215,6 +215,7 @@ func TestCrossHostSpawn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var last *bridge.Envelope
 	for i := 0; i < 2; i++ {
 		now := time.Now()
 		env := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindSpawn, MsgID: uuid.NewString(), From: p.gid(t, ga), To: "control." + hostB,
@@ -223,11 +224,20 @@ func TestCrossHostSpawn(t *testing.T) {
 		if err := ga.tr.(bridge.ControlTransport).PublishControl(context.Background(), hostB, env); err != nil {
 			t.Fatal(err)
 		}
+		last = env
 	}
 	eventually(t, 10*time.Second, "rev-b2 registered on B", func() bool { _, err := gb.BridgeCore().Resolve("rev-b2"); return err == nil })
 	time.Sleep(time.Second) // let the duplicate be handled
 	if n := len(fake.PaneIDs()) - panes; n != 2 {
 		t.Fatalf("%d panes opened for two spawns (one delivered twice)", n)
+	}
+	// the very same signed SPAWN replayed (same msgId): refused, no pane
+	if err := ga.tr.(bridge.ControlTransport).PublishControl(context.Background(), hostB, last); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the replayed SPAWN refused", func() bool { return gb.BridgeCore().Refused()[bridge.RefuseReplayed] == 1 })
+	if n := len(fake.PaneIDs()) - panes; n != 2 {
+		t.Fatalf("%d panes after a replayed SPAWN", n)
 	}
 }
 
