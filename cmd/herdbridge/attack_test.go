@@ -54,18 +54,9 @@ func TestAttackerOnBroker(t *testing.T) {
 	ga := startHostGateway(t, uniqueHost("ta"), lenient)
 	gb := startHostGateway(t, uniqueHost("tb"), lenient)
 	ctx := context.Background()
-	lead, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "other", Role: bridge.RolePrimary})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := regOn(t, ga, "lead", bridge.RolePrimary)
+	other := regOn(t, ga, "other", bridge.RolePrimary)
+	w := regOn(t, gb, "w", bridge.RoleWorker)
 	target := "lead@" + ga.Host
 	eventually(t, 10*time.Second, "B sees lead, A sees w", func() bool {
 		_, e1 := gb.BridgeCore().Resolve(target)
@@ -73,15 +64,7 @@ func TestAttackerOnBroker(t *testing.T) {
 		return e1 == nil && e2 == nil
 	})
 
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := rawChannel(t, url)
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
@@ -488,10 +471,7 @@ func TestNoPresenceRace(t *testing.T) {
 	ga := startHostGateway(t, uniqueHost("ra"))
 	gb := startHostGateway(t, uniqueHost("rb"))
 	ctx := context.Background()
-	lead, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := regOn(t, ga, "lead", bridge.RolePrimary)
 	target := "lead@" + ga.Host
 	eventually(t, 10*time.Second, "B sees lead", func() bool { _, err := gb.BridgeCore().Resolve(target); return err == nil })
 	eventually(t, 10*time.Second, "A trusts and sees host B", func() bool { // trust before traffic
@@ -526,15 +506,7 @@ func TestNoPresenceRace(t *testing.T) {
 	}
 
 	// a heartbeat that comes after the message: the message waits for it
-	conn, err := amqp.Dial(brokerURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := rawChannel(t, brokerURL(t))
 	publish := func(exchange, key string, e *bridge.Envelope) {
 		e.Sig = lateKey.Sign(e.SigningInput())
 		if err := ch.PublishWithContext(ctx, exchange, key, false, false, amqp.Publishing{Headers: amqp.Table(e.Headers()), Body: e.Body}); err != nil {
@@ -582,14 +554,8 @@ func TestPresenceWaitIsBounded(t *testing.T) {
 	ga := startHostGateway(t, uniqueHost("pa"), func(g *Gateway) { g.Core.Prefetch = 64; g.Core.PresenceWait = 3 * time.Second })
 	gb := startHostGateway(t, uniqueHost("pb"))
 	ctx := context.Background()
-	lead, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := regOn(t, ga, "lead", bridge.RolePrimary)
+	w := regOn(t, gb, "w", bridge.RoleWorker)
 	target := "lead@" + ga.Host
 	eventually(t, 10*time.Second, "each sees the other", func() bool {
 		_, e1 := gb.BridgeCore().Resolve(target)
@@ -637,14 +603,8 @@ func TestBacklogOutlivesSender(t *testing.T) {
 	ga := startHostGatewayOn(t, hostA, url, at)
 	gb := startHostGateway(t, uniqueHost("ob"), func(g *Gateway) { g.Core.PresenceTTL = 30 * time.Second })
 	ctx := context.Background()
-	lead, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := regOn(t, ga, "lead", bridge.RolePrimary)
+	w := regOn(t, gb, "w", bridge.RoleWorker)
 	target := "lead@" + hostA
 	eventually(t, 10*time.Second, "each sees the other", func() bool {
 		_, e1 := gb.BridgeCore().Resolve(target)

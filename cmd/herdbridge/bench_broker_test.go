@@ -222,14 +222,8 @@ func twoHosts(b *testing.B, tune ...func(*Gateway)) (ga, gb *Gateway, w, p strin
 	ga = startHostGateway(b, uniqueHost("ba"), tune...)
 	gb = startHostGateway(b, uniqueHost("bb"), tune...)
 	ctx := context.Background()
-	we, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})
-	if err != nil {
-		b.Fatal(err)
-	}
-	pe, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
-	if err != nil {
-		b.Fatal(err)
-	}
+	we := regOn(b, ga, "w", bridge.RoleWorker)
+	pe := regOn(b, gb, "lead", bridge.RolePrimary)
 	eventually(b, 10*time.Second, "A sees lead", func() bool { _, err := ga.BridgeCore().Resolve("lead@" + gb.Host); return err == nil })
 	for i := 0; i < 20; i++ { // warm up
 		_, _ = ga.BridgeCore().Send(ctx, we.GID, bridge.SendRequest{Target: "lead@" + gb.Host, Message: "warm"}, nil)

@@ -48,14 +48,8 @@ func brokerFaultDuringSends(t *testing.T, what, url string, fault func()) {
 	ga := startHostGatewayOn(t, uniqueHost("fa"), url)
 	gb := startHostGatewayOn(t, uniqueHost("fb"), url)
 	ctx := context.Background()
-	w, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := regOn(t, ga, "w", bridge.RoleWorker)
+	p := regOn(t, gb, "lead", bridge.RolePrimary)
 	target := "lead@" + gb.Host
 	eventually(t, 10*time.Second, "A sees lead", func() bool { _, err := ga.BridgeCore().Resolve(target); return err == nil })
 

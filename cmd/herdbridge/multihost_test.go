@@ -249,3 +249,13 @@ func (cn *conn) gid(t testing.TB, g *Gateway) string {
 	}
 	return e.GID
 }
+
+// regOn registers name on g's core (no MCP client), failing the test on error.
+func regOn(t testing.TB, g *Gateway, name string, role bridge.Role) bridge.Entity {
+	t.Helper()
+	e, _, err := g.BridgeCore().Register(context.Background(), bridge.RegisterRequest{Name: name, Role: role})
+	if err != nil {
+		t.Fatalf("register %s on %s: %v", name, g.Host, err)
+	}
+	return e
+}

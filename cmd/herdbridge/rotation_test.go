@@ -33,14 +33,8 @@ func TestKeyRotationKeepsInFlight(t *testing.T) {
 	ga := startHostGatewayOn(t, hostA, url, at(dirA, time.Minute))
 	gb := startHostGatewayOn(t, hostB, url, at(dirB, time.Minute))
 	ctx := context.Background()
-	lead, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _, err := ga.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := regOn(t, gb, "lead", bridge.RolePrimary)
+	w := regOn(t, ga, "w", bridge.RoleWorker)
 	target := "lead@" + hostB
 	eventually(t, 10*time.Second, "each sees the other", func() bool {
 		_, e1 := ga.BridgeCore().Resolve(target)
@@ -100,15 +94,7 @@ func TestKeyRotationKeepsInFlight(t *testing.T) {
 	now := time.Now()
 	e := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: wg.GID, To: lead.GID, Host: hostA, TS: now, ExpiresAt: now.Add(time.Hour), Body: []byte("old key, after revoke")}
 	e.Sig = oldKey.Sign(e.SigningInput())
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := rawChannel(t, url)
 	if err := ch.PublishWithContext(ctx, broker.ExchangeMsg, lead.GID, true, false, amqp.Publishing{Headers: amqp.Table(e.Headers()), Body: e.Body}); err != nil {
 		t.Fatal(err)
 	}
