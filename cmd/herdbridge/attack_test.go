@@ -241,11 +241,13 @@ func TestAttackerOnBroker(t *testing.T) {
 		}},
 		{"expired", bridge.RefuseExpired, func(i int) {
 			e := fresh(evilHost, evilGW)
+			e.Kind, e.Corr = bridge.KindFailed, uuid.NewString() // what a gateway may send as itself
 			e.TS, e.ExpiresAt = time.Now().Add(-time.Hour), time.Now().Add(-10*time.Minute)
 			pub(broker.ExchangeMsg, lead.GID, signed(e, evil), e.Body)
 		}},
 		{"ts too far in the future", bridge.RefuseFuture, func(i int) {
 			e := fresh(evilHost, evilGW)
+			e.Kind, e.Corr = bridge.KindFailed, uuid.NewString()
 			e.TS, e.ExpiresAt = time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
 			pub(broker.ExchangeMsg, lead.GID, signed(e, evil), e.Body)
 		}},
@@ -274,6 +276,10 @@ func TestAttackerOnBroker(t *testing.T) {
 		{"unsupported v", bridge.RefuseVersion, func(i int) {
 			e := fresh(evilHost, evilGW)
 			e.V = 2
+			pub(broker.ExchangeMsg, lead.GID, signed(e, evil), e.Body)
+		}},
+		{"a REPLY as evil's gateway itself (gateways send only FAILED)", bridge.RefuseFromNotOnHost, func(i int) {
+			e := fresh(evilHost, evilGW)
 			pub(broker.ExchangeMsg, lead.GID, signed(e, evil), e.Body)
 		}},
 		{"presence claiming B's worker, signed by evil (trusted)", bridge.RefuseFromNotOnHost, func(i int) {

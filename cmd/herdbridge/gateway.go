@@ -165,7 +165,8 @@ func (g *Gateway) Start(ctx context.Context) error {
 	ln = g.wrapTLS(ln)
 	handler, shutdown := g.mcp.Handler(mcp.HTTPOptions{})
 	g.shutdown = shutdown
-	g.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	g.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(g.Logger.Handler(), slog.LevelWarn)} // TLS handshake errors and the like, structured
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()

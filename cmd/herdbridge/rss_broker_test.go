@@ -55,7 +55,7 @@ func BenchmarkGatewayRSS100kBacklog(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer tr.Close()
-			from := bridge.GatewayGID("bench") // lives on host bench without presence
+			from := bridge.GatewayGID("bench") // lives on host bench without presence; a gateway sends FAILEDs
 			body := []byte("done: built the thing, 3 files changed, tests pass — a reply of ordinary size for a coding agent to read later")
 			var next atomic.Int64
 			var wg sync.WaitGroup
@@ -66,7 +66,7 @@ func BenchmarkGatewayRSS100kBacklog(b *testing.B) {
 					defer wg.Done()
 					for next.Add(1) <= n {
 						now := time.Now()
-						env := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: from, To: gid,
+						env := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindFailed, Corr: uuid.NewString(), MsgID: uuid.NewString(), From: from, To: gid,
 							Host: "bench", TS: now, ExpiresAt: now.Add(time.Hour), Body: body}
 						env.Sig = bk.Sign(env.SigningInput())
 						if err := tr.Publish(ctx, gid, env, true); err != nil {
