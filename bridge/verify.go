@@ -125,11 +125,12 @@ func (c *Core) verify(d Delivery, toErr func(*Envelope) string) (reason, detail 
 			}
 			return RefuseBadSignature, err.Error(), false
 		}
-		if env.From == GatewayGID(env.Host) && env.Kind != KindPresence && env.Kind != KindFailed {
+		fromGateway := env.From == GatewayGID(env.Host)
+		if fromGateway && env.Kind != KindPresence && env.Kind != KindFailed {
 			// a gateway speaks for itself only to report a failure
 			return RefuseFromNotOnHost, "a " + string(env.Kind) + " from the gateway of " + env.Host + " (gateways send only FAILED)", false
 		}
-		if env.Kind != KindPresence && env.Host != c.cfg.Host && env.From != GatewayGID(env.Host) {
+		if env.Kind != KindPresence && env.Host != c.cfg.Host && !fromGateway {
 			c.mu.Lock()
 			b := c.bindings[env.From]
 			var on string
