@@ -690,17 +690,15 @@ func (c *Core) onDeadLetter(dl DeadLetter) {
 // own expiry (a broker TTL cannot fire before it), is reported — and once.
 func (c *Core) reportableDeadLetter(e *Envelope) bool {
 	now := c.cfg.Now()
+	if c.cfg.Verifier != nil && (e.Host != c.cfg.Host || now.Before(e.ExpiresAt) ||
+		len(e.Sig) == 0 || c.cfg.Verifier.Verify(e.Host, e.SigningInput(), e.Sig) != nil) {
+		return false // (the signature is checked outside the core's lock)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := "dlq:" + e.MsgID
-	if c.seen.has(key) {
+	if c.seen.has(key) || c.cfg.Verifier != nil && c.ents[e.From] == nil {
 		return false
-	}
-	if c.cfg.Verifier != nil {
-		if e.Host != c.cfg.Host || c.ents[e.From] == nil || now.Before(e.ExpiresAt) ||
-			len(e.Sig) == 0 || c.cfg.Verifier.Verify(e.Host, e.SigningInput(), e.Sig) != nil {
-			return false
-		}
 	}
 	c.markSeenUntilLocked(key, now.Add(c.cfg.MessageTTL))
 	return true

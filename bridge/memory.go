@@ -115,14 +115,24 @@ type binding struct {
 	persisted time.Time
 }
 
-// bindLocked records that gid lives on host (a verified heartbeat). It
-// returns false when gid is already bound to another host: a gid belongs to
-// the first host that named it, until that binding lapses.
-func (c *Core) bindLocked(gid, host string, now time.Time) bool {
-	b := c.bindings[gid]
-	if b != nil && b.host != host && now.Sub(b.seen) < c.cfg.MessageTTL {
-		return false
+// ownerLocked is the host gid lives on as far as this gateway knows: this
+// one for its own entities, else the host whose signed heartbeat named it
+// first, until that binding lapses; "" when none. A gid belongs to that
+// host: another host's heartbeat claiming it is refused.
+func (c *Core) ownerLocked(gid string, now time.Time) string {
+	if c.ents[gid] != nil {
+		return c.cfg.Host
 	}
+	if b := c.bindings[gid]; b != nil && now.Sub(b.seen) < c.cfg.MessageTTL {
+		return b.host
+	}
+	return ""
+}
+
+// bindLocked records that gid lives on host (a verified heartbeat, its
+// owner checked with ownerLocked).
+func (c *Core) bindLocked(gid, host string, now time.Time) {
+	b := c.bindings[gid]
 	if b == nil || b.host != host {
 		b = &binding{host: host}
 		c.bindings[gid] = b
@@ -132,7 +142,6 @@ func (c *Core) bindLocked(gid, host string, now time.Time) bool {
 		b.persisted = now
 		c.dirtySenders = append(c.dirtySenders, senderRec{GID: gid, Host: host, Seen: now})
 	}
-	return true
 }
 
 // markSeenLocked records key (gid+msgId) as taken until env's expiry (past

@@ -154,28 +154,24 @@ func (c *Core) onPresence(d Delivery) {
 	}
 	now := c.cfg.Now()
 	c.mu.Lock()
-	if !env.TS.After(c.lastBeat[p.GID]) && (p.Name == GatewayName || c.ents[p.GID] == nil && c.bindings[p.GID] != nil && c.bindings[p.GID].host == p.Host) {
+	if on := c.ownerLocked(p.GID, now); p.Name != GatewayName && on != "" && on != p.Host {
+		c.mu.Unlock()
+		c.refuse(d, "roster", RefuseFromNotOnHost, fmt.Sprintf("presence of %s, which lives on %s, signed by %s", p.GID, on, p.Host))
+		return
+	}
+	if !env.TS.After(c.lastBeat[p.GID]) {
 		c.mu.Unlock()
 		c.refuse(d, "roster", RefuseReplayed, "a heartbeat no newer than the last one of "+p.GID)
 		return
 	}
+	c.lastBeat[p.GID] = env.TS
 	if p.Name == GatewayName {
-		c.lastBeat[p.GID] = env.TS
 		c.hosts[p.Host] = &remoteEntry{p: p, seen: now}
 		c.mu.Unlock()
 		ack()
 		return
 	}
-	if c.ents[p.GID] != nil || !c.bindLocked(p.GID, p.Host, now) {
-		on := c.cfg.Host
-		if b := c.bindings[p.GID]; b != nil && c.ents[p.GID] == nil {
-			on = b.host
-		}
-		c.mu.Unlock()
-		c.refuse(d, "roster", RefuseFromNotOnHost, fmt.Sprintf("presence of %s, which lives on %s, signed by %s", p.GID, on, p.Host))
-		return
-	}
-	c.lastBeat[p.GID] = env.TS
+	c.bindLocked(p.GID, p.Host, now)
 	if p.Gone {
 		delete(c.remote, p.GID) // its binding stays: its backlog still verifies
 		c.mu.Unlock()
