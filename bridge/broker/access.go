@@ -5,7 +5,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"syscall"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -29,6 +31,10 @@ func connectHint(err error, conf *tls.Config) string {
 	var record tls.RecordHeaderError
 	msg := err.Error()
 	noClientCert := conf == nil || len(conf.Certificates) == 0 && conf.GetClientCertificate == nil
+	// With TLS 1.3 the broker judges the client certificate after the
+	// client's handshake is done: its first write may meet a reset instead
+	// of the alert.
+	reset := conf != nil && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || strings.Contains(msg, "connection reset"))
 	switch {
 	case errors.As(err, &unknown):
 		return ": the broker's certificate is signed by an authority this gateway does not trust: pass --broker-ca with the CA that signed it"
@@ -39,11 +45,13 @@ func connectHint(err error, conf *tls.Config) string {
 	case errors.As(err, &record):
 		return ": that port does not speak TLS: use the broker's TLS port (5671 by default) with amqps://, or amqp:// for a plain port"
 	case strings.Contains(msg, "tls: certificate required"),
-		noClientCert && (strings.Contains(msg, "tls: handshake failure") || strings.Contains(msg, "tls: bad certificate")):
+		noClientCert && (reset || strings.Contains(msg, "tls: handshake failure") || strings.Contains(msg, "tls: bad certificate")):
 		return ": the broker requires a client certificate: pass --broker-cert and --broker-key"
 	case strings.Contains(msg, "tls: bad certificate"), strings.Contains(msg, "tls: unknown certificate authority"),
 		strings.Contains(msg, "tls: unknown certificate"):
 		return ": the broker refused this gateway's client certificate (is it signed by a CA the broker's cacertfile lists?)"
+	case reset:
+		return ": the broker closed the connection right after the TLS handshake: it likely refused this gateway's client certificate (is it signed by a CA the broker's cacertfile lists?)"
 	}
 	return ""
 }
