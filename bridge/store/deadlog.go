@@ -1,0 +1,66 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// DeadLetter is one line of `herdbridge dlq list`.
+type DeadLetter struct {
+	At       time.Time `json:"at"`
+	MsgID    string    `json:"msgId"`
+	Kind     string    `json:"kind,omitempty"`
+	From     string    `json:"from,omitempty"`
+	To       string    `json:"to,omitempty"`
+	Reason   string    `json:"reason"`
+	Queue    string    `json:"queue,omitempty"`
+	Reported bool      `json:"reportedToSender"`
+}
+
+// AppendDead adds a record, dropping the oldest past the log's bound.
+func (s *Store) AppendDead(r DeadLetter) error {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bktDead)
+		seq, _ := b.NextSequence()
+		if err := b.Put(binary.BigEndian.AppendUint64(nil, seq), raw); err != nil {
+			return err
+		}
+		for b.Stats().KeyN > s.dlqMax {
+			k, _ := b.Cursor().First()
+			if k == nil {
+				break
+			}
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// DeadLetters returns up to limit most recent dead-letter records, oldest first.
+func (s *Store) DeadLetters(limit int) ([]DeadLetter, error) {
+	var out []DeadLetter
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bktDead).Cursor()
+		for k, v := c.Last(); k != nil && (limit <= 0 || len(out) < limit); k, v = c.Prev() {
+			var r DeadLetter
+			if err := json.Unmarshal(v, &r); err != nil {
+				continue
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, err
+}

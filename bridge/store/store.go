@@ -1,0 +1,60 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Store is one open state file.
+type Store struct {
+	db     *bolt.DB
+	path   string
+	dlqMax int
+}
+
+var (
+	bktEntities = []byte("entities") // gid -> Entity
+	bktDead     = []byte("deadlog")  // seq -> DeadLetter
+	bktAwait    = []byte("awaiting") // msgId -> Await: briefs sent into panes, receipt not yet back
+	bktTyping   = []byte("typing")   // msgId -> Await: briefs this gateway began typing, receipt not yet sent
+	bktSeen     = []byte("seen")     // seen key -> expiry, Unix ms (8 bytes)
+	bktSenders  = []byte("senders")  // gid -> Sender
+)
+
+// Open opens (creating) the state file. A corrupt or foreign file is an
+// error that names it; nothing is rewritten. dlqMax bounds the dead-letter
+// log (default 10000).
+func Open(path string, dlqMax int) (*Store, error) {
+	if dlqMax <= 0 {
+		dlqMax = 10000
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("bridge: %s is locked by another process: is a gateway already running on this state dir?", path)
+		}
+		return nil, fmt.Errorf("bridge: cannot open state file %s (%w): if it is corrupt, move it aside to start fresh; nothing was deleted", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bktEntities, bktDead, bktAwait, bktTyping} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("bridge: state file %s is unusable (%w): move it aside to start fresh; nothing was deleted", path, err)
+	}
+	return &Store{db: db, path: path, dlqMax: dlqMax}, nil
+}
+
+// Path is the state file's path, for error messages.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
