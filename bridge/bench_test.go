@@ -8,6 +8,7 @@ import (
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/embedded"
+	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
 // benchCore is a started Core on the embedded transport in b's temp dir,
@@ -20,7 +21,7 @@ func benchCore(b *testing.B, opts embedded.Options) (c *bridge.Core, lead, worke
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := bridge.OpenStore(filepath.Join(dir, "state.db"), 0)
+	st, err := store.Open(filepath.Join(dir, "state.db"), 0)
 	if err != nil {
 		tr.Close()
 		b.Fatal(err)

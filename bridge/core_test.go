@@ -24,6 +24,7 @@ import (
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/embedded"
+	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -44,7 +45,7 @@ type harness struct {
 	t    *testing.T
 	cfg  bridge.Config
 	tr   *embedded.Transport
-	st   *bridge.Store
+	st   *store.Store
 	c    *bridge.Core
 	clk  *clock
 	tclk *clock
@@ -58,7 +59,7 @@ func newHarness(t *testing.T, mod func(*bridge.Config)) *harness {
 	if err != nil {
 		t.Fatalf("embedded.Open: %v", err)
 	}
-	st, err := bridge.OpenStore(filepath.Join(dir, "s.db"), 0)
+	st, err := store.Open(filepath.Join(dir, "s.db"), 0)
 	if err != nil {
 		_ = tr.Close()
 		t.Fatalf("OpenStore: %v", err)
@@ -912,10 +913,9 @@ func (n *chanNudger) Nudge(e bridge.Entity, s bridge.HeldSummary) {
 }
 
 func TestNudgerToldAboutHeldMessages(t *testing.T) {
-	h := newHarness(t, nil)
-	p, w := pair(h)
 	n := &chanNudger{ch: make(chan nudge, 16)}
-	h.c.SetNudger(n)
+	h := newHarness(t, func(c *bridge.Config) { c.Nudger = n })
+	p, w := pair(h)
 	next := func() nudge {
 		t.Helper()
 		select {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/embedded"
+	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
 // fakeInjector records what the forward path asks of it.
@@ -28,23 +29,29 @@ func (f *fakeInjector) Inject(ctx context.Context, b bridge.Brief) bridge.Inject
 	return f.receipt
 }
 
-func forwardCore(t *testing.T, inj *fakeInjector) *bridge.Core {
+// forwardCore is a core whose workers in panes take briefs through inj;
+// with typed false nothing is typed (every entity pulls) and inj only
+// lends its transport to the test.
+func forwardCore(t *testing.T, inj *fakeInjector, typed bool) *bridge.Core {
 	t.Helper()
 	dir := t.TempDir()
 	tr, err := embedded.Open(filepath.Join(dir, "t.db"), embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := bridge.OpenStore(filepath.Join(dir, "s.db"), 0)
+	st, err := store.Open(filepath.Join(dir, "s.db"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	inj.tr = tr
-	c, err := bridge.New(bridge.Config{Host: "h1", Transport: tr, Store: st, MaxWait: 3 * time.Second, InjectWait: 2 * time.Second})
+	cfg := bridge.Config{Host: "h1", Transport: tr, Store: st, MaxWait: 3 * time.Second, InjectWait: 2 * time.Second}
+	if typed {
+		cfg.Injector = inj
+	}
+	c, err := bridge.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetInjector(inj)
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +71,7 @@ func TestForwardPathReceipts(t *testing.T) {
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			inj := &fakeInjector{receipt: tc.receipt}
-			c := forwardCore(t, inj)
+			c := forwardCore(t, inj, true)
 			ctx := context.Background()
 			p, _, err := c.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
 			if err != nil {
@@ -101,7 +108,7 @@ func TestForwardPathReceipts(t *testing.T) {
 // sender with a loud failed, never a silent confirmed.
 func TestForwardPathNoRungFails(t *testing.T) {
 	inj := &fakeInjector{receipt: bridge.InjectReceipt{}}
-	c := forwardCore(t, inj)
+	c := forwardCore(t, inj, true)
 	ctx := context.Background()
 	p, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
 	if _, _, err := c.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"}); err != nil {
@@ -131,16 +138,16 @@ func (b *blockingInjector) Inject(ctx context.Context, _ bridge.Brief) bridge.In
 // its receipt is reported FAILED to the sender once its bound passes.
 func TestForwardPathCrashReportsFailed(t *testing.T) {
 	dir := t.TempDir()
-	open := func() (*bridge.Core, func()) {
+	open := func(inj bridge.Injector) (*bridge.Core, func()) {
 		tr, err := embedded.Open(filepath.Join(dir, "t.db"), embedded.Options{NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := bridge.OpenStore(filepath.Join(dir, "s.db"), 0)
+		st, err := store.Open(filepath.Join(dir, "s.db"), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := bridge.New(bridge.Config{Host: "h1", Transport: tr, Store: st, MaxWait: 3 * time.Second,
+		c, err := bridge.New(bridge.Config{Host: "h1", Transport: tr, Store: st, Injector: inj, MaxWait: 3 * time.Second,
 			InjectWait: 300 * time.Millisecond, ReceiptWait: 300 * time.Millisecond, SweepEvery: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -148,9 +155,8 @@ func TestForwardPathCrashReportsFailed(t *testing.T) {
 		return c, func() { c.Close(); st.Close(); tr.Close() }
 	}
 	ctx := context.Background()
-	c1, close1 := open()
 	inj := &blockingInjector{started: make(chan struct{})}
-	c1.SetInjector(inj)
+	c1, close1 := open(inj)
 	if err := c1.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -164,9 +170,8 @@ func TestForwardPathCrashReportsFailed(t *testing.T) {
 	cancelSend()
 	close1() // the crash: the FAILED the forward path would send has nowhere to go
 
-	c2, close2 := open()
+	c2, close2 := open(&fakeInjector{})
 	defer close2()
-	c2.SetInjector(&fakeInjector{})
 	if err := c2.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -77,13 +77,13 @@ func (c *Core) handOver(ctx context.Context, st *entState, hms []*heldMsg) {
 	// The brief it now works on (default ask target, reply trace) is set
 	// before the result goes out: the reply can come back faster than the
 	// transport reports the write.
-	c.mu.Lock()
+	st.mu.Lock()
 	for _, hm := range hms {
 		if hm.env.Kind == KindSend {
 			st.brief = briefRef{from: hm.env.From, msgID: hm.env.MsgID, traceID: hm.env.TraceID}
 		}
 	}
-	c.mu.Unlock()
+	st.mu.Unlock()
 	commit := func() {
 		if err := c.settleTaken(st, hms); err != nil {
 			c.log.Warn("ack after handover failed", LogGID, st.GID, "err", err)

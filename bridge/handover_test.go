@@ -12,8 +12,7 @@ import (
 // are held again, and nothing is lost or doubled.
 func TestHandoverAcksOnlyWhenWritten(t *testing.T) {
 	inj := &fakeInjector{}
-	c := forwardCore(t, inj)
-	c.SetInjector(nil)
+	c := forwardCore(t, inj, false)
 	ctx := context.Background()
 	p, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
 	w, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -28,16 +29,192 @@ type Presence struct {
 	Key      string   `json:"key,omitempty"`      // the _gateway entry: its host key's fingerprint
 }
 
+// presence is the view of the other hosts, rebuilt from their signed
+// heartbeats (SPEC §7): their entities, their _gateway entries, the newest
+// heartbeat per gid (an older one is a replay), and when this gateway last
+// heard its own. Its lock is a leaf.
+type presence struct {
+	kick chan struct{} // a heartbeat is wanted now (an entity registered)
+
+	mu     sync.Mutex
+	remote map[string]*remoteEntry // entities of other hosts, by gid
+	hosts  map[string]*remoteEntry // other hosts' _gateway entries
+	beats  map[string]time.Time    // ts of the newest heartbeat per gid
+	heard  time.Time               // when our own heartbeat last came back
+}
+
 type remoteEntry struct {
 	p    Presence
 	seen time.Time
 }
 
-// SetProfiles sets what this host's _gateway presence advertises.
-func (c *Core) SetProfiles(f func() []string) {
-	c.mu.Lock()
-	c.profiles = f
-	c.mu.Unlock()
+func newPresence() *presence {
+	return &presence{kick: make(chan struct{}, 1), remote: map[string]*remoteEntry{}, hosts: map[string]*remoteEntry{}, beats: map[string]time.Time{}}
+}
+
+func (r *remoteEntry) entity() Entity {
+	return Entity{GID: r.p.GID, Name: r.p.Name, Host: r.p.Host, Role: r.p.Role, Groups: r.p.Groups, PaneID: r.p.PaneID}
+}
+
+// entry is the remote entity gid, nil when not present.
+func (p *presence) entry(gid string) *remoteEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.remote[gid]
+}
+
+// host is the _gateway entry of host, nil when not present.
+func (p *presence) host(host string) *remoteEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hosts[host]
+}
+
+// knowsHost reports whether host has a _gateway entry or any entity here.
+func (p *presence) knowsHost(host string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hosts[host] != nil {
+		return true
+	}
+	for _, r := range p.remote {
+		if r.p.Host == host {
+			return true
+		}
+	}
+	return false
+}
+
+// name is the remote entity gid as name@host, "" when not present.
+func (p *presence) name(gid string) string {
+	if r := p.entry(gid); r != nil {
+		return r.p.Name + "@" + r.p.Host
+	}
+	return ""
+}
+
+// find finds a remote entity by gid, name@host, or a name that is unique
+// across the other hosts. ambiguous lists the candidates.
+func (p *presence) find(target, name, host string) (e *remoteEntry, ambiguous []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.remote[target]; r != nil {
+		return r, nil
+	}
+	var hits []*remoteEntry
+	for _, r := range p.remote {
+		if r.p.Name == name && (host == "" || r.p.Host == host) {
+			hits = append(hits, r)
+		}
+	}
+	if len(hits) == 1 {
+		return hits[0], nil
+	}
+	for _, h := range hits {
+		ambiguous = append(ambiguous, h.p.Name+"@"+h.p.Host)
+	}
+	sort.Strings(ambiguous)
+	return nil, ambiguous
+}
+
+// names lists the remote entities as name@host.
+func (p *presence) names() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, r := range p.remote {
+		out = append(out, r.p.Name+"@"+r.p.Host)
+	}
+	return out
+}
+
+// views adds the remote entities and hosts to a roster.
+func (p *presence) views(v *RosterView) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.remote {
+		st := r.p.Status
+		if st == "" {
+			st = "online"
+		}
+		v.Entities = append(v.Entities, EntityView{Entity: r.entity(), Status: st})
+	}
+	for _, h := range p.hosts {
+		v.Hosts = append(v.Hosts, HostView{Host: h.p.Host, Profiles: append([]string{}, h.p.Profiles...), Key: h.p.Key})
+	}
+}
+
+// heardSelf records that our own heartbeat came back: the roster link
+// works. After a deafness (a broker outage) every entry gets a fresh TTL to
+// send its next heartbeat before it is judged gone.
+func (p *presence) heardSelf(now time.Time, every time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.Sub(p.heard) > 2*every {
+		for _, r := range p.remote {
+			r.seen = now
+		}
+		for _, h := range p.hosts {
+			h.seen = now
+		}
+	}
+	p.heard = now
+}
+
+// newer records ts as gid's newest heartbeat; false means it is not newer
+// than the last one (a replay).
+func (p *presence) newer(gid string, ts time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !ts.After(p.beats[gid]) {
+		return false
+	}
+	p.beats[gid] = ts
+	return true
+}
+
+// record applies a verified heartbeat of another host.
+func (p *presence) record(pr Presence, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case pr.Name == GatewayName:
+		p.hosts[pr.Host] = &remoteEntry{p: pr, seen: now}
+	case pr.Gone:
+		delete(p.remote, pr.GID)
+	default:
+		p.remote[pr.GID] = &remoteEntry{p: pr, seen: now}
+		if h := p.hosts[pr.Host]; h != nil {
+			h.seen = now
+		}
+	}
+}
+
+// expire forgets entries whose heartbeats stopped — but only while this
+// gateway hears its own: during a broker outage nothing arrives from
+// anyone, and forgetting every remote entity would turn a short blip into
+// "unknown target" errors.
+func (p *presence) expire(now time.Time, every, ttl, skew time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.Sub(p.heard) > 2*every {
+		return
+	}
+	for gid, r := range p.remote {
+		if now.Sub(r.seen) > ttl {
+			delete(p.remote, gid)
+		}
+	}
+	for h, r := range p.hosts {
+		if now.Sub(r.seen) > ttl {
+			delete(p.hosts, h)
+		}
+	}
+	for gid, ts := range p.beats { // past any heartbeat's lifetime: a replay is refused as expired
+		if now.Sub(ts) > ttl+skew {
+			delete(p.beats, gid)
+		}
+	}
 }
 
 // presenceLoop heartbeats every local entity and the host, and follows the
@@ -53,8 +230,8 @@ func (c *Core) presenceLoop(pt PresenceTransport) {
 			return
 		case <-t.C:
 			c.publishPresence(nil)
-			c.expirePresence()
-		case <-c.presenceKick:
+			c.pres.expire(c.cfg.Now(), c.cfg.PresenceEvery, c.cfg.PresenceTTL, c.cfg.ClockSkew)
+		case <-c.pres.kick:
 			c.publishPresence(nil)
 		}
 	}
@@ -63,14 +240,17 @@ func (c *Core) presenceLoop(pt PresenceTransport) {
 // kickPresence asks for a heartbeat now (an entity registered).
 func (c *Core) kickPresence() {
 	select {
-	case c.presenceKick <- struct{}{}:
+	case c.pres.kick <- struct{}{}:
 	default:
 	}
 }
 
+// presenceOf is st's heartbeat.
 func (c *Core) presenceOf(st *entState) Presence {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	return Presence{GID: st.GID, Name: st.Name, Host: c.cfg.Host, Role: st.Role, Groups: append([]string(nil), st.Groups...),
-		PaneID: st.PaneID, Status: st.paneStatus, Forward: c.forwardsLocked(st)}
+		PaneID: st.PaneID, Status: st.paneStatus, Forward: c.forwards(st)}
 }
 
 // publishPresence sends one heartbeat per local entity and the host's own;
@@ -80,17 +260,11 @@ func (c *Core) publishPresence(extra []Presence) {
 	if !ok {
 		return
 	}
-	c.mu.Lock()
 	ps := append([]Presence(nil), extra...)
-	for _, st := range c.ents {
+	for _, st := range c.reg.all() {
 		ps = append(ps, c.presenceOf(st))
 	}
-	gw := Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: []string{}, Key: c.cfg.KeyFingerprint}
-	if c.profiles != nil {
-		gw.Profiles = c.profiles()
-	}
-	ps = append(ps, gw)
-	c.mu.Unlock()
+	ps = append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint})
 	for _, p := range ps {
 		body, _ := json.Marshal(p)
 		env := c.newEnv(KindPresence, p.GID, "roster."+c.cfg.Host+"."+p.Name, body, c.cfg.PresenceTTL)
@@ -122,138 +296,60 @@ func (c *Core) onPresence(d Delivery) {
 		return
 	}
 	env := d.Env
-	ack := func() {
-		if err := d.Acker.Ack(); err != nil {
-			c.log.Debug("presence ack failed", "err", err)
-		}
-	}
 	if env.Host == c.cfg.Host {
-		ack()
-		// our own heartbeat came back: the roster link works (see expirePresence)
-		now := c.cfg.Now()
-		c.mu.Lock()
-		if now.Sub(c.presenceHeard) > 2*c.cfg.PresenceEvery {
-			// we were deaf (a broker outage): give every entry a fresh TTL
-			// to send its next heartbeat before judging it gone
-			for _, r := range c.remote {
-				r.seen = now
-			}
-			for _, h := range c.hosts {
-				h.seen = now
-			}
-		}
-		c.presenceHeard = now
-		c.mu.Unlock()
+		c.ackPresence(d)
+		c.pres.heardSelf(c.cfg.Now(), c.cfg.PresenceEvery)
 		return // local entities are known first-hand
 	}
-	var p Presence
-	if err := json.Unmarshal(env.Body, &p); err != nil || p.Name == "" || p.Host != env.Host || p.GID != env.From ||
-		(p.Name == GatewayName) != (p.GID == GatewayGID(p.Host)) || p.Name != GatewayName && (!isUUID(p.GID) || !ValidName(p.Name)) {
-		c.refuse(d, "roster", RefuseMalformed, fmt.Sprintf("presence body does not match its envelope (%v)", err))
+	p, err := presenceBody(env)
+	if err != nil {
+		c.refuse(d, "roster", RefuseMalformed, err.Error())
 		return
 	}
 	now := c.cfg.Now()
-	c.mu.Lock()
-	if on := c.ownerLocked(p.GID, now); p.Name != GatewayName && on != "" && on != p.Host {
-		c.mu.Unlock()
+	if on := c.ownerOf(p.GID, now); p.Name != GatewayName && on != "" && on != p.Host {
 		c.refuse(d, "roster", RefuseFromNotOnHost, fmt.Sprintf("presence of %s, which lives on %s, signed by %s", p.GID, on, p.Host))
 		return
 	}
-	if !env.TS.After(c.lastBeat[p.GID]) {
-		c.mu.Unlock()
+	if !c.pres.newer(p.GID, env.TS) {
 		c.refuse(d, "roster", RefuseReplayed, "a heartbeat no newer than the last one of "+p.GID)
 		return
 	}
-	c.lastBeat[p.GID] = env.TS
-	if p.Name == GatewayName {
-		c.hosts[p.Host] = &remoteEntry{p: p, seen: now}
-		c.mu.Unlock()
-		ack()
-		return
+	if p.Name != GatewayName {
+		c.mem.bind(p.GID, p.Host, now) // a Gone keeps its binding: its backlog still verifies
 	}
-	c.bindLocked(p.GID, p.Host, now)
-	if p.Gone {
-		delete(c.remote, p.GID) // its binding stays: its backlog still verifies
-		c.mu.Unlock()
-		ack()
-		return
-	}
-	c.remote[p.GID] = &remoteEntry{p: p, seen: now}
-	if h := c.hosts[p.Host]; h != nil {
-		h.seen = now
-	}
-	waiting := c.releasePendingLocked(p.GID)
-	c.mu.Unlock()
-	ack()
-	for _, w := range waiting { // messages that arrived before this heartbeat
-		w.redo(w.d)
+	c.pres.record(p, now)
+	c.ackPresence(d)
+	if p.Name != GatewayName && !p.Gone {
+		c.redoPending(p.GID) // messages that arrived before this heartbeat
 	}
 }
 
-// expirePresence forgets entries whose heartbeats stopped — but only while
-// this gateway hears its own: during a broker outage nothing arrives from
-// anyone, and forgetting every remote entity would turn a short blip into
-// "unknown target" errors.
-func (c *Core) expirePresence() {
-	now := c.cfg.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if now.Sub(c.presenceHeard) > 2*c.cfg.PresenceEvery {
-		return
-	}
-	for gid, r := range c.remote {
-		if now.Sub(r.seen) > c.cfg.PresenceTTL {
-			delete(c.remote, gid)
-		}
-	}
-	for h, r := range c.hosts {
-		if now.Sub(r.seen) > c.cfg.PresenceTTL {
-			delete(c.hosts, h)
-		}
-	}
-	for gid, ts := range c.lastBeat { // past any heartbeat's lifetime: a replay is refused as expired
-		if now.Sub(ts) > c.cfg.PresenceTTL+c.cfg.ClockSkew {
-			delete(c.lastBeat, gid)
-		}
+func (c *Core) ackPresence(d Delivery) {
+	if err := d.Acker.Ack(); err != nil {
+		c.log.Debug("presence ack failed", "err", err)
 	}
 }
 
-func (r *remoteEntry) entity() Entity {
-	return Entity{GID: r.p.GID, Name: r.p.Name, Host: r.p.Host, Role: r.p.Role, Groups: r.p.Groups, PaneID: r.p.PaneID}
+// presenceBody decodes a heartbeat's body and checks it against its
+// envelope: the entry must be of the signing host and name the sender.
+func presenceBody(env *Envelope) (Presence, error) {
+	var p Presence
+	err := json.Unmarshal(env.Body, &p)
+	if err != nil || p.Name == "" || p.Host != env.Host || p.GID != env.From ||
+		(p.Name == GatewayName) != (p.GID == GatewayGID(p.Host)) || p.Name != GatewayName && (!isUUID(p.GID) || !ValidName(p.Name)) {
+		return p, fmt.Errorf("presence body does not match its envelope (%v)", err)
+	}
+	return p, nil
 }
 
-// remoteLocked finds a remote entity by gid, name@host, or a name that is
-// unique across the other hosts. ambiguous lists the candidates.
-func (c *Core) remoteLocked(target, name, host string) (e *remoteEntry, ambiguous []string) {
-	if r := c.remote[target]; r != nil {
-		return r, nil
+// ownerOf is the host gid lives on as far as this gateway knows: this one
+// for its own entities, else the host whose signed heartbeat named it
+// first, until that binding lapses; "" when none. A gid belongs to that
+// host: another host's heartbeat claiming it is refused.
+func (c *Core) ownerOf(gid string, now time.Time) string {
+	if c.reg.get(gid) != nil {
+		return c.cfg.Host
 	}
-	var hits []*remoteEntry
-	for _, r := range c.remote {
-		if r.p.Name == name && (host == "" || r.p.Host == host) {
-			hits = append(hits, r)
-		}
-	}
-	if len(hits) == 1 {
-		return hits[0], nil
-	}
-	for _, h := range hits {
-		ambiguous = append(ambiguous, h.p.Name+"@"+h.p.Host)
-	}
-	sort.Strings(ambiguous)
-	return nil, ambiguous
-}
-
-// forwards reports whether briefs to target go through a pane's forward
-// path (and so a receipt will follow).
-func (c *Core) forwards(target Entity) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st := c.ents[target.GID]; st != nil {
-		return c.forwardsLocked(st)
-	}
-	if r := c.remote[target.GID]; r != nil {
-		return r.p.Forward
-	}
-	return false
+	return c.mem.liveHostOf(gid, now)
 }

@@ -2,13 +2,12 @@ package bridge
 
 import (
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
 // Bearer tokens.
@@ -67,31 +66,22 @@ func (c *Core) RevokeTokens(name string) (Entity, int, error) {
 	}
 	c.regMu.Lock() // no Register or Remove in between
 	defer c.regMu.Unlock()
-	c.mu.Lock()
-	if c.closed || !c.started {
-		c.mu.Unlock()
+	if !c.running() {
 		return Entity{}, 0, errors.New("bridge: core is not running")
 	}
-	var st *entState
-	if gid, ok := c.byName[name]; ok {
-		st = c.ents[gid]
-	}
+	st := c.reg.named(name)
 	if st == nil {
-		c.mu.Unlock()
 		return Entity{}, 0, userErr("no entity named %q on this host (%s): herdbridge roster lists them", name, c.cfg.Host)
 	}
 	// in memory first: the tokens stop working now, whatever the disk does
+	st.mu.Lock()
 	n := len(st.tokens)
-	for _, h := range st.tokens {
-		if c.tokens[h] == st.GID {
-			delete(c.tokens, h)
-		}
-	}
+	c.reg.dropTokens(st.GID, st.tokens)
 	st.tokens = nil
 	e := st.snapshot()
-	c.mu.Unlock()
-	if err := c.st.putEntity(storedEntity{Entity: e}); err != nil {
-		return e, n, fmt.Errorf("bridge: the %d token(s) of %s are refused from now on, but %s could not record it (%w): they would work again after a restart; revoke again", n, name, c.st.path, err)
+	st.mu.Unlock()
+	if err := c.st.PutEntity(storedOf(e, nil)); err != nil {
+		return e, n, fmt.Errorf("bridge: the %d token(s) of %s are refused from now on, but %s could not record it (%w): they would work again after a restart; revoke again", n, name, c.st.Path(), err)
 	}
 	c.log.Info("bearer tokens revoked", LogGID, e.GID, "name", e.Name, "tokens", n)
 	return e, n, nil
@@ -106,52 +96,14 @@ func RevokeStoredTokens(path, name string) (Entity, int, error) {
 	if i := strings.LastIndexByte(name, '@'); i >= 0 {
 		name = name[:i] // the store holds this host's entities only
 	}
-	if _, err := os.Stat(path); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return Entity{}, 0, userErr("no entity named %q: %s does not exist (nothing was registered on this state dir)", name, path)
-		}
-		return Entity{}, 0, err
-	}
-	s, err := OpenStore(path, 0)
-	if err != nil {
-		return Entity{}, 0, err
-	}
-	defer s.Close()
-	var (
-		found bool
-		e     Entity
-		n     int
-	)
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bktEntities)
-		var key []byte
-		var se storedEntity
-		err := b.ForEach(func(k, v []byte) error {
-			var cur storedEntity
-			if err := json.Unmarshal(v, &cur); err != nil {
-				return fmt.Errorf("entity %s in %s: %w", k, path, err)
-			}
-			if cur.Name == name {
-				key, se, found = append([]byte(nil), k...), cur, true
-			}
-			return nil
-		})
-		if err != nil || !found {
-			return err
-		}
-		e, n = se.Entity, len(se.Tokens)
-		se.Tokens = nil
-		raw, err := json.Marshal(se)
-		if err != nil {
-			return err
-		}
-		return b.Put(key, raw)
-	})
-	if err != nil {
-		return Entity{}, 0, fmt.Errorf("bridge: revoke tokens in %s: %w", path, err)
-	}
-	if !found {
+	rec, err := store.RevokeTokens(path, name)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return Entity{}, 0, userErr("no entity named %q: %s does not exist (nothing was registered on this state dir)", name, path)
+	case errors.Is(err, store.ErrNoEntity):
 		return Entity{}, 0, userErr("no entity named %q in %s (herdbridge roster lists them while a gateway runs)", name, path)
+	case err != nil:
+		return Entity{}, 0, err
 	}
-	return e, n, nil
+	return entityOf(rec), len(rec.Tokens), nil
 }

@@ -49,26 +49,19 @@ var gatewayNS = uuid.MustParse("6f3c2a4e-1d0b-5c8e-9a7f-3b2d1e0c4a5f")
 // GatewayGID is the gid of host's gateway itself.
 func GatewayGID(host string) string { return uuid.NewSHA1(gatewayNS, []byte(host)).String() }
 
-// refusals counts refused messages by reason.
-type refusals struct {
-	mu sync.Mutex
-	n  map[string]uint64
+// gate is SPEC §3's verification at the receiving gateway: the checks in
+// order, the deliveries waiting for their sender's presence, and the
+// refusals counted by reason. Its lock is a leaf.
+type gate struct {
+	mu       sync.Mutex
+	pending  map[string][]pendingMsg // deliveries waiting for their sender's presence, by from
+	pendingN map[string]int          // how many wait, by queue
+	ids      map[string]bool         // msgIds waiting
+	refused  map[string]uint64
 }
 
-func (r *refusals) add(reason string) {
-	r.mu.Lock()
-	if r.n == nil {
-		r.n = map[string]uint64{}
-	}
-	r.n[reason]++
-	r.mu.Unlock()
-}
-
-// Refused returns how many messages this gateway refused, by reason.
-func (c *Core) Refused() map[string]uint64 {
-	c.refused.mu.Lock()
-	defer c.refused.mu.Unlock()
-	return maps.Clone(c.refused.n)
+func newGate() *gate {
+	return &gate{pending: map[string][]pendingMsg{}, pendingN: map[string]int{}, ids: map[string]bool{}, refused: map[string]uint64{}}
 }
 
 // pendingMsg is a delivery from a sender this gateway has no signed
@@ -79,6 +72,13 @@ type pendingMsg struct {
 	at    time.Time
 	queue string
 	redo  func(Delivery)
+}
+
+// Refused returns how many messages this gateway refused, by reason.
+func (c *Core) Refused() map[string]uint64 {
+	c.gate.mu.Lock()
+	defer c.gate.mu.Unlock()
+	return maps.Clone(c.gate.refused)
 }
 
 // sign sets env's signature, when this gateway signs.
@@ -116,54 +116,69 @@ func (c *Core) verify(d Delivery, toErr func(*Envelope) string) (reason, detail 
 	env := d.Env
 	needPresence := false
 	if c.cfg.Verifier != nil {
-		if len(env.Sig) == 0 {
-			return RefuseBadSignature, "unsigned", false
-		}
-		if err := c.cfg.Verifier.Verify(env.Host, env.SigningInput(), env.Sig); err != nil {
-			if errors.Is(err, ErrUnknownHost) {
-				return RefuseUnknownHost, err.Error(), false
-			}
-			return RefuseBadSignature, err.Error(), false
-		}
-		fromGateway := env.From == GatewayGID(env.Host)
-		if fromGateway && env.Kind != KindPresence && env.Kind != KindFailed {
-			// a gateway speaks for itself only to report a failure
-			return RefuseFromNotOnHost, "a " + string(env.Kind) + " from the gateway of " + env.Host + " (gateways send only FAILED)", false
-		}
-		if env.Kind != KindPresence && env.Host != c.cfg.Host && !fromGateway {
-			c.mu.Lock()
-			b := c.bindings[env.From]
-			var on string
-			if b != nil {
-				on = b.host
-			}
-			c.mu.Unlock()
-			switch {
-			case b == nil:
-				needPresence = true // judged below, once the other checks passed
-			case on != env.Host:
-				return RefuseFromNotOnHost, fmt.Sprintf("%s lives on %s, not %s", env.From, on, env.Host), false
-			}
+		var reason, detail string
+		if reason, detail, needPresence = c.verifySender(env); reason != "" {
+			return reason, detail, false
 		}
 	}
 	if msg := toErr(env); msg != "" {
 		return RefuseToMismatch, msg, false
 	}
-	now := c.cfg.Now()
-	if env.TS.After(now.Add(c.cfg.ClockSkew)) {
-		return RefuseFuture, fmt.Sprintf("ts %s is %v ahead of this clock", env.TS.UTC().Format(time.RFC3339Nano), env.TS.Sub(now).Round(time.Millisecond)), false
-	}
-	skew := c.cfg.ClockSkew
-	if env.Kind == KindPresence {
-		skew = 0 // a heartbeat is worthless once its TTL is over: no allowance to replay it in
-	}
-	if !now.Before(env.ExpiresAt.Add(skew)) {
-		return RefuseExpired, "expired at " + env.ExpiresAt.UTC().Format(time.RFC3339Nano), false
+	if reason, detail := c.verifyTime(env); reason != "" {
+		return reason, detail, false
 	}
 	if needPresence {
 		return RefuseFromNotOnHost, "no signed presence of " + env.From + " on " + env.Host + " yet", true
 	}
 	return "", "", false
+}
+
+// verifySender checks the signature and that from lives on host. needPresence
+// means from has no binding yet: judged once the other checks passed.
+func (c *Core) verifySender(env *Envelope) (reason, detail string, needPresence bool) {
+	if len(env.Sig) == 0 {
+		return RefuseBadSignature, "unsigned", false
+	}
+	if err := c.cfg.Verifier.Verify(env.Host, env.SigningInput(), env.Sig); err != nil {
+		if errors.Is(err, ErrUnknownHost) {
+			return RefuseUnknownHost, err.Error(), false
+		}
+		return RefuseBadSignature, err.Error(), false
+	}
+	fromGateway := env.From == GatewayGID(env.Host)
+	if fromGateway && env.Kind != KindPresence && env.Kind != KindFailed {
+		// a gateway speaks for itself only to report a failure
+		return RefuseFromNotOnHost, "a " + string(env.Kind) + " from the gateway of " + env.Host + " (gateways send only FAILED)", false
+	}
+	if env.Kind == KindPresence || env.Host == c.cfg.Host || fromGateway {
+		return "", "", false
+	}
+	switch on := c.mem.hostOf(env.From); on {
+	case "":
+		return "", "", true
+	case env.Host:
+		return "", "", false
+	default:
+		return RefuseFromNotOnHost, fmt.Sprintf("%s lives on %s, not %s", env.From, on, env.Host), false
+	}
+}
+
+// verifyTime refuses a message from the future or past its expiry, with
+// the clock-skew allowance (none for a heartbeat: it is worthless once its
+// TTL is over).
+func (c *Core) verifyTime(env *Envelope) (reason, detail string) {
+	now := c.cfg.Now()
+	if env.TS.After(now.Add(c.cfg.ClockSkew)) {
+		return RefuseFuture, fmt.Sprintf("ts %s is %v ahead of this clock", env.TS.UTC().Format(time.RFC3339Nano), env.TS.Sub(now).Round(time.Millisecond))
+	}
+	skew := c.cfg.ClockSkew
+	if env.Kind == KindPresence {
+		skew = 0
+	}
+	if !now.Before(env.ExpiresAt.Add(skew)) {
+		return RefuseExpired, "expired at " + env.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	return "", ""
 }
 
 // pendingCap bounds the deliveries of one queue that wait for presence: they
@@ -174,29 +189,84 @@ func (c *Core) pendingCap() int { return max(16, c.cfg.Prefetch/8) }
 // until the sender's heartbeat comes — unless its msgId was taken or is
 // already waiting (a replay), or queue has too many waiting already.
 func (c *Core) waitForPresence(d Delivery, queue, seenKey string, redo func(Delivery)) {
-	c.mu.Lock()
+	replay := c.mem.has(seenKey)
+	g := c.gate
+	g.mu.Lock()
 	switch {
-	case c.seen.has(seenKey) || c.pendingIDs[d.Env.MsgID]:
-		c.mu.Unlock()
+	case replay || g.ids[d.Env.MsgID]:
+		g.mu.Unlock()
 		c.refuse(d, queue, RefuseReplayed, "msgId already taken or waiting")
 		return
-	case c.pendingN[queue] >= c.pendingCap():
-		c.mu.Unlock()
+	case g.pendingN[queue] >= c.pendingCap():
+		g.mu.Unlock()
 		c.refuse(d, queue, RefuseFromNotOnHost, fmt.Sprintf("no signed presence of %s on %s, and %d messages already wait for their senders' presence here", d.Env.From, d.Env.Host, c.pendingCap()))
 		return
 	}
-	c.pending[d.Env.From] = append(c.pending[d.Env.From], pendingMsg{d: d, at: c.cfg.Now(), queue: queue, redo: redo})
-	c.pendingN[queue]++
-	c.pendingIDs[d.Env.MsgID] = true
-	c.mu.Unlock()
+	g.pending[d.Env.From] = append(g.pending[d.Env.From], pendingMsg{d: d, at: c.cfg.Now(), queue: queue, redo: redo})
+	g.pendingN[queue]++
+	g.ids[d.Env.MsgID] = true
+	g.mu.Unlock()
 	c.log.Info("sender has no presence yet: waiting for its heartbeat", LogMsgID, d.Env.MsgID, LogFrom, d.Env.From, "host", d.Env.Host)
+	if c.mem.hostOf(d.Env.From) != "" {
+		c.redoPending(d.Env.From) // its heartbeat came while this one was being judged
+	}
 }
 
-func (c *Core) unpendLocked(p pendingMsg) {
-	if c.pendingN[p.queue]--; c.pendingN[p.queue] <= 0 {
-		delete(c.pendingN, p.queue)
+func (g *gate) unpendLocked(p pendingMsg) {
+	if g.pendingN[p.queue]--; g.pendingN[p.queue] <= 0 {
+		delete(g.pendingN, p.queue)
 	}
-	delete(c.pendingIDs, p.d.Env.MsgID)
+	delete(g.ids, p.d.Env.MsgID)
+}
+
+// release takes the deliveries waiting for gid's presence.
+func (g *gate) release(gid string) []pendingMsg {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := g.pending[gid]
+	delete(g.pending, gid)
+	for _, m := range p {
+		g.unpendLocked(m)
+	}
+	return p
+}
+
+// redoPending runs again the deliveries that waited for gid's presence.
+func (c *Core) redoPending(gid string) {
+	for _, w := range c.gate.release(gid) {
+		w.redo(w.d)
+	}
+}
+
+// late takes what waited longer than wait.
+func (g *gate) late(now time.Time, wait time.Duration) []pendingMsg {
+	var late []pendingMsg
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for gid, ps := range g.pending {
+		keep := ps[:0]
+		for _, p := range ps {
+			if now.Sub(p.at) >= wait {
+				late = append(late, p)
+				g.unpendLocked(p)
+			} else {
+				keep = append(keep, p)
+			}
+		}
+		if len(keep) == 0 {
+			delete(g.pending, gid)
+		} else {
+			g.pending[gid] = keep
+		}
+	}
+	return late
+}
+
+// expirePending refuses what waited PresenceWait for a presence that never came.
+func (c *Core) expirePending(now time.Time) {
+	for _, p := range c.gate.late(now, c.cfg.PresenceWait) {
+		c.refuse(p.d, p.queue, RefuseFromNotOnHost, fmt.Sprintf("no signed presence of %s on %s within %v", p.d.Env.From, p.d.Env.Host, c.cfg.PresenceWait))
+	}
 }
 
 // refuse dead-letters d: one log line with the reason (never the body), a
@@ -204,7 +274,9 @@ func (c *Core) unpendLocked(p pendingMsg) {
 // told: a forged message must not make this gateway write to whoever it
 // names (an authenticated but expired SEND is answered by the caller).
 func (c *Core) refuse(d Delivery, where, reason, detail string) {
-	c.refused.add(reason)
+	c.gate.mu.Lock()
+	c.gate.refused[reason]++
+	c.gate.mu.Unlock()
 	id := d.ID
 	var kind Kind
 	var from, to, host, trace string
@@ -216,41 +288,5 @@ func (c *Core) refuse(d Delivery, where, reason, detail string) {
 	c.audit(AuditRecord{Dir: "in", Kind: kind, MsgID: id, TraceID: trace, From: from, To: to, Host: host, Key: d.Key, Verdict: "refused: " + reason})
 	if err := d.Acker.Reject(ReasonRejected + ": " + reason); err != nil {
 		c.log.Warn("reject failed", LogMsgID, id, "err", err)
-	}
-}
-
-// releasePendingLocked takes the deliveries waiting for gid's presence.
-func (c *Core) releasePendingLocked(gid string) []pendingMsg {
-	p := c.pending[gid]
-	delete(c.pending, gid)
-	for _, m := range p {
-		c.unpendLocked(m)
-	}
-	return p
-}
-
-// expirePending refuses what waited PresenceWait for a presence that never came.
-func (c *Core) expirePending(now time.Time) {
-	var late []pendingMsg
-	c.mu.Lock()
-	for gid, ps := range c.pending {
-		keep := ps[:0]
-		for _, p := range ps {
-			if now.Sub(p.at) >= c.cfg.PresenceWait {
-				late = append(late, p)
-				c.unpendLocked(p)
-			} else {
-				keep = append(keep, p)
-			}
-		}
-		if len(keep) == 0 {
-			delete(c.pending, gid)
-		} else {
-			c.pending[gid] = keep
-		}
-	}
-	c.mu.Unlock()
-	for _, p := range late {
-		c.refuse(p.d, p.queue, RefuseFromNotOnHost, fmt.Sprintf("no signed presence of %s on %s within %v", p.d.Env.From, p.d.Env.Host, c.cfg.PresenceWait))
 	}
 }

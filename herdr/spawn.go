@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strings"
 	"time"
+
+	"github.com/herdbridge/herdbridge/bridge"
 )
 
 // Profile is a spawnable worker, defined in the gateway's configuration:
@@ -59,11 +63,57 @@ func containsAny(s, chars string) bool {
 }
 
 // Spawner starts profiles in new herdr panes and waits until the agent is
-// ready for input.
+// ready for input. With Profiles it is the bridge core's PaneStarter: the
+// core decides who is spawned, the Spawner how.
 type Spawner struct {
 	Client *Client
 	// ReadyWait bounds the wait for the new agent to be ready (default 60s).
 	ReadyWait time.Duration
+	// Profiles are the spawn profiles of this host, by name.
+	Profiles map[string]Profile
+	// StateDir is the gateway's state dir, told to the spawned agent's
+	// `herdbridge mcp` (HERDBRIDGE_STATE_DIR) so it registers with it.
+	StateDir string
+}
+
+var _ bridge.PaneStarter = (*Spawner)(nil)
+
+// ProfileNames lists the spawn profiles, sorted.
+func (s *Spawner) ProfileNames() []string {
+	out := make([]string, 0, len(s.Profiles))
+	for n := range s.Profiles {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// StartPane starts w's profile in a new pane with the environment its
+// `herdbridge mcp` reads (name, role, state dir, spawnId as gid, groups).
+func (s *Spawner) StartPane(ctx context.Context, w bridge.PaneWorker) (bridge.PaneStarted, error) {
+	p, ok := s.Profiles[w.Profile]
+	if !ok {
+		return bridge.PaneStarted{}, fmt.Errorf("no spawn profile %q", w.Profile)
+	}
+	env := map[string]string{
+		"HERDBRIDGE_NAME":      w.Name,
+		"HERDBRIDGE_ROLE":      string(bridge.RoleWorker),
+		"HERDBRIDGE_STATE_DIR": s.StateDir,
+		"HERDBRIDGE_SPAWN_ID":  w.GID,
+	}
+	if len(p.Groups) > 0 {
+		env["HERDBRIDGE_GROUPS"] = strings.Join(p.Groups, ",")
+	}
+	pane, err := s.Start(ctx, p, w.Name, env)
+	if err != nil {
+		return bridge.PaneStarted{}, err
+	}
+	return bridge.PaneStarted{Pane: pane, Groups: p.Groups}, nil
+}
+
+// ClosePane closes a pane the spawner started.
+func (s *Spawner) ClosePane(ctx context.Context, pane string) error {
+	return s.Client.PaneClose(ctx, pane)
 }
 
 // Start opens a new tab labelled name running p with env added, and waits

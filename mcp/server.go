@@ -8,6 +8,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -48,21 +49,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*sessionInfo // MCP session id -> whose, and its open calls
-	spawn    Spawner
 	reqs     httpRequests // HTTP requests in flight, cut off when their entity's tokens are revoked
-}
-
-// SetSpawner enables bridge_spawn.
-func (s *Server) SetSpawner(sp Spawner) {
-	s.mu.Lock()
-	s.spawn = sp
-	s.mu.Unlock()
-}
-
-func (s *Server) spawner() Spawner {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.spawn
 }
 
 type sessionInfo struct {
@@ -212,7 +199,7 @@ func (s *Server) readInbox(ctx context.Context, req mcpgo.ReadResourceRequest) (
 	if err != nil {
 		return nil, err
 	}
-	raw, err := jsonMarshal(res)
+	raw, err := json.Marshal(res)
 	if err != nil {
 		return nil, err
 	}

@@ -51,17 +51,6 @@ type spawnArgs struct {
 	SpawnID string `json:"spawn_id,omitempty" jsonschema:"A UUID to make a retried spawn idempotent: it becomes the worker's gid, and a spawn with an id already used returns that worker instead of starting another"`
 }
 
-// SpawnRequest is bridge_spawn.
-type SpawnRequest struct {
-	Host, Profile, Name, Brief, SpawnID string
-}
-
-// Spawner starts workers from the gateway's profiles.
-type Spawner interface {
-	Spawn(ctx context.Context, callerGID string, req SpawnRequest) (*bridge.Result, error)
-	Profiles() []string
-}
-
 type rosterArgs struct {
 	Host string `json:"host,omitempty" jsonschema:"Only this host"`
 }
@@ -282,13 +271,6 @@ func (s *Server) rosterTool() toolDef {
 			return mcpgo.NewToolResultError(err.Error()), nil
 		}
 		v := s.core.Roster()
-		if sp := s.spawner(); sp != nil {
-			for i := range v.Hosts {
-				if v.Hosts[i].Local {
-					v.Hosts[i].Profiles = sp.Profiles()
-				}
-			}
-		}
 		if a.Host != "" {
 			var es []bridge.EntityView
 			for _, e := range v.Entities {
@@ -327,15 +309,9 @@ func (s *Server) spawnTool() toolDef {
 		if err := decodeArgs(req, &a); err != nil {
 			return nil, argErr(err)
 		}
-		sp := s.spawner()
-		if sp == nil {
-			return nil, argErr(errors.New("this gateway has no herdr connection to spawn into: start it with herdr available"))
-		}
-		return sp.Spawn(ctx, gid, SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief, SpawnID: a.SpawnID})
+		return s.core.Spawn(ctx, gid, bridge.SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief, SpawnID: a.SpawnID})
 	})}
 }
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 
 func summary(r *bridge.Result) string {
 	var b strings.Builder

@@ -1,0 +1,144 @@
+package bridge
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// AskRequest is bridge_ask.
+type AskRequest struct {
+	Question string
+	Target   string
+	Timeout  time.Duration // lifetime of the ask (expiresAt); default AskTTL
+	TurnID   string        // resume waiting on this open ask
+	Wait     time.Duration // how long this call waits; default and cap MaxWait
+}
+
+// Ask is bridge_ask for the entity gid: a new ASK, or with TurnID the wait
+// on an open one resumed.
+func (c *Core) Ask(ctx context.Context, gid string, req AskRequest, prog Progress) (*Result, error) {
+	st, err := c.caller(gid)
+	if err != nil {
+		return nil, err
+	}
+	var t *askTurn
+	if req.TurnID != "" {
+		st.mu.Lock()
+		t = st.asks[req.TurnID]
+		st.mu.Unlock()
+		if t == nil {
+			return nil, userErr("no open ask with turn_id %s: it was never made by you, or it ended more than a minute ago", req.TurnID)
+		}
+	} else if t, err = c.newAsk(ctx, st, req); err != nil {
+		return nil, err
+	}
+	return c.awaitAnswer(ctx, st, t, req.Wait, prog)
+}
+
+// askTarget is whom a new ask goes to: the target given, else the sender of
+// the brief st works on.
+func (c *Core) askTarget(st *entState, target string) (Entity, error) {
+	if target != "" {
+		return c.Resolve(target)
+	}
+	st.mu.Lock()
+	from := st.brief.from
+	st.mu.Unlock()
+	if from == "" {
+		return Entity{}, userErr("no target: you have no current brief to ask back about; pass target")
+	}
+	e, err := c.Resolve(from)
+	if err != nil {
+		return Entity{}, userErr("the sender of your current brief is gone: pass target")
+	}
+	return e, nil
+}
+
+// newAsk publishes an ASK and opens its turn.
+func (c *Core) newAsk(ctx context.Context, st *entState, req AskRequest) (*askTurn, error) {
+	if err := c.checkBody(req.Question); err != nil {
+		return nil, err
+	}
+	target, err := c.askTarget(st, req.Target)
+	if err != nil {
+		return nil, err
+	}
+	if target.GID == st.GID {
+		return nil, userErr("%s is you: ask another entity", target.Name)
+	}
+	ttl := req.Timeout
+	if ttl <= 0 {
+		ttl = c.cfg.AskTTL
+	}
+	env := c.newEnv(KindAsk, st.GID, target.GID, []byte(req.Question), ttl)
+	env.TurnID = uuid.NewString()
+	env.TraceID = uuid.NewString()
+	st.mu.Lock()
+	if st.brief.from == target.GID {
+		env.TraceID = st.brief.traceID
+	}
+	st.mu.Unlock()
+	t := &askTurn{turnID: env.TurnID, msgID: env.MsgID, target: target.GID, traceID: env.TraceID, expiresAt: env.ExpiresAt, wake: make(chan struct{}, 1)}
+	st.openAsk(t)
+	if err := c.publish(ctx, target.GID, env, true); err != nil {
+		st.forgetAsk(t)
+		return nil, c.publishErr(err, target)
+	}
+	c.log.Info("asked", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogFrom, st.GID, LogTo, target.GID, "turnId", env.TurnID)
+	return t, nil
+}
+
+// awaitAnswer waits on turn t until it ends (answered, no waiter, expired,
+// abandoned, failed) or the wait runs out (pending: call again with its
+// turn_id). A cancelled call abandons the turn.
+func (c *Core) awaitAnswer(ctx context.Context, st *entState, t *askTurn, wait time.Duration, prog Progress) (*Result, error) {
+	if wait <= 0 {
+		wait = c.cfg.MaxWait
+	}
+	res := &Result{MsgID: t.msgID, TurnID: t.turnID, TraceID: t.traceID, Target: c.addrOf(t.target)}
+	ended := func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return t.status != ""
+	}
+	_, err := c.await(ctx, waitSpec{st: st, d: c.capWait(wait), done: ended, wake: t.wake, prog: prog, what: "waiting for an answer from " + res.Target})
+	if err != nil {
+		c.abandonAsk(st, t, "the asking call was cancelled")
+		return nil, err
+	}
+	st.mu.Lock()
+	status, reason, ans := t.status, t.reason, t.answer
+	st.mu.Unlock()
+	if status == "" {
+		res.Status = StatusPending
+		res.Next = "bridge_ask(turn_id=" + t.turnID + ") to keep waiting on the same ask"
+		return res, nil
+	}
+	res.Status, res.Reason = status, reason
+	if ans != nil {
+		res.Messages = []Message{c.message(ans)}
+	}
+	return res, nil
+}
+
+// abandonAsk ends an open turn st asked and tells the asked entity.
+func (c *Core) abandonAsk(st *entState, t *askTurn, why string) {
+	var out []outMsg
+	st.mu.Lock()
+	if t.status == "" {
+		t.finish(StatusAbandoned, why)
+		out = append(out, c.notice(KindAbandoned, st.GID, t.target, t.msgID, t.turnID, t.traceID, st.Name+" stopped waiting for the answer"))
+	}
+	st.mu.Unlock()
+	c.publishAll(out)
+}
+
+// addrOf is gid as name@host (a local entity) or the remote entry's name.
+func (c *Core) addrOf(gid string) string {
+	if st := c.reg.get(gid); st != nil {
+		return st.Addr()
+	}
+	return c.pres.name(gid)
+}

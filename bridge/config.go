@@ -1,0 +1,115 @@
+package bridge
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/herdbridge/herdbridge/bridge/store"
+)
+
+// Config is everything a Core is wired with, given once to New: the one
+// door. Zero durations take the defaults below. Nothing in it changes
+// after New, so it is read without a lock.
+type Config struct {
+	Host      string
+	Transport Transport
+	Store     *store.Store
+	Logger    *slog.Logger
+	Now       func() time.Time
+
+	MaxWait         time.Duration // cap of any blocking call (default 45s)
+	ProgressEvery   time.Duration // progress notification period while waiting (default 10s)
+	ReceiptWait     time.Duration // how long an ANSWER waits for its receipt (default 10s)
+	AskTTL          time.Duration // default lifetime of an ASK (default 10m)
+	MessageTTL      time.Duration // expiresAt of SEND/REPLY/BROADCAST (default 24h)
+	MaxMessageBytes int           // largest message a tool accepts (default 256 KiB)
+	Prefetch        int           // per-inbox prefetch bound (default 1024)
+	InboxMaxLength  int           // per-inbox cap (default 10000)
+	InboxTTL        time.Duration // transport backstop TTL (default 7 days)
+	InboxExpires    time.Duration // a broker deletes an inbox nobody consumed this long: a crashed gateway's orphans (default 7 days)
+	SweepEvery      time.Duration // expiry sweeper period (default 1s)
+	SeenSize        int           // msgId seen-set bound (default 65536)
+	NudgeEvery      time.Duration // minimum gap between nudges of one entity (default 2s)
+	ReattachGrace   time.Duration // how long a detached entity keeps its open turns (default 30s)
+	InjectWait      time.Duration // bound of the forward path, brief to INJECTED (default 30s)
+	PresenceEvery   time.Duration // heartbeat period across hosts (default 5s)
+	PresenceTTL     time.Duration // a remote entry without a heartbeat this long is gone (default 3 heartbeats)
+
+	// Nudger is told about messages held with no waiter (the MCP server,
+	// and in herdr the pane nudger: Nudgers tells several). nil: nobody.
+	Nudger Nudger
+	// Injector types briefs into workers' panes (the forward path). nil:
+	// every entity pulls.
+	Injector Injector
+	// Panes starts spawned workers in new panes. nil: this host cannot
+	// spawn (it can still ask other hosts to).
+	Panes PaneStarter
+
+	// Trust (SPEC §3, §8). With a Verifier, every delivery must carry a
+	// signature valid under its host's trusted key and a from that lives on
+	// that host; with a Signer, everything published is signed. Both nil on
+	// one host (embedded transport: nothing crosses a broker).
+	Signer       Signer
+	Verifier     Verifier
+	ClockSkew    time.Duration // allowance on ts/expiresAt between hosts' clocks (default 2m)
+	PresenceWait time.Duration // how long a message from a sender without presence waits for it (default PresenceTTL)
+	Audit        *AuditLog     // metadata of every message published and received; nil: none
+	// KeyFingerprint is the host key's (SHA256:…), advertised in the
+	// _gateway presence entry.
+	KeyFingerprint string
+}
+
+func (c *Config) defaults() {
+	d := func(p *time.Duration, v time.Duration) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	d(&c.MaxWait, 45*time.Second)
+	d(&c.ProgressEvery, 10*time.Second)
+	d(&c.ReceiptWait, 10*time.Second)
+	d(&c.AskTTL, 10*time.Minute)
+	d(&c.MessageTTL, 24*time.Hour)
+	d(&c.InboxTTL, 7*24*time.Hour)
+	d(&c.InboxExpires, 7*24*time.Hour)
+	d(&c.SweepEvery, time.Second)
+	d(&c.NudgeEvery, 2*time.Second)
+	d(&c.ReattachGrace, 30*time.Second)
+	d(&c.InjectWait, 30*time.Second)
+	d(&c.PresenceEvery, 5*time.Second)
+	d(&c.PresenceTTL, 3*c.PresenceEvery)
+	d(&c.ClockSkew, 2*time.Minute)
+	d(&c.PresenceWait, c.PresenceTTL)
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 256 << 10
+	}
+	if c.Prefetch <= 0 {
+		c.Prefetch = 1024
+	}
+	if c.InboxMaxLength <= 0 {
+		c.InboxMaxLength = 10000
+	}
+	if c.SeenSize <= 0 {
+		c.SeenSize = 65536
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Host == "" {
+		c.Host = "local"
+	}
+}
+
+// Log keys.
+const (
+	LogMsgID   = "msgId"
+	LogTraceID = "traceId"
+	LogKind    = "kind"
+	LogFrom    = "from"
+	LogTo      = "to"
+	LogGID     = "gid"
+	LogReason  = "reason"
+)

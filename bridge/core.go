@@ -1,0 +1,243 @@
+// Package bridge is the transport-agnostic bridge core of a gateway: the
+// entity registry, per-entity inboxes with their waiters and held messages,
+// the ack models of SPEC §4, the envelope and verification of SPEC §3,
+// presence and spawn. It owns the interfaces its neighbours implement —
+// Transport (bridge/embedded, bridge/broker), Injector and PaneStarter
+// (herdr), Nudger (mcp, herdr), Signer and Verifier (keys) — and knows
+// nothing of MCP, HTTP or herdr: those call into Core.
+//
+// Core composes parts, each with its own state and lock: the registry
+// (entities by gid, name, token), each entity's inbox state (entState:
+// held, waiters, receipts, turns), the gate (verification and messages
+// waiting for presence), memory (the seen-set and sender bindings), the
+// ledger (briefs awaiting receipts), presence (other hosts), and the
+// nudge set. Lock order: regMu → an entity's mu → any one leaf lock
+// (registry, gate, memory, ledger, presence, nudges, spawns); a leaf lock
+// is never held while another lock is taken.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/herdbridge/herdbridge/bridge/store"
+)
+
+// Core is the bridge core of one gateway.
+type Core struct {
+	cfg Config
+	log *slog.Logger
+	tr  Transport
+	st  *store.Store
+
+	reg    *registry
+	gate   *gate
+	mem    *memory
+	ledger *ledger
+	pres   *presence
+	nudges nudgeSet
+	spawns spawnClaims
+
+	regMu sync.Mutex // serializes Register, Remove and RevokeTokens (they do transport and store I/O)
+
+	lifeMu    sync.Mutex
+	started   bool
+	closed    bool
+	startedAt time.Time // set by Start, read-only after
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	subs      []Subscription // dead letters, control, presence
+}
+
+// New builds a Core; Start starts it. New starts nothing.
+func New(cfg Config) (*Core, error) {
+	cfg.defaults()
+	if cfg.Transport == nil || cfg.Store == nil {
+		return nil, errors.New("bridge: config needs a Transport and a Store")
+	}
+	if !ValidHost(cfg.Host) {
+		return nil, fmt.Errorf("bridge: host id %q is not valid (letters, digits, '.', '_', '-'; at most 63)", cfg.Host)
+	}
+	return &Core{
+		cfg: cfg, log: cfg.Logger, tr: cfg.Transport, st: cfg.Store,
+		reg: newRegistry(), gate: newGate(), mem: newMemory(cfg.SeenSize, cfg.MessageTTL, cfg.ClockSkew),
+		ledger: newLedger(cfg.Store, cfg.Logger), pres: newPresence(),
+	}, nil
+}
+
+// Host is this gateway's host id.
+func (c *Core) Host() string { return c.cfg.Host }
+
+// Config returns the effective configuration (defaults filled in).
+func (c *Core) Config() Config { return c.cfg }
+
+// running reports whether the core is between Start and Close.
+func (c *Core) running() bool {
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	return c.started && !c.closed
+}
+
+// Start loads the registry, attaches a consumer to every local inbox and the
+// dead-letter queue, and starts the sweeper and the nudge loop (and, across
+// hosts, the control and presence consumers). They run until Close.
+func (c *Core) Start(ctx context.Context) error {
+	c.lifeMu.Lock()
+	if c.started {
+		c.lifeMu.Unlock()
+		return errors.New("bridge: core already started")
+	}
+	c.started = true
+	c.startedAt = c.cfg.Now()
+	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	c.lifeMu.Unlock()
+	n, err := c.load()
+	if err != nil {
+		return err
+	}
+	if err := c.consumeHost(); err != nil {
+		return err
+	}
+	c.wg.Add(2)
+	go c.sweepLoop()
+	go c.nudgeLoop()
+	c.log.Info("bridge core started", "host", c.cfg.Host, "entities", n)
+	return nil
+}
+
+// load restores what the store keeps: verification's memory, the ledger
+// (before the inboxes attach: a receipt delivered at once must find its
+// record, or it would be reported again), and the registry with a
+// consumer on every inbox.
+func (c *Core) load() (int, error) {
+	stored, err := c.st.LoadEntities()
+	if err != nil {
+		return 0, fmt.Errorf("bridge: load registry: %w", err)
+	}
+	if err := c.mem.load(c.st, c.cfg.Now()); err != nil {
+		return 0, fmt.Errorf("bridge: load the seen-set and sender bindings: %w", err)
+	}
+	if err := c.ledger.load(); err != nil {
+		return 0, fmt.Errorf("bridge: load briefs awaiting receipts: %w", err)
+	}
+	for _, se := range stored {
+		st := newEntState(entityOf(se))
+		st.tokens = se.Tokens
+		c.reg.put(st, se.Tokens)
+		if err := c.attachInbox(st); err != nil {
+			return 0, err
+		}
+	}
+	return len(stored), nil
+}
+
+// consumeHost attaches the host's own consumers: dead letters, then (after
+// reporting briefs typed before a crash) control and presence.
+func (c *Core) consumeHost() error {
+	sub, err := c.tr.ConsumeDeadLetters(c.ctx, c.onDeadLetter)
+	if err != nil {
+		return fmt.Errorf("bridge: consume dead letters: %w", err)
+	}
+	c.addSub(sub)
+	if err := c.typedBeforeCrash(); err != nil {
+		return fmt.Errorf("bridge: report briefs typed before a crash: %w", err)
+	}
+	if ct, ok := c.tr.(ControlTransport); ok {
+		sub, err := ct.ConsumeControl(c.ctx, c.cfg.Host, c.onControl)
+		if err != nil {
+			return err
+		}
+		c.addSub(sub)
+	}
+	if pt, ok := c.tr.(PresenceTransport); ok {
+		sub, err := pt.ConsumePresence(c.ctx, c.cfg.Host, c.onPresence)
+		if err != nil {
+			return err
+		}
+		c.addSub(sub)
+		c.wg.Add(1)
+		go c.presenceLoop(pt)
+	}
+	return nil
+}
+
+func (c *Core) addSub(s Subscription) {
+	c.lifeMu.Lock()
+	c.subs = append(c.subs, s)
+	c.lifeMu.Unlock()
+}
+
+// Close stops consumers and loops. Held messages stay unacked in the
+// transport, to be delivered again on the next start. Idempotent.
+func (c *Core) Close() error {
+	c.lifeMu.Lock()
+	if c.closed || !c.started {
+		c.closed = true
+		c.lifeMu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.cancel()
+	host := c.subs
+	c.lifeMu.Unlock()
+	var subs []Subscription
+	for _, st := range c.reg.all() {
+		st.mu.Lock()
+		if st.sub != nil {
+			subs = append(subs, st.sub)
+			st.sub = nil
+		}
+		for _, w := range st.waiters {
+			w.gone = true
+		}
+		st.mu.Unlock()
+	}
+	for _, s := range append(subs, host...) { // inboxes first, then the host's own consumers
+		s.Cancel()
+	}
+	c.wg.Wait()
+	c.mem.save(c.st, c.cfg.Now(), c.log)
+	return nil
+}
+
+func (c *Core) inboxSpec(e Entity) InboxSpec {
+	return InboxSpec{Groups: e.Groups, MaxLength: c.cfg.InboxMaxLength, MessageTTL: c.cfg.InboxTTL, Expires: c.cfg.InboxExpires}
+}
+
+// attachInbox declares st's inbox (re-binding its groups) and attaches
+// the consumer, once.
+func (c *Core) attachInbox(st *entState) error {
+	st.mu.Lock()
+	e, has := st.snapshot(), st.sub != nil
+	st.mu.Unlock()
+	if err := c.tr.DeclareInbox(c.ctx, e.GID, c.inboxSpec(e)); err != nil {
+		return fmt.Errorf("bridge: declare inbox of %s: %w", e.Addr(), err)
+	}
+	if has {
+		return nil
+	}
+	gid := e.GID
+	sub, err := c.tr.Consume(c.ctx, gid, c.cfg.Prefetch, func(d Delivery) { c.deliver(gid, d) })
+	if err != nil {
+		return fmt.Errorf("bridge: consume inbox of %s: %w", e.Addr(), err)
+	}
+	st.mu.Lock()
+	st.sub = sub
+	st.mu.Unlock()
+	return nil
+}
+
+// entityOf and storedOf convert between an entity and its stored record.
+func entityOf(r store.Entity) Entity {
+	return Entity{GID: r.GID, Name: r.Name, Host: r.Host, Role: Role(r.Role), Groups: r.Groups, PaneID: r.PaneID, Registered: r.Registered}
+}
+
+func storedOf(e Entity, tokens []string) store.Entity {
+	return store.Entity{GID: e.GID, Name: e.Name, Host: e.Host, Role: string(e.Role), Groups: append([]string(nil), e.Groups...),
+		PaneID: e.PaneID, Registered: e.Registered, Tokens: append([]string(nil), tokens...)}
+}

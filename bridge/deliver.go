@@ -1,0 +1,318 @@
+package bridge
+
+import "strings"
+
+// Arrival: what happens when a message reaches a local entity's inbox.
+// deliver runs SPEC §3's checks in order (verify, then the inbox and the
+// seen-set: admit), then hands the message to one small handler per kind,
+// each deciding under the entity's lock what becomes of it (SPEC §4).
+
+// failedKinds are the kinds whose sender hears FAILED when they cannot be
+// delivered.
+var failedKinds = map[Kind]bool{KindSend: true, KindReply: true, KindAsk: true, KindAnswer: true}
+
+// heldKinds are the kinds a pull entity keeps until it drains them.
+var heldKinds = map[Kind]bool{KindSend: true, KindReply: true, KindBroadcast: true, KindFailed: true, KindTooLate: true, KindAbandoned: true}
+
+// arrival is what a handler decided for one message, under the entity's
+// lock; settleArrival carries it out.
+type arrival struct {
+	out     []outMsg // notices to publish once the lock is released
+	hold    bool     // keep it for the entity (reply path: acked once drained)
+	forward bool     // type it into the pane (forward path: acked first)
+	after   func()   // runs last (a receipt settles its ledger entry)
+}
+
+// deliver is the transport's handler for gid's inbox.
+func (c *Core) deliver(gid string, d Delivery) {
+	if !c.verifyDelivery(gid, d) {
+		return
+	}
+	st := c.admit(gid, d)
+	if st == nil {
+		return
+	}
+	var a arrival
+	switch env := d.Env; env.Kind {
+	case KindAsk:
+		a = c.onAsk(st, env)
+	case KindAnswer:
+		a = c.onAnswer(st, env)
+	case KindInjected, KindFailed, KindNoWaiter, KindTooLate, KindAbandoned:
+		a = c.onNotice(st, env)
+	default: // SEND, REPLY, BROADCAST
+		a = c.onMessage(st, env)
+	}
+	c.settleArrival(st, d, a)
+}
+
+// verifyDelivery applies verify to a delivery into gid's inbox; false when
+// it was refused or waits for its sender's presence.
+func (c *Core) verifyDelivery(gid string, d Delivery) bool {
+	where := InboxQueueName(gid)
+	reason, detail, wait := c.verify(d, func(env *Envelope) string {
+		if d.Key != "" && env.To != d.Key {
+			return "to " + env.To + " but routing key " + d.Key
+		}
+		return ""
+	})
+	if wait {
+		c.waitForPresence(d, where, gid+d.Env.MsgID, func(d Delivery) { c.deliver(gid, d) })
+		return false
+	}
+	if reason == "" {
+		return true
+	}
+	// authenticated (expiry is checked after signature and sender), so the
+	// sender hears why its brief never arrived — once: a replay of it must
+	// not make us write again
+	if reason == RefuseExpired && d.Env.Kind == KindSend && c.mem.mark(gid+d.Env.MsgID, c.cfg.Now().Add(c.cfg.MessageTTL)) {
+		c.publishAll([]outMsg{c.receiptFor(KindFailed, gid, d.Env, "expired before delivery")})
+	}
+	c.refuse(d, where, reason, detail)
+	return false
+}
+
+// admit takes a verified delivery to gid's entity. It returns the entity
+// with its lock held when the message is to be handled, nil when it was
+// settled here: no such entity, not its inbox, taken before, a copy of one
+// held, expired, or the entity's own broadcast.
+func (c *Core) admit(gid string, d Delivery) *entState {
+	env, where := d.Env, InboxQueueName(gid)
+	c.log.Debug("arrived", LogKind, env.Kind, LogMsgID, env.MsgID, LogGID, gid, LogFrom, env.From)
+	st := c.reg.get(gid)
+	if st != nil {
+		st.mu.Lock()
+		if st.removed {
+			st.mu.Unlock()
+			st = nil
+		}
+	}
+	if st == nil {
+		if failedKinds[env.Kind] {
+			// the entity was removed with this in its inbox: tell the sender
+			// (from the gateway itself: the entity no longer lives here)
+			c.publishAll([]outMsg{c.receiptFor(KindFailed, GatewayGID(c.cfg.Host), env, "recipient "+gid+" was removed from "+c.cfg.Host)})
+		}
+		c.refuse(d, where, RefuseNoEntity, "no local entity "+gid)
+		return nil
+	}
+	if env.To != gid && !(IsBroadcastKey(env.To) && st.bound(env.To)) {
+		st.mu.Unlock()
+		c.refuse(d, where, RefuseToMismatch, "to "+env.To+" is not this inbox or one of its groups")
+		return nil
+	}
+	if c.alreadyHere(st, d) {
+		return nil
+	}
+	c.auditEnv("in", env, d.Key, "accepted")
+	if env.Expired(c.cfg.Now()) {
+		c.expiredOnArrival(st, d)
+		return nil
+	}
+	if env.Kind == KindBroadcast && env.From == gid {
+		c.mem.markEnv(gid+env.MsgID, env)
+		st.mu.Unlock()
+		c.ack(d)
+		return nil
+	}
+	return st
+}
+
+// alreadyHere settles a copy of a message the entity took before or holds
+// now (st.mu held; released when it reports true). A broker redelivery is
+// benign; another copy is a replay.
+func (c *Core) alreadyHere(st *entState, d Delivery) bool {
+	env, where := d.Env, InboxQueueName(st.GID)
+	if c.mem.has(st.GID + env.MsgID) {
+		st.mu.Unlock()
+		if d.Redelivered { // the broker handing back what we took before
+			c.ack(d)
+		} else {
+			c.refuse(d, where, RefuseReplayed, "msgId already taken")
+		}
+		return true
+	}
+	hm := st.findHeld(env.MsgID)
+	switch {
+	case hm == nil:
+		return false
+	case hm.acker == nil:
+		st.mu.Unlock()
+		c.ack(d)
+	case !d.Redelivered:
+		st.mu.Unlock()
+		c.refuse(d, where, RefuseReplayed, "msgId already held")
+	default:
+		// keep one copy, settled with the new tag, and the old one too:
+		// after a consumer bounce it is stale (its ack fails harmlessly)
+		hm.dups = append(hm.dups, hm.acker)
+		hm.acker = d.Acker
+		st.mu.Unlock()
+	}
+	return true
+}
+
+// expiredOnArrival settles a message past expiresAt (st.mu held, released):
+// an expired brief is reported FAILED to its sender.
+func (c *Core) expiredOnArrival(st *entState, d Delivery) {
+	env := d.Env
+	c.mem.markEnv(st.GID+env.MsgID, env)
+	st.mu.Unlock()
+	c.log.Info("expired on arrival", LogMsgID, env.MsgID, LogKind, env.Kind, LogGID, st.GID)
+	c.ack(d)
+	if env.Kind == KindSend {
+		c.publishAll([]outMsg{c.receiptFor(KindFailed, st.GID, env, "expired before delivery")})
+	}
+}
+
+// onAsk: an ASK resolves an open waiter, or is answered NO_WAITER at once.
+func (c *Core) onAsk(st *entState, env *Envelope) arrival {
+	c.mem.markEnv(st.GID+env.MsgID, env)
+	if st.match(&heldMsg{env: env, at: c.cfg.Now()}) {
+		st.turns[env.TurnID] = &recvTurn{turnID: env.TurnID, askMsgID: env.MsgID, asker: env.From, traceID: env.TraceID, expiresAt: env.ExpiresAt}
+		return arrival{}
+	}
+	return arrival{out: []outMsg{c.noticeFor(KindNoWaiter, st.GID, env, "nobody is waiting: "+st.Name+" has no open bridge_send or bridge_poll")}}
+}
+
+// onAnswer: an ANSWER reaches its turn only if that turn still waits, and
+// only from the entity it asked; anyone else hears TOO_LATE or ABANDONED.
+func (c *Core) onAnswer(st *entState, env *Envelope) arrival {
+	c.mem.markEnv(st.GID+env.MsgID, env)
+	t := st.asks[env.TurnID]
+	var kind Kind
+	var reason string
+	switch {
+	case t != nil && t.status == StatusAbandoned:
+		kind, reason = KindAbandoned, "the asker stopped waiting: "+t.reason
+	case t == nil || t.status != "" && t.status != StatusAnswered:
+		kind, reason = KindTooLate, "the turn is no longer waiting"
+	case env.From != t.target:
+		kind, reason = KindTooLate, "refused: this turn asked another entity"
+	case t.answer != nil:
+		kind, reason = KindTooLate, StatusAlreadyAnswered
+	default:
+		t.answer = env
+		t.finish(StatusAnswered, "")
+		kind, reason = KindInjected, "answer delivered to the waiting turn"
+	}
+	return arrival{out: []outMsg{c.noticeFor(kind, st.GID, env, reason)}}
+}
+
+// onNotice: a receipt or notice about one of the entity's own messages
+// goes to the call waiting for it, else ends the turn it is about, else is
+// held for the entity to read.
+func (c *Core) onNotice(st *entState, env *Envelope) arrival {
+	c.mem.markEnv(st.GID+env.MsgID, env)
+	var a arrival
+	awaited := c.ledger.awaiting(env.Corr)
+	if awaited && env.Kind != KindNoWaiter && env.Kind != KindTooLate {
+		a.after = func() { c.ledger.settle(env.Corr) }
+	}
+	if ch, ok := st.receipts[env.Corr]; ok {
+		select {
+		case ch <- env:
+		default:
+		}
+		return a
+	}
+	if c.endsTurn(st, env) {
+		return a
+	}
+	a.hold = heldKinds[env.Kind]
+	if env.Kind == KindInjected && (awaited || strings.HasPrefix(string(env.Body), StatusUncertain)) {
+		a.hold = true // the sender's call is gone, but it must learn how its brief landed
+	}
+	if !a.hold {
+		c.log.Debug("receipt with nothing waiting dropped", LogKind, env.Kind, LogMsgID, env.MsgID, "corr", env.Corr, LogGID, st.GID)
+	}
+	return a
+}
+
+// endsTurn applies a notice to the turn it is about, if it is open: an ask
+// of the entity's (NO_WAITER, FAILED, ABANDONED end it) or an ask it
+// received (ABANDONED: the asker went away).
+func (c *Core) endsTurn(st *entState, env *Envelope) bool {
+	if t := st.askByMsg[env.Corr]; t != nil && t.status == "" {
+		switch env.Kind {
+		case KindNoWaiter:
+			t.finish(StatusNoWaiter, string(env.Body))
+		case KindFailed:
+			t.finish(StatusFailed, string(env.Body))
+		case KindAbandoned:
+			t.finish(StatusAbandoned, string(env.Body))
+		}
+		return true
+	}
+	if env.Kind == KindAbandoned && env.TurnID != "" {
+		if rt := st.turns[env.TurnID]; rt != nil {
+			rt.abandoned = true
+			return true
+		}
+	}
+	return false
+}
+
+// onMessage: a SEND or BROADCAST into a worker's pane takes the forward
+// path; everything else is held for the entity to drain.
+func (c *Core) onMessage(st *entState, env *Envelope) arrival {
+	if env.Kind == KindReply || !c.forwards(st) {
+		return arrival{hold: true}
+	}
+	if env.Kind == KindSend { // typed into the pane: the brief it works on
+		st.brief = briefRef{from: env.From, msgID: env.MsgID, traceID: env.TraceID}
+	}
+	// forward path: ack first, then inject (SPEC §4) — and only if the ack
+	// held: a brief still in the inbox could be typed twice
+	c.mem.markEnv(st.GID+env.MsgID, env)
+	return arrival{forward: true}
+}
+
+// settleArrival carries out a handler's decision (st.mu held, released).
+func (c *Core) settleArrival(st *entState, d Delivery, a arrival) {
+	switch {
+	case a.forward:
+		e := st.snapshot()
+		st.mu.Unlock()
+		c.forwardAcked(e, d)
+	case a.hold:
+		hm := &heldMsg{env: d.Env, acker: d.Acker, at: c.cfg.Now()}
+		st.held = append(st.held, hm)
+		if !st.match(hm) {
+			c.heldNoWaiter(st)
+		}
+		st.mu.Unlock()
+	default:
+		st.mu.Unlock()
+		c.ack(d)
+	}
+	c.publishAll(a.out)
+	if a.after != nil {
+		a.after()
+	}
+}
+
+// forwardAcked acks a brief for the forward path and starts typing it; a
+// brief whose ack failed is not typed (it could be typed twice) and its
+// sender hears FAILED.
+func (c *Core) forwardAcked(e Entity, d Delivery) {
+	env := d.Env
+	if err := d.Acker.Ack(); err != nil {
+		c.log.Warn("brief not acked, so not typed", LogMsgID, env.MsgID, LogGID, e.GID, "err", err)
+		if env.Kind == KindSend {
+			c.publishAll([]outMsg{c.receiptFor(KindFailed, e.GID, env,
+				"brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: its gateway could not take it from the inbox ("+err.Error()+")")})
+		}
+		return
+	}
+	c.wg.Add(1)
+	go c.forward(e, env)
+}
+
+// ack settles a delivery the entity needs no more.
+func (c *Core) ack(d Delivery) {
+	if err := d.Acker.Ack(); err != nil {
+		c.log.Warn("settle failed", LogMsgID, d.Env.MsgID, "err", err)
+	}
+}

@@ -1,0 +1,83 @@
+package bridge
+
+import "sync"
+
+// Draining: held messages are claimed by a call, then either settled
+// (acked: the entity has them) or unclaimed (the call went away before
+// handing them over) — SPEC §4's ack after the entity has it.
+
+// settleTaken acks messages the entity now has and forgets them.
+func (c *Core) settleTaken(st *entState, hms []*heldMsg) error {
+	// forget them first, under the lock that a delivery holds: a copy of
+	// one of them arriving from now on is acked by the seen-set, and none
+	// can still swap in an acker that would then never be acked
+	var ackers, dups []Acker
+	st.mu.Lock()
+	set := map[*heldMsg]bool{}
+	for _, hm := range hms {
+		set[hm] = true
+		c.mem.markEnv(st.GID+hm.env.MsgID, hm.env)
+		if hm.acker != nil {
+			ackers = append(ackers, hm.acker)
+		}
+		dups = append(dups, hm.dups...)
+	}
+	st.dropHeld(set)
+	st.mu.Unlock()
+	err := ackAll(ackers)
+	for _, a := range dups {
+		_ = a.Ack() // a stale tag of an earlier consumer fails: nothing to do
+	}
+	return err
+}
+
+// ackAll acks concurrently, so a transport that group-commits settles a
+// whole drain in one write instead of one write per message. It returns the
+// first error.
+func ackAll(ackers []Acker) error {
+	if len(ackers) == 1 {
+		return ackers[0].Ack()
+	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for _, a := range ackers {
+		wg.Add(1)
+		go func(a Acker) {
+			defer wg.Done()
+			if err := a.Ack(); err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}(a)
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// unclaim returns messages to the held set when the call that took them
+// went away before handing them over; a claimed ASK becomes ABANDONED.
+func (c *Core) unclaim(st *entState, hms []*heldMsg) {
+	var out []outMsg
+	st.mu.Lock()
+	for _, hm := range hms {
+		if hm.env.Kind == KindAsk {
+			if rt := st.turns[hm.env.TurnID]; rt != nil && !rt.answered {
+				delete(st.turns, hm.env.TurnID)
+				out = append(out, c.noticeFor(KindAbandoned, st.GID, hm.env, "the waiting call went away before the question was read"))
+			}
+			continue
+		}
+		hm.claimed = false
+		if !st.match(hm) {
+			c.heldNoWaiter(st)
+		}
+	}
+	st.mu.Unlock()
+	c.publishAll(out)
+}

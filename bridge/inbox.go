@@ -1,0 +1,269 @@
+package bridge
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// entState is one local entity: what it is, and its inbox as the gateway
+// holds it — held messages, open waiters, receipts and turns it waits on.
+// mu guards everything but GID, Name, Host and Registered, which never
+// change. Lock order: an entity's mu is taken before any leaf lock
+// (registry, presence, memory, ledger, gate, nudges) and never while one
+// of those, or another entity's mu, is held.
+type entState struct {
+	mu sync.Mutex
+	Entity
+	tokens  []string
+	sub     Subscription
+	removed bool // dropped from the registry: deliveries treat it as gone
+
+	held     []*heldMsg // arrival order
+	waiters  []*waiter
+	receipts map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
+	asks     map[string]*askTurn       // turns this entity asked, by turnId
+	askByMsg map[string]*askTurn       // the same, by the ASK's msgId
+	turns    map[string]*recvTurn      // asks this entity received and may answer, by turnId
+	brief    briefRef                  // the brief it is working on: default target of bridge_ask
+
+	sessions   int
+	paneStatus string // live herdr agent status, for the roster
+	detachedAt time.Time
+	lastNudge  time.Time
+}
+
+type briefRef struct {
+	from, msgID, traceID string
+}
+
+func newEntState(e Entity) *entState {
+	return &entState{
+		Entity:   e,
+		receipts: map[string]chan *Envelope{},
+		asks:     map[string]*askTurn{},
+		askByMsg: map[string]*askTurn{},
+		turns:    map[string]*recvTurn{},
+	}
+}
+
+// snapshot copies the entity (mu held).
+func (st *entState) snapshot() Entity {
+	e := st.Entity
+	e.Groups = append([]string(nil), st.Groups...)
+	return e
+}
+
+// view copies the entity, taking mu.
+func (st *entState) view() Entity {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.snapshot()
+}
+
+func (st *entState) bound(key string) bool {
+	if key == BroadcastAll {
+		return true
+	}
+	for _, g := range st.Groups {
+		if BroadcastKey(g) == key {
+			return true
+		}
+	}
+	return false
+}
+
+// heldMsg is a message held for an entity until it drains it. acker is nil
+// for messages already settled with the transport (asks, receipts).
+type heldMsg struct {
+	env     *Envelope
+	acker   Acker
+	dups    []Acker // earlier deliveries of the same msgId, settled with it
+	at      time.Time
+	claimed bool
+}
+
+// waiter is an open blocking call of an entity that one arriving message
+// resolves.
+type waiter struct {
+	accept func(*Envelope) bool
+	ch     chan *heldMsg // capacity 1: exactly one message resolves a waiter
+	gone   bool
+	isSend bool
+	onHeld func() // an open send is told when something else is held
+}
+
+// match hands hm to the first waiter that accepts it (mu held).
+func (st *entState) match(hm *heldMsg) bool {
+	for i, w := range st.waiters {
+		if w.gone || !w.accept(hm.env) {
+			continue
+		}
+		st.waiters = append(st.waiters[:i], st.waiters[i+1:]...)
+		w.gone = true
+		hm.claimed = true
+		w.ch <- hm
+		return true
+	}
+	return false
+}
+
+// addWaiter opens w (mu held).
+func (st *entState) addWaiter(w *waiter) { st.waiters = append(st.waiters, w) }
+
+func (st *entState) removeWaiter(w *waiter) {
+	for i, x := range st.waiters {
+		if x == w {
+			st.waiters = append(st.waiters[:i], st.waiters[i+1:]...)
+			break
+		}
+	}
+	w.gone = true
+}
+
+// close ends w if nothing resolved it yet and reports whether a message
+// claimed it (then it sits in w.ch).
+func (st *entState) close(w *waiter) (claimed bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if w.gone {
+		return true
+	}
+	st.removeWaiter(w)
+	return false
+}
+
+// expectReceipt opens a channel for the receipts of msgID, one of st's
+// outgoing messages; done closes it.
+func (st *entState) expectReceipt(msgID string) (receipts <-chan *Envelope, done func()) {
+	ch := make(chan *Envelope, 4)
+	st.mu.Lock()
+	st.receipts[msgID] = ch
+	st.mu.Unlock()
+	return ch, func() {
+		st.mu.Lock()
+		delete(st.receipts, msgID)
+		st.mu.Unlock()
+	}
+}
+
+func (st *entState) findHeld(msgID string) *heldMsg {
+	for _, hm := range st.held {
+		if hm.env.MsgID == msgID {
+			return hm
+		}
+	}
+	return nil
+}
+
+// heldReceipt reports whether a receipt for msgID is held (mu held).
+func (st *entState) heldReceipt(msgID string) bool {
+	for _, hm := range st.held {
+		if hm.env.Corr == msgID && (hm.env.Kind == KindInjected || hm.env.Kind == KindFailed || hm.env.Kind == KindAbandoned) {
+			return true
+		}
+	}
+	return false
+}
+
+func (st *entState) dropHeld(set map[*heldMsg]bool) {
+	out := st.held[:0]
+	for _, hm := range st.held {
+		if !set[hm] {
+			out = append(out, hm)
+		}
+	}
+	for i := len(out); i < len(st.held); i++ {
+		st.held[i] = nil
+	}
+	st.held = out
+}
+
+// claimHeld marks up to max unclaimed held messages accepted by f as
+// claimed, in arrival order (mu held).
+func (st *entState) claimHeld(f func(*Envelope) bool, max int) []*heldMsg {
+	var out []*heldMsg
+	for _, hm := range st.held {
+		if len(out) >= max {
+			break
+		}
+		if hm.claimed || !f(hm.env) {
+			continue
+		}
+		hm.claimed = true
+		out = append(out, hm)
+	}
+	return out
+}
+
+// unclaimedHeld counts the held messages no call has taken (mu held).
+func (st *entState) unclaimedHeld() int {
+	n := 0
+	for _, hm := range st.held {
+		if !hm.claimed {
+			n++
+		}
+	}
+	return n
+}
+
+// summary says what is held for st (mu held).
+func (c *Core) summary(st *entState) HeldSummary {
+	counts := map[string]int{}
+	var s HeldSummary
+	for _, hm := range st.held {
+		if hm.claimed {
+			continue
+		}
+		s.Total++
+		counts[hm.env.From]++
+	}
+	for from, n := range counts {
+		s.From = append(s.From, FromCount{From: from, FromName: c.nameOf(from), Count: n})
+	}
+	sort.Slice(s.From, func(i, j int) bool { return s.From[i].FromName < s.From[j].FromName })
+	return s
+}
+
+// nameOf is the name of gid: a local entity's name, a remote one's
+// name@host, "" when unknown. It takes only leaf locks.
+func (c *Core) nameOf(gid string) string {
+	if st := c.reg.get(gid); st != nil {
+		return st.Name // never changes: no entity lock needed
+	}
+	return c.pres.name(gid)
+}
+
+// heldFor returns the caller's held summary, nil when nothing is held.
+func (c *Core) heldFor(st *entState) *HeldSummary {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s := c.summary(st)
+	if s.Total == 0 {
+		return nil
+	}
+	return &s
+}
+
+// Held reports what is held for gid and whether it has an open waiter.
+func (c *Core) Held(gid string) (HeldSummary, bool) {
+	st := c.reg.get(gid)
+	if st == nil {
+		return HeldSummary{}, false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return c.summary(st), len(st.waiters) > 0
+}
+
+// heldNoWaiter nudges (mu held): an open send is told at once; otherwise
+// the entity's sessions are nudged by the nudge loop.
+func (c *Core) heldNoWaiter(st *entState) {
+	for _, w := range st.waiters {
+		if w.isSend && w.onHeld != nil {
+			w.onHeld()
+			return
+		}
+	}
+	c.nudges.want(st.GID)
+}

@@ -1,0 +1,94 @@
+package bridge
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/herdbridge/herdbridge/bridge/store"
+)
+
+// ledger is the forward path's book of briefs sent into panes whose
+// INJECTED/FAILED has not come back, mirrored in the store so that it
+// outlives a crash: a brief lost between the worker gateway's ack and its
+// inject is still reported FAILED. Its lock is a leaf.
+type ledger struct {
+	st  *store.Store
+	log *slog.Logger
+
+	mu     sync.Mutex
+	awaits map[string]store.Await // by the brief's msgId
+}
+
+func newLedger(st *store.Store, log *slog.Logger) *ledger {
+	return &ledger{st: st, log: log, awaits: map[string]store.Await{}}
+}
+
+// load reads the briefs still awaiting receipts at start.
+func (l *ledger) load() error {
+	awaits, err := l.st.LoadAwaits()
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range awaits {
+		l.awaits[a.MsgID] = a
+	}
+	return nil
+}
+
+// expect records a brief until its receipt comes back, persisted first: a
+// crash anywhere after still ends in a receipt or a FAILED.
+func (l *ledger) expect(a store.Await) {
+	l.mu.Lock()
+	l.awaits[a.MsgID] = a
+	l.mu.Unlock()
+	if err := l.st.PutAwait(a); err != nil {
+		l.log.Warn("cannot persist a brief awaiting its receipt", LogMsgID, a.MsgID, "err", err)
+	}
+}
+
+// awaits reports whether the brief corr still awaits its receipt.
+func (l *ledger) awaiting(corr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.awaits[corr]
+	return ok
+}
+
+// settle forgets the brief corr once its INJECTED, FAILED or ABANDONED
+// arrived (or it was never published).
+func (l *ledger) settle(corr string) {
+	if l.take(corr) {
+		l.forget(corr, "cannot forget a settled brief")
+	}
+}
+
+// take removes corr from memory; it reports whether it was there.
+func (l *ledger) take(corr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.awaits[corr]
+	delete(l.awaits, corr)
+	return ok
+}
+
+func (l *ledger) forget(msgID, what string) {
+	if err := l.st.DeleteAwait(msgID); err != nil {
+		l.log.Warn(what, LogMsgID, msgID, "err", err)
+	}
+}
+
+// due lists the briefs past their deadline (still recorded).
+func (l *ledger) due(now time.Time) []store.Await {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []store.Await
+	for _, a := range l.awaits {
+		if now.After(a.Deadline) {
+			out = append(out, a)
+		}
+	}
+	return out
+}

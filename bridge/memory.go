@@ -1,0 +1,168 @@
+package bridge
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/herdbridge/herdbridge/bridge/store"
+)
+
+// memory is what verification remembers, across restarts too, so that it
+// does not start from nothing: the (gid, msgId) keys it took (until they
+// expire, a replay after a restart is still a replay) and which host each
+// sender lives on (a gid's host never changes; a sender's backlog still
+// verifies after it left, or while its gateway is down). It has its own
+// lock, a leaf: nothing else is locked while it is held.
+type memory struct {
+	ttl  time.Duration // how long a silent sender's binding lasts (MessageTTL)
+	skew time.Duration // added to a message's expiry for its seen key
+
+	mu           sync.Mutex
+	seen         *seenSet
+	bindings     map[string]*binding // sender gid -> its host, from signed presence
+	dirtySeen    []store.Seen
+	dirtySenders []store.Sender
+	pruned       time.Time
+}
+
+// binding is a sender's host as this gateway knows it.
+type binding struct {
+	host      string
+	seen      time.Time
+	persisted time.Time
+}
+
+func newMemory(size int, ttl, skew time.Duration) *memory {
+	return &memory{ttl: ttl, skew: skew, seen: newSeenSet(size), bindings: map[string]*binding{}}
+}
+
+// has reports whether key was taken.
+func (m *memory) has(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.seen.has(key)
+}
+
+// markEnv records key (gid+msgId) as taken until env's expiry (past it, a
+// copy is refused as expired anyway).
+func (m *memory) markEnv(key string, env *Envelope) {
+	m.mark(key, env.ExpiresAt.Add(m.skew))
+}
+
+// mark records key as taken until exp; it reports whether key was new.
+func (m *memory) mark(key string, exp time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen.has(key) {
+		return false
+	}
+	m.seen.add(key)
+	m.dirtySeen = append(m.dirtySeen, store.Seen{Key: key, Exp: exp})
+	return true
+}
+
+// hostOf is the host gid is bound to, "" when none (lapsed or not).
+func (m *memory) hostOf(gid string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b := m.bindings[gid]; b != nil {
+		return b.host
+	}
+	return ""
+}
+
+// liveHostOf is the host gid is bound to while the binding has not lapsed.
+func (m *memory) liveHostOf(gid string, now time.Time) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b := m.bindings[gid]; b != nil && now.Sub(b.seen) < m.ttl {
+		return b.host
+	}
+	return ""
+}
+
+// bind records that gid lives on host (a verified heartbeat whose owner
+// was checked).
+func (m *memory) bind(gid, host string, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.bindings[gid]
+	if b == nil || b.host != host {
+		b = &binding{host: host}
+		m.bindings[gid] = b
+	}
+	b.seen = now
+	if now.Sub(b.persisted) > time.Hour {
+		b.persisted = now
+		m.dirtySenders = append(m.dirtySenders, store.Sender{GID: gid, Host: host, Seen: now})
+	}
+}
+
+// load restores the seen-set and the sender bindings at start.
+func (m *memory) load(st *store.Store, now time.Time) error {
+	seen, senders, err := st.LoadMemory(now, now.Add(-m.ttl))
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range seen {
+		m.seen.add(r.Key)
+	}
+	for _, r := range senders {
+		m.bindings[r.GID] = &binding{host: r.Host, seen: r.Seen, persisted: r.Seen}
+	}
+	return nil
+}
+
+// save writes the new seen keys and bindings (one commit); every minute it
+// also prunes. Called by the sweeper and at Close.
+func (m *memory) save(st *store.Store, now time.Time, log *slog.Logger) {
+	m.mu.Lock()
+	seen, senders := m.dirtySeen, m.dirtySenders
+	m.dirtySeen, m.dirtySenders = nil, nil
+	prune := now.Sub(m.pruned) > time.Minute
+	if prune {
+		m.pruned = now
+		for gid, b := range m.bindings {
+			if now.Sub(b.seen) > m.ttl {
+				delete(m.bindings, gid)
+			}
+		}
+	}
+	m.mu.Unlock()
+	if len(seen) == 0 && len(senders) == 0 && !prune {
+		return
+	}
+	if err := st.SaveMemory(seen, senders, prune, now, now.Add(-m.ttl)); err != nil {
+		log.Error("saving the seen-set and sender bindings failed: a replay after a restart may pass", "err", err)
+	}
+}
+
+// seenSet is a bounded set of (gid, msgId) pairs already handled, FIFO
+// eviction. Keyed per entity: one broadcast is one msgId in many inboxes.
+type seenSet struct {
+	max  int
+	m    map[string]struct{}
+	ring []string
+	next int
+}
+
+func newSeenSet(max int) *seenSet {
+	return &seenSet{max: max, m: make(map[string]struct{}, max), ring: make([]string, max)}
+}
+
+func (s *seenSet) has(id string) bool { _, ok := s.m[id]; return ok }
+
+func (s *seenSet) add(id string) {
+	if _, ok := s.m[id]; ok {
+		return
+	}
+	if old := s.ring[s.next]; old != "" {
+		delete(s.m, old)
+	}
+	s.ring[s.next] = id
+	s.m[id] = struct{}{}
+	s.next = (s.next + 1) % s.max
+}

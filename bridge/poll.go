@@ -1,0 +1,123 @@
+package bridge
+
+import (
+	"context"
+	"time"
+)
+
+// PollRequest is bridge_poll.
+type PollRequest struct {
+	Target string
+	Wait   time.Duration
+	Max    int
+	Peek   bool
+}
+
+// Poll is bridge_poll for the entity gid: drain held messages, filtered on
+// the envelope from when Target is set.
+func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progress) (*Result, error) {
+	st, err := c.caller(gid)
+	if err != nil {
+		return nil, err
+	}
+	req.Max = min(max(req.Max, 0), 500)
+	if req.Max == 0 {
+		req.Max = 50
+	}
+	filter, err := c.fromFilter(req.Target)
+	if err != nil {
+		return nil, err
+	}
+	if req.Peek {
+		return c.peek(st, filter, req.Max), nil
+	}
+	taken, err := c.drain(ctx, st, filter, req, prog)
+	if err != nil {
+		return nil, err
+	}
+	c.handOver(ctx, st, taken)
+	res := &Result{Status: StatusDrained}
+	for _, hm := range taken {
+		res.Messages = append(res.Messages, c.message(hm.env))
+		if hm.env.Kind == KindAsk {
+			res.TurnID = hm.env.TurnID
+			res.Next = "answer with bridge_send(target, message, turn_id=" + hm.env.TurnID + ")"
+		}
+	}
+	if len(taken) == 0 {
+		res.Status = StatusEmpty
+		if wait := c.capWait(req.Wait); req.Wait > wait { // the cap cut the wait short: say so, and how to go on
+			res.Status = StatusPending
+			res.Next = "nothing yet: call bridge_poll again to keep waiting"
+		} else if wait > 0 {
+			res.Next = "nothing yet: call bridge_poll again"
+		}
+	}
+	res.Held = c.heldFor(st)
+	return res, nil
+}
+
+// fromFilter accepts every message, or with a target only those whose
+// envelope from is that entity.
+func (c *Core) fromFilter(target string) (func(*Envelope) bool, error) {
+	if target == "" {
+		return func(*Envelope) bool { return true }, nil
+	}
+	t, err := c.Resolve(target)
+	if err != nil {
+		return nil, err
+	}
+	return func(e *Envelope) bool { return e.From == t.GID }, nil
+}
+
+// peek reads held messages without consuming them.
+func (c *Core) peek(st *entState, filter func(*Envelope) bool, limit int) *Result {
+	res := &Result{Status: StatusPeeked}
+	st.mu.Lock()
+	for _, hm := range st.held {
+		if len(res.Messages) < limit && !hm.claimed && filter(hm.env) {
+			res.Messages = append(res.Messages, c.message(hm.env))
+		}
+	}
+	st.mu.Unlock()
+	if len(res.Messages) == 0 {
+		res.Status = StatusEmpty
+	}
+	res.Held = c.heldFor(st)
+	return res
+}
+
+// drain claims up to req.Max held messages; with none held and a wait, it
+// waits for the first to arrive (and takes what came with it).
+func (c *Core) drain(ctx context.Context, st *entState, filter func(*Envelope) bool, req PollRequest, prog Progress) ([]*heldMsg, error) {
+	var w *waiter
+	wait := c.capWait(req.Wait)
+	st.mu.Lock()
+	taken := st.claimHeld(filter, req.Max)
+	if len(taken) == 0 && wait > 0 {
+		w = &waiter{ch: make(chan *heldMsg, 1), accept: func(e *Envelope) bool {
+			return filter(e) && (heldKinds[e.Kind] || e.Kind == KindAsk)
+		}}
+		st.addWaiter(w)
+	}
+	st.mu.Unlock()
+	if w != nil {
+		hm, err := c.await(ctx, waitSpec{st: st, d: wait, w: w, prog: prog, what: "waiting for messages"})
+		if err != nil {
+			return nil, err
+		}
+		if hm != nil {
+			taken = append(taken, hm)
+			if hm.env.Kind != KindAsk && req.Max > 1 {
+				st.mu.Lock()
+				taken = append(taken, st.claimHeld(filter, req.Max-1)...)
+				st.mu.Unlock()
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		c.unclaim(st, taken)
+		return nil, err
+	}
+	return taken, nil
+}

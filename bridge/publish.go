@@ -1,0 +1,72 @@
+package bridge
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// newEnv fills the common envelope fields.
+func (c *Core) newEnv(kind Kind, from, to string, body []byte, ttl time.Duration) *Envelope {
+	now := c.cfg.Now()
+	return &Envelope{
+		V: Version, Kind: kind, MsgID: uuid.NewString(), From: from, To: to, Host: c.cfg.Host,
+		TS: now, ExpiresAt: now.Add(ttl), Body: body,
+	}
+}
+
+// publish signs env, publishes it and audits the outcome.
+func (c *Core) publish(ctx context.Context, key string, env *Envelope, mandatory bool) error {
+	c.sign(env)
+	err := c.tr.Publish(ctx, key, env, mandatory)
+	if err != nil {
+		c.auditEnv("out", env, key, "publish failed: "+err.Error())
+	} else {
+		c.auditEnv("out", env, key, "published")
+	}
+	return err
+}
+
+// outMsg is a publish decided under a lock and done after it.
+type outMsg struct {
+	env *Envelope
+}
+
+// publishAll publishes notices decided under a lock and returns how many
+// failed. Failures are logged: the counterpart is gone or the transport is
+// down, and the caller (a delivery handler) cannot do better.
+func (c *Core) publishAll(out []outMsg) (failed int) {
+	for _, o := range out {
+		// not tied to c.ctx: a receipt decided while the core shuts down
+		// still goes out (the transport closes after the core)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.publish(ctx, o.env.To, o.env, false)
+		cancel()
+		if err != nil {
+			c.log.Warn("notice not delivered", LogKind, o.env.Kind, LogMsgID, o.env.MsgID, "corr", o.env.Corr, LogTo, o.env.To, "err", err)
+			failed++
+		}
+	}
+	return failed
+}
+
+// notice builds a notice — INJECTED, FAILED, NO_WAITER, TOO_LATE or
+// ABANDONED — from entity from to entity to about the message corr.
+func (c *Core) notice(kind Kind, from, to, corr, turnID, traceID, reason string) outMsg {
+	e := c.newEnv(kind, from, to, []byte(reason), c.cfg.MessageTTL)
+	e.Corr, e.TurnID, e.TraceID = corr, turnID, traceID
+	return outMsg{env: e}
+}
+
+// noticeFor is the notice from entity from answering env: to its sender,
+// about it, in its turn and trace.
+func (c *Core) noticeFor(kind Kind, from string, env *Envelope, reason string) outMsg {
+	return c.notice(kind, from, env.From, env.MsgID, env.TurnID, env.TraceID, reason)
+}
+
+// receiptFor is the receipt from entity from about env, a brief or message
+// outside any turn: to its sender, about it, in its trace.
+func (c *Core) receiptFor(kind Kind, from string, env *Envelope, reason string) outMsg {
+	return c.notice(kind, from, env.From, env.MsgID, "", env.TraceID, reason)
+}

@@ -1,0 +1,253 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// RegisterRequest registers or re-attaches an entity.
+type RegisterRequest struct {
+	Name   string
+	Role   Role
+	Groups []string
+	PaneID string
+	// NoToken re-attaches without minting a bearer token: the stdio relay
+	// authenticates by its socket, and minting one per reconnect would push
+	// the tokens users configured out of the last-32 window.
+	NoToken bool
+	// GID fixes the gid of a new entity (a spawned worker's gid is its
+	// spawnId). Ignored on re-attach; an existing name with another gid is
+	// an error.
+	GID string
+}
+
+const maxTokensPerEntity = 32
+
+// Register creates the entity (host, name) or re-attaches to it — same gid,
+// same inbox, nothing held is lost — and issues a new bearer token.
+func (c *Core) Register(ctx context.Context, req RegisterRequest) (Entity, string, error) {
+	groups, err := checkRegister(req)
+	if err != nil {
+		return Entity{}, "", err
+	}
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	if !c.running() {
+		return Entity{}, "", errors.New("bridge: core is not running")
+	}
+	st, err := c.entityFor(req, groups)
+	if err != nil {
+		return Entity{}, "", err
+	}
+	token, hash := NewToken()
+	st.mu.Lock()
+	if req.NoToken {
+		token = ""
+	} else {
+		st.tokens = append(st.tokens, hash)
+	}
+	if len(st.tokens) > maxTokensPerEntity {
+		st.tokens = st.tokens[len(st.tokens)-maxTokensPerEntity:]
+	}
+	rec, tokens := storedOf(st.Entity, st.tokens), append([]string(nil), st.tokens...)
+	st.mu.Unlock()
+	if err := c.st.PutEntity(rec); err != nil {
+		return Entity{}, "", fmt.Errorf("bridge: persist entity %s: %w", req.Name, err)
+	}
+	c.reg.put(st, tokens)
+	if err := c.attachInbox(st); err != nil {
+		return Entity{}, "", err
+	}
+	c.kickPresence()
+	e := st.view()
+	c.log.Info("entity registered", LogGID, e.GID, "name", e.Name, "role", e.Role, "groups", e.Groups)
+	return e, token, nil
+}
+
+// checkRegister validates a registration and normalizes its groups.
+func checkRegister(req RegisterRequest) ([]string, error) {
+	if !ValidName(req.Name) {
+		return nil, &UserError{Msg: fmt.Sprintf("name %q is not valid: use letters, digits, '.', '_' or '-' (at most 64, no '@')", req.Name)}
+	}
+	if !req.Role.Valid() {
+		return nil, &UserError{Msg: fmt.Sprintf("role %q is not valid: use primary, worker or orchestrator", req.Role)}
+	}
+	return normGroups(req.Groups)
+}
+
+// entityFor is the entity a registration attaches to: the existing one of
+// that name, updated, or a new one (not yet indexed).
+func (c *Core) entityFor(req RegisterRequest, groups []string) (*entState, error) {
+	if st := c.reg.named(req.Name); st != nil {
+		if req.GID != "" && req.GID != st.GID {
+			return nil, userErr("name %q is taken on this host by another entity", req.Name)
+		}
+		st.mu.Lock()
+		st.Role, st.Groups = req.Role, groups
+		if req.PaneID != "" {
+			st.PaneID = req.PaneID
+		}
+		st.mu.Unlock()
+		return st, nil
+	}
+	gid := req.GID
+	if gid == "" {
+		gid = uuid.NewString()
+	}
+	if other := c.reg.get(gid); other != nil {
+		return nil, userErr("gid %s is taken by %s", gid, other.Name)
+	}
+	return newEntState(Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC()}), nil
+}
+
+func normGroups(in []string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range in {
+		if !ValidGroup(g) {
+			return nil, &UserError{Msg: fmt.Sprintf("group %q is not valid: lowercase letters, digits, '_' or '-', at most 63, not \"all\"", g)}
+		}
+		if !seen[g] {
+			seen[g] = true
+			out = append(out, g)
+		}
+	}
+	return out, nil
+}
+
+// Remove deletes an entity and its inbox. What was pending on it becomes
+// ABANDONED for its counterparts.
+func (c *Core) Remove(ctx context.Context, gid string) error {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	st := c.reg.get(gid)
+	if st == nil {
+		return &UserError{Msg: fmt.Sprintf("no entity %s", gid)}
+	}
+	st.mu.Lock()
+	out := c.abandonTurns(st)
+	if b := st.brief; b.from != "" { // the brief it was working on will get no reply
+		out = append(out, c.notice(KindAbandoned, gid, b.from, b.msgID, "", b.traceID, st.Name+" went away (removed or its pane closed) before replying"))
+	}
+	st.removed = true
+	c.reg.drop(st, st.tokens)
+	for _, w := range st.waiters {
+		w.gone = true // open calls run out on their own timers
+	}
+	st.waiters = nil
+	sub := st.sub
+	st.sub = nil
+	st.mu.Unlock()
+	c.publishAll(out)
+	if sub != nil {
+		sub.Cancel()
+	}
+	if err := c.tr.DeleteInbox(ctx, gid); err != nil {
+		return fmt.Errorf("bridge: delete inbox of %s: %w", st.Name, err)
+	}
+	c.publishPresence([]Presence{{GID: gid, Name: st.Name, Host: c.cfg.Host, Gone: true}})
+	return c.st.DeleteEntity(gid)
+}
+
+// Authenticate maps a bearer token to its entity: the index finds the
+// entity by the token's hash, and the hash must then match one of the
+// entity's own token hashes in a constant-time comparison (token.go says
+// why that is enough).
+func (c *Core) Authenticate(token string) (Entity, bool) {
+	h := HashToken(token)
+	st := c.reg.byToken(h)
+	if st == nil {
+		return Entity{}, false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.removed || !st.hasTokenHash(h) {
+		return Entity{}, false
+	}
+	return st.snapshot(), true
+}
+
+// Entity returns the local entity gid.
+func (c *Core) Entity(gid string) (Entity, bool) {
+	st := c.reg.get(gid)
+	if st == nil {
+		return Entity{}, false
+	}
+	return st.view(), true
+}
+
+// Attach records that one more MCP session of gid is open.
+func (c *Core) Attach(gid string) {
+	if st := c.reg.get(gid); st != nil {
+		st.mu.Lock()
+		st.sessions++
+		st.detachedAt = time.Time{}
+		st.mu.Unlock()
+	}
+}
+
+// Detach records that one MCP session of gid closed. When the last one
+// closes and none re-attaches within ReattachGrace, what was pending on the
+// entity becomes ABANDONED for its counterparts.
+func (c *Core) Detach(gid string) {
+	if st := c.reg.get(gid); st != nil {
+		st.mu.Lock()
+		if st.sessions > 0 {
+			st.sessions--
+			if st.sessions == 0 {
+				st.detachedAt = c.cfg.Now()
+			}
+		}
+		st.mu.Unlock()
+	}
+}
+
+// PaneStatus records the live herdr status of the entity in pane (shown by
+// the roster).
+func (c *Core) PaneStatus(pane, status string) {
+	for _, st := range c.reg.all() {
+		st.mu.Lock()
+		if st.PaneID == pane {
+			st.paneStatus = status
+		}
+		st.mu.Unlock()
+	}
+}
+
+// Panes lists the herdr panes of local entities.
+func (c *Core) Panes() []string {
+	var out []string
+	for _, st := range c.reg.all() {
+		st.mu.Lock()
+		if st.PaneID != "" {
+			out = append(out, st.PaneID)
+		}
+		st.mu.Unlock()
+	}
+	return out
+}
+
+// PaneClosed removes the entities that lived in a closed pane: what was
+// pending on them becomes ABANDONED for their counterparts, and their
+// inboxes go.
+func (c *Core) PaneClosed(ctx context.Context, pane string) {
+	var gids []string
+	for _, st := range c.reg.all() {
+		st.mu.Lock()
+		if st.PaneID == pane {
+			gids = append(gids, st.GID)
+		}
+		st.mu.Unlock()
+	}
+	for _, gid := range gids {
+		if err := c.Remove(ctx, gid); err != nil {
+			c.log.Warn("removing the entity of a closed pane failed", LogGID, gid, "pane", pane, "err", err)
+			continue
+		}
+		c.log.Info("pane closed: entity removed", LogGID, gid, "pane", pane)
+	}
+}

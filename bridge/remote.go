@@ -1,0 +1,171 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// SpawnBody is the body of a SPAWN: which profile, under which name. The
+// receiving host runs only profiles it owns; a remote names a profile,
+// never a command line.
+type SpawnBody struct {
+	Profile string `json:"profile"`
+	Name    string `json:"name,omitempty"`
+}
+
+// spawnRemote sends SPAWN to req.Host, waits for the worker to appear in
+// the roster, then briefs it from here (the brief is the caller's own
+// message, so it is published, and signed, by the caller's gateway).
+func (c *Core) spawnRemote(ctx context.Context, caller string, req SpawnRequest) (*Result, error) {
+	res, err := c.RemoteSpawn(ctx, caller, req.Host, SpawnBody{Profile: req.Profile, Name: req.Name}, req.SpawnID, c.cfg.MaxWait)
+	if err != nil || res.Status != StatusConfirmed || req.Brief == "" {
+		return res, err
+	}
+	return c.briefSpawned(ctx, caller, req.SpawnID, req.Brief)
+}
+
+// RemoteSpawn asks host to start profile as a worker named name with gid
+// spawnID. It returns when the worker appears in the roster, when the host
+// reports FAILED, or when wait (capped at MaxWait) runs out (pending).
+func (c *Core) RemoteSpawn(ctx context.Context, caller, host string, body SpawnBody, spawnID string, wait time.Duration) (*Result, error) {
+	st, err := c.caller(caller)
+	if err != nil {
+		return nil, err
+	}
+	ct, ok := c.tr.(ControlTransport)
+	if !ok {
+		return nil, userErr("spawning on host %q needs the broker transport: this gateway runs the embedded one (this host only)", host)
+	}
+	if err := c.checkRemoteProfile(host, body.Profile); err != nil {
+		return nil, err
+	}
+	raw, _ := json.Marshal(body)
+	env := c.newEnv(KindSpawn, caller, "control."+host, raw, 10*time.Minute)
+	env.SpawnID, env.TraceID = spawnID, spawnID
+	receipts, done := st.expectReceipt(env.MsgID)
+	defer done()
+	c.sign(env)
+	c.auditEnv("out", env, host, "published")
+	if err := ct.PublishControl(ctx, host, env); err != nil {
+		return nil, userErr("spawn on %s: %v", host, err)
+	}
+	res := &Result{Status: StatusPending, MsgID: env.MsgID, SpawnID: spawnID, Target: body.Name + "@" + host}
+	ready := func() bool {
+		r := c.pres.entry(spawnID)
+		if r != nil {
+			res.Status, res.Target = StatusConfirmed, r.p.Name+"@"+r.p.Host
+			res.Reason = "worker ready on " + host
+		}
+		return r != nil
+	}
+	failed := func(f *Envelope) bool {
+		if f.Kind == KindFailed {
+			res.Status, res.Reason = StatusFailed, string(f.Body)
+		}
+		return f.Kind == KindFailed
+	}
+	if _, err := c.await(ctx, waitSpec{st: st, d: c.capWait(wait), done: ready, every: 50 * time.Millisecond, receipts: receipts, onReceipt: failed}); err != nil {
+		return nil, err
+	}
+	if res.Status == StatusPending {
+		res.Reason = "the spawn is under way on " + host
+		res.Next = "bridge_roster shows the worker (gid " + spawnID + ") once it is ready; a FAILED is held for you if it fails"
+	}
+	return res, nil
+}
+
+// checkRemoteProfile refuses a spawn on a host that is not present or
+// does not offer profile.
+func (c *Core) checkRemoteProfile(host, profile string) error {
+	h := c.pres.host(host)
+	if h == nil {
+		return userErr("no gateway of host %q is present: bridge_roster lists the hosts", host)
+	}
+	if profiles := h.p.Profiles; !contains(profiles, profile) {
+		return userErr("host %s has no spawn profile %q: its profiles are %s", host, profile, strings.Join(profiles, ", "))
+	}
+	return nil
+}
+
+// onControl handles control.<host>: a SPAWN runs the local spawn, then is
+// acked; a failure goes back to the caller as FAILED (corr = the SPAWN).
+// Success needs no message: the new worker shows up in the roster.
+func (c *Core) onControl(d Delivery) {
+	body, ok := c.admitControl(d)
+	if !ok {
+		return
+	}
+	c.auditEnv("in", d.Env, d.Key, "accepted")
+	c.wg.Add(1)
+	go c.runRemoteSpawn(d, body)
+}
+
+// admitControl verifies a control delivery and decodes its SPAWN; false
+// when it was refused, is a benign redelivery, or waits for presence.
+func (c *Core) admitControl(d Delivery) (SpawnBody, bool) {
+	where := "control." + c.cfg.Host
+	reason, detail, wait := c.verify(d, func(env *Envelope) string {
+		if env.To != "control."+c.cfg.Host || d.Key != "" && d.Key != c.cfg.Host {
+			return "SPAWN to " + env.To + " with routing key " + d.Key + " on " + c.cfg.Host
+		}
+		return ""
+	})
+	if wait {
+		c.waitForPresence(d, where, "control:"+d.Env.MsgID, c.onControl)
+		return SpawnBody{}, false
+	}
+	if reason == "" && d.Env.Kind != KindSpawn {
+		reason, detail = RefuseBadKind, "a "+string(d.Env.Kind)+" on the control queue"
+	}
+	if reason == "" && c.mem.has("control:"+d.Env.MsgID) {
+		if d.Redelivered { // handled and marked, its ack lost: benign
+			_ = d.Acker.Ack()
+			return SpawnBody{}, false
+		}
+		reason, detail = RefuseReplayed, "SPAWN msgId already handled"
+	}
+	var body SpawnBody
+	if reason == "" && (json.Unmarshal(d.Env.Body, &body) != nil || body.Profile == "") {
+		reason, detail = RefuseMalformed, "bad SPAWN body"
+	}
+	if reason != "" {
+		c.refuse(d, where, reason, detail)
+		return SpawnBody{}, false
+	}
+	return body, true
+}
+
+// runRemoteSpawn runs a SPAWN another host asked for, reports a failure to
+// its caller, and acks it (a gateway that dies mid-spawn gets it again, and
+// deduplicates on spawnId).
+func (c *Core) runRemoteSpawn(d Delivery, body SpawnBody) {
+	defer c.wg.Done()
+	env := d.Env
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 3*time.Minute)
+	req, err := SpawnRequest{Profile: body.Profile, Name: body.Name, SpawnID: env.SpawnID}.normalized()
+	var res *Result
+	if err == nil {
+		res, err = c.spawnLocal(ctx, "", req)
+	}
+	cancel()
+	reason := ""
+	switch {
+	case err != nil:
+		reason = err.Error()
+	case res.Status == StatusFailed:
+		reason = res.Reason
+	}
+	if reason != "" {
+		c.log.Warn("remote spawn failed", "spawnId", env.SpawnID, "profile", body.Profile, LogFrom, env.From, LogReason, reason)
+		c.publishAll([]outMsg{c.receiptFor(KindFailed, GatewayGID(c.cfg.Host), env, "spawn of "+body.Profile+" on "+c.cfg.Host+" failed: "+reason)})
+	} else {
+		c.log.Info("remote spawn done", "spawnId", env.SpawnID, "profile", body.Profile, LogFrom, env.From)
+		c.kickPresence()
+	}
+	c.mem.markEnv("control:"+env.MsgID, env)
+	if err := d.Acker.Ack(); err != nil {
+		c.log.Warn("SPAWN ack failed", LogMsgID, env.MsgID, "err", err)
+	}
+}

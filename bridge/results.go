@@ -1,0 +1,125 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Statuses carried by tool results.
+const (
+	StatusConfirmed       = "confirmed"        // the transport accepted it
+	StatusInjected        = "injected"         // typed into the worker's pane
+	StatusSubmitted       = "submitted"        // the worker started the turn
+	StatusUncertain       = "uncertain"        // typed, turn start not observed
+	StatusReplied         = "replied"          // an open send got its reply
+	StatusAsked           = "asked"            // an open send got an ASK instead
+	StatusPending         = "pending"          // the wait cap ran out; call again
+	StatusAnswered        = "answered"         // an ask got its answer
+	StatusDelivered       = "delivered"        // an answer reached the waiting turn
+	StatusNoWaiter        = "no_waiter"        // nobody was waiting for the ask
+	StatusTooLate         = "too_late"         // the turn no longer waited
+	StatusAlreadyAnswered = "already_answered" // the turn took another answer
+	StatusAbandoned       = "abandoned"        // the counterpart went away
+	StatusExpired         = "expired"          // expiresAt passed
+	StatusFailed          = "failed"           // dead-lettered, refused, or not injected
+	StatusDrained         = "drained"          // poll returned messages
+	StatusPeeked          = "peeked"           // poll peeked without consuming
+	StatusEmpty           = "empty"            // poll found nothing
+)
+
+// UserError is a mistake the caller can fix; MCP turns it into a tool
+// error (isError) carrying Msg.
+type UserError struct{ Msg string }
+
+func (e *UserError) Error() string { return e.Msg }
+
+func userErr(format string, a ...any) error { return &UserError{Msg: fmt.Sprintf(format, a...)} }
+
+// Message is a message as a tool result shows it.
+type Message struct {
+	MsgID    string    `json:"msgId"`
+	Kind     Kind      `json:"kind"`
+	From     string    `json:"from"`
+	FromName string    `json:"fromName"`
+	To       string    `json:"to"`
+	Body     string    `json:"body"`
+	TurnID   string    `json:"turnId,omitempty"`
+	Corr     string    `json:"corr,omitempty"` // the msgId this one answers (FAILED, ABANDONED, …)
+	TS       time.Time `json:"ts"`
+	TraceID  string    `json:"traceId,omitempty"`
+}
+
+// Result is the outcome of a tool call.
+type Result struct {
+	Status   string       `json:"status"`
+	MsgID    string       `json:"msgId,omitempty"`
+	TraceID  string       `json:"traceId,omitempty"`
+	TurnID   string       `json:"turnId,omitempty"`
+	SpawnID  string       `json:"spawnId,omitempty"` // bridge_spawn: the new worker's gid
+	Target   string       `json:"target,omitempty"`
+	Reason   string       `json:"reason,omitempty"`
+	Messages []Message    `json:"messages,omitempty"`
+	Held     *HeldSummary `json:"held,omitempty"` // what else waits for the caller
+	Next     string       `json:"next,omitempty"` // what to call next
+}
+
+// Progress is told, while a call waits, how long it has waited of how long.
+type Progress func(waited, of time.Duration, msg string)
+
+// message is env as a tool result shows it.
+func (c *Core) message(env *Envelope) Message {
+	return Message{MsgID: env.MsgID, Kind: env.Kind, From: env.From, FromName: c.nameOf(env.From), To: env.To, Body: string(env.Body),
+		TurnID: env.TurnID, Corr: env.Corr, TS: env.TS.UTC(), TraceID: env.TraceID}
+}
+
+// caller is the local entity a call comes from.
+func (c *Core) caller(gid string) (*entState, error) {
+	if st := c.reg.get(gid); st != nil {
+		return st, nil
+	}
+	return nil, userErr("this session's entity is not registered on this gateway: register again")
+}
+
+func (c *Core) checkBody(msg string) error {
+	if strings.TrimSpace(msg) == "" {
+		return userErr("message is empty")
+	}
+	if len(msg) > c.cfg.MaxMessageBytes {
+		return userErr("message is %d bytes, over the %d-byte limit: shorten it or write it to a file and send the path", len(msg), c.cfg.MaxMessageBytes)
+	}
+	return nil
+}
+
+func (c *Core) publishErr(err error, target Entity) error {
+	switch {
+	case errors.Is(err, ErrUnroutable):
+		return userErr("no inbox for %s: not registered or offline", target.Addr())
+	case errors.Is(err, ErrInboxFull):
+		return userErr("inbox of %s is full (%d messages unread): it must drain before it can take more", target.Addr(), c.cfg.InboxMaxLength)
+	}
+	return fmt.Errorf("bridge: publish: %w", err)
+}
+
+// Excerpt is the start of a message, quoted, for failure reports that must
+// say which message failed.
+func Excerpt(body string) string {
+	body = strings.Join(strings.Fields(body), " ")
+	if r := []rune(body); len(r) > 60 {
+		body = string(r[:60]) + "…"
+	}
+	return strconv.Quote(body)
+}
+
+// injectedRung reads the rung an INJECTED receipt reports (its body is
+// "<status>[: reason]").
+func injectedRung(body string) (string, string) {
+	status, reason, _ := strings.Cut(body, ": ")
+	switch status {
+	case StatusInjected, StatusSubmitted, StatusUncertain:
+		return status, reason
+	}
+	return StatusInjected, body
+}

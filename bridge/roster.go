@@ -1,0 +1,136 @@
+package bridge
+
+import (
+	"sort"
+	"strings"
+)
+
+// EntityView is one roster line.
+type EntityView struct {
+	Entity
+	Held     int    `json:"held"`
+	Waiting  bool   `json:"waiting"`
+	Sessions int    `json:"sessions"`
+	Status   string `json:"status"` // the live herdr agent status in a pane (idle|working|blocked|done|unknown), else online | detached
+}
+
+// HostView is one host of the roster.
+type HostView struct {
+	Host     string   `json:"host"`
+	Local    bool     `json:"local"`
+	Profiles []string `json:"profiles"`
+	Key      string   `json:"key,omitempty"` // host key fingerprint (SHA256:…), across hosts
+}
+
+// RosterView is bridge_roster.
+type RosterView struct {
+	Hosts    []HostView   `json:"hosts"`
+	Entities []EntityView `json:"entities"`
+}
+
+// Roster is the federated presence view: this host's entities first-hand,
+// the other hosts' from their heartbeats.
+func (c *Core) Roster() RosterView {
+	v := RosterView{Hosts: []HostView{{Host: c.cfg.Host, Local: true, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint}}, Entities: []EntityView{}}
+	for _, st := range c.reg.all() {
+		v.Entities = append(v.Entities, st.rosterLine())
+	}
+	c.pres.views(&v)
+	sort.Slice(v.Hosts[1:], func(i, j int) bool { return v.Hosts[1+i].Host < v.Hosts[1+j].Host })
+	sort.Slice(v.Entities, func(i, j int) bool {
+		a, b := v.Entities[i], v.Entities[j]
+		return a.Host < b.Host || a.Host == b.Host && a.Name < b.Name
+	})
+	return v
+}
+
+func (st *entState) rosterLine() EntityView {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ev := EntityView{Entity: st.snapshot(), Sessions: st.sessions, Waiting: len(st.waiters) > 0, Status: "online", Held: st.unclaimedHeld()}
+	if st.sessions == 0 {
+		ev.Status = "detached"
+	}
+	if st.paneStatus != "" {
+		ev.Status = st.paneStatus
+	}
+	return ev
+}
+
+// Resolve finds an entity by name, name@host or gid. An unknown target is a
+// UserError that names it and lists close matches.
+func (c *Core) Resolve(target string) (Entity, error) {
+	target = strings.TrimSpace(target)
+	if target == "" {
+		return Entity{}, userErr("target is empty: name an entity (name, name@host or gid); bridge_roster lists them")
+	}
+	if st := c.reg.get(target); st != nil {
+		return st.view(), nil
+	}
+	name, host := target, ""
+	if i := strings.LastIndexByte(target, '@'); i >= 0 {
+		name, host = target[:i], target[i+1:]
+		if host == c.cfg.Host {
+			host = ""
+		} else if !c.pres.knowsHost(host) {
+			return Entity{}, userErr("unknown target %q: no gateway of host %q is present (this is %q); bridge_roster lists the hosts", target, host, c.cfg.Host)
+		}
+	}
+	if st := c.reg.named(name); st != nil && host == "" {
+		return st.view(), nil
+	}
+	if r, amb := c.pres.find(target, name, host); r != nil {
+		return r.entity(), nil
+	} else if len(amb) > 1 {
+		return Entity{}, userErr("target %q is ambiguous: it names %s; say which with name@host", target, strings.Join(amb, ", "))
+	}
+	names := append(c.reg.names(), c.pres.names()...)
+	if s := closeMatches(name, names); len(s) > 0 {
+		return Entity{}, userErr("unknown target %q: did you mean %s?", target, strings.Join(s, ", "))
+	}
+	return Entity{}, userErr("unknown target %q: no entity of that name; bridge_roster lists who is here", target)
+}
+
+// closeMatches returns up to 3 names within edit distance 2 of s, or that
+// contain it, closest first.
+func closeMatches(s string, names []string) []string {
+	type cand struct {
+		n string
+		d int
+	}
+	var cs []cand
+	ls := strings.ToLower(s)
+	for _, n := range names {
+		ln := strings.ToLower(n)
+		d := editDistance(ls, ln)
+		if d <= 2 || (len(ls) >= 3 && strings.Contains(ln, ls)) {
+			cs = append(cs, cand{n, d})
+		}
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].d < cs[j].d || cs[i].d == cs[j].d && cs[i].n < cs[j].n })
+	var out []string
+	for i := 0; i < len(cs) && i < 3; i++ {
+		out = append(out, cs[i].n)
+	}
+	return out
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,246 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/herdbridge/herdbridge/bridge/store"
+)
+
+// SendRequest is bridge_send.
+type SendRequest struct {
+	Target  string
+	Message string
+	Wait    time.Duration
+	TurnID  string
+}
+
+// openSend is a bridge_send between its publish and its result.
+type openSend struct {
+	st        *entState
+	target    Entity
+	env       *Envelope
+	forwarded bool    // into a pane: a receipt (INJECTED/FAILED) follows
+	w         *waiter // resolved by the target's reply or an ASK; nil: no wait
+	nudged    chan struct{}
+	receipts  <-chan *Envelope
+	done      func()
+	wait      time.Duration
+}
+
+// Send is bridge_send for the entity gid (SPEC §2): a SEND into a worker
+// (the forward path), a REPLY into a primary, or with TurnID an ANSWER.
+func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progress) (*Result, error) {
+	st, err := c.caller(gid)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkBody(req.Message); err != nil {
+		return nil, err
+	}
+	if req.TurnID != "" {
+		return c.answer(ctx, st, req)
+	}
+	target, err := c.Resolve(req.Target)
+	if err != nil {
+		return nil, err
+	}
+	if target.GID == gid {
+		return nil, userErr("%s is you: send to another entity", req.Target)
+	}
+	s := c.openSend(st, target, req)
+	defer c.closeSend(s)
+	res := &Result{Status: StatusConfirmed, MsgID: s.env.MsgID, TraceID: s.env.TraceID, Target: target.Addr()}
+	if err := c.publishSend(ctx, s, req.Message); err != nil {
+		return nil, err
+	}
+	if s.w == nil && !s.forwarded {
+		res.Held = c.heldFor(st)
+		return res, nil
+	}
+	return c.awaitSend(ctx, s, res, prog)
+}
+
+// openSend builds the message and opens what the call waits on: the
+// receipts of its message and, with a wait, a waiter for the reply.
+func (c *Core) openSend(st *entState, target Entity, req SendRequest) *openSend {
+	kind := KindReply
+	if target.Role == RoleWorker {
+		kind = KindSend
+	}
+	s := &openSend{st: st, target: target, wait: c.capWait(req.Wait), nudged: make(chan struct{}, 1)}
+	s.env = c.newEnv(kind, st.GID, target.GID, []byte(req.Message), c.cfg.MessageTTL)
+	s.forwarded = kind == KindSend && c.forwardsTo(target)
+	s.receipts, s.done = st.expectReceipt(s.env.MsgID)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s.env.TraceID = uuid.NewString()
+	if kind == KindReply && st.brief.from == target.GID {
+		s.env.TraceID = st.brief.traceID
+	}
+	if kind == KindSend && s.wait > 0 {
+		s.w = &waiter{
+			ch:     make(chan *heldMsg, 1),
+			isSend: true,
+			accept: func(e *Envelope) bool {
+				return e.Kind == KindAsk || (e.Kind == KindReply || e.Kind == KindSend) && e.From == target.GID
+			},
+			onHeld: func() {
+				select {
+				case s.nudged <- struct{}{}:
+				default:
+				}
+			},
+		}
+		st.addWaiter(s.w)
+	}
+	return s
+}
+
+// forwardsTo reports whether a SEND to target is typed into a pane, so a
+// receipt will follow.
+func (c *Core) forwardsTo(target Entity) bool {
+	if target.Host == c.cfg.Host {
+		return target.PaneID != "" && c.cfg.Injector != nil
+	}
+	r := c.pres.entry(target.GID)
+	return r != nil && r.p.Forward
+}
+
+// closeSend ends the call: its receipts are no longer awaited, and a
+// message that resolved its waiter after it decided to return goes back.
+func (c *Core) closeSend(s *openSend) {
+	s.done()
+	if hm, _ := c.endWait(s.st, s.w, nil); hm != nil {
+		c.unclaim(s.st, []*heldMsg{hm})
+	}
+}
+
+// publishSend publishes the message; a forwarded brief is in the ledger
+// first, so a crash anywhere after still ends in a receipt or a FAILED.
+func (c *Core) publishSend(ctx context.Context, s *openSend, body string) error {
+	env := s.env
+	if s.forwarded {
+		c.ledger.expect(store.Await{MsgID: env.MsgID, From: s.st.GID, To: s.target.GID, ToName: s.target.Name, TraceID: env.TraceID, Excerpt: Excerpt(body),
+			Deadline: c.cfg.Now().Add(c.cfg.InjectWait + c.cfg.ReceiptWait)})
+	}
+	if err := c.publish(ctx, s.target.GID, env, true); err != nil {
+		if s.forwarded {
+			c.ledger.settle(env.MsgID)
+		}
+		return c.publishErr(err, s.target)
+	}
+	c.log.Info("sent", LogKind, env.Kind, LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogFrom, s.st.GID, LogTo, s.target.GID)
+	return nil
+}
+
+// awaitSend waits for the brief's receipt and, with a wait, the reply.
+func (c *Core) awaitSend(ctx context.Context, s *openSend, res *Result, prog Progress) (*Result, error) {
+	// a forwarded brief's receipt comes within the worker's inject bound
+	// plus its travel time (else the sweeper reports it FAILED)
+	wait := s.wait
+	if bound := min(c.cfg.InjectWait+c.cfg.ReceiptWait+2*c.cfg.SweepEvery, c.cfg.MaxWait); s.forwarded && wait < bound {
+		wait = bound
+	}
+	over := false
+	hm, err := c.await(ctx, waitSpec{
+		st: s.st, d: wait, w: s.w, prog: prog, what: "waiting for a reply from " + s.target.Name,
+		receipts: s.receipts,
+		onReceipt: func(r *Envelope) bool {
+			over = applySendReceipt(res, r, s.w == nil)
+			return over
+		},
+		nudged: s.nudged,
+		onNudge: func() string {
+			if h := c.heldFor(s.st); h != nil {
+				return fmt.Sprintf("still waiting for %s; %d other message(s) held for you", s.target.Name, h.Total)
+			}
+			return ""
+		},
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case hm != nil:
+		return c.sendAnswered(ctx, s.st, res, hm), nil
+	case over:
+		return res, nil
+	}
+	return c.sendTimedOut(s, res), nil
+}
+
+// applySendReceipt records a receipt of the brief in res and reports
+// whether the call is over: FAILED and ABANDONED end it, INJECTED ends it
+// when no reply is awaited.
+func applySendReceipt(res *Result, r *Envelope, noReply bool) bool {
+	switch r.Kind {
+	case KindFailed:
+		res.Status, res.Reason = StatusFailed, string(r.Body)
+		return true
+	case KindAbandoned:
+		res.Status, res.Reason = StatusAbandoned, string(r.Body)
+		return true
+	case KindInjected:
+		res.Status, res.Reason = injectedRung(string(r.Body))
+		return noReply
+	}
+	return false
+}
+
+// sendAnswered hands over the reply (or the ASK) that resolved the send.
+func (c *Core) sendAnswered(ctx context.Context, st *entState, res *Result, hm *heldMsg) *Result {
+	c.handOver(ctx, st, []*heldMsg{hm})
+	res.Messages = []Message{c.message(hm.env)}
+	res.Held = c.heldFor(st)
+	if hm.env.Kind == KindAsk {
+		res.Status, res.TurnID = StatusAsked, hm.env.TurnID
+		res.Next = "answer with bridge_send(target, message, turn_id=" + hm.env.TurnID + ")"
+	} else {
+		res.Status = StatusReplied
+	}
+	return res
+}
+
+// sendTimedOut is the result when the cap ran out: what is known, and what
+// to call next.
+func (c *Core) sendTimedOut(s *openSend, res *Result) *Result {
+	res.Held = c.heldFor(s.st)
+	if s.forwarded && res.Status == StatusConfirmed {
+		// not a guess either way: the receipt (or the FAILED the
+		// sweeper sends when it never comes) will be held for the caller
+		res.Reason = "no receipt from " + s.target.Name + "'s pane yet; its outcome (INJECTED or FAILED) will be held for you"
+		res.Next = "bridge_poll(target=" + s.target.Name + ") later"
+		return res
+	}
+	res.Reason = "no reply yet"
+	res.Next = "bridge_poll(target=" + s.target.Name + ", wait_s=45) later"
+	if res.Status == StatusConfirmed || res.Status == StatusInjected {
+		res.Status = StatusPending
+	}
+	return res
+}
+
+// Broadcast is bridge_broadcast: one publish, copied into every bound inbox
+// but the sender's.
+func (c *Core) Broadcast(ctx context.Context, gid, message, group string) (*Result, error) {
+	if _, err := c.caller(gid); err != nil {
+		return nil, err
+	}
+	if err := c.checkBody(message); err != nil {
+		return nil, err
+	}
+	if group != "" && group != "all" && !ValidGroup(group) {
+		return nil, userErr("group %q is not valid: lowercase letters, digits, '_' or '-'", group)
+	}
+	key := BroadcastKey(group)
+	env := c.newEnv(KindBroadcast, gid, key, []byte(message), c.cfg.MessageTTL)
+	env.TraceID = uuid.NewString()
+	if err := c.publish(ctx, key, env, false); err != nil {
+		return nil, fmt.Errorf("bridge: broadcast: %w", err)
+	}
+	c.log.Info("broadcast", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogFrom, gid, LogTo, key)
+	return &Result{Status: StatusConfirmed, MsgID: env.MsgID, TraceID: env.TraceID, Target: key}, nil
+}

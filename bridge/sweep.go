@@ -1,0 +1,60 @@
+package bridge
+
+import "time"
+
+// sweepLoop enforces expiresAt on held messages and turns (SPEC §4),
+// abandons the turns of entities detached past the grace, reports overdue
+// receipts, refuses what waited too long for presence, and saves what
+// verification remembers.
+func (c *Core) sweepLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			c.sweep()
+		}
+	}
+}
+
+func (c *Core) sweep() {
+	now := c.cfg.Now()
+	c.overdueReceipts(now)
+	c.expirePending(now)
+	c.mem.save(c.st, now, c.log)
+	for _, st := range c.reg.all() {
+		c.sweepEntity(st, now)
+	}
+}
+
+// sweepEntity acks st's held messages past expiresAt (an expired brief is
+// reported FAILED to its sender), expires its turns, and abandons them when
+// it stayed detached past ReattachGrace.
+func (c *Core) sweepEntity(st *entState, now time.Time) {
+	var exp []*heldMsg
+	var out []outMsg
+	st.mu.Lock()
+	for _, hm := range st.held {
+		if !hm.claimed && hm.env.Expired(now) {
+			hm.claimed = true
+			exp = append(exp, hm)
+			if hm.env.Kind == KindSend {
+				out = append(out, c.receiptFor(KindFailed, st.GID, hm.env, "expired unread in the inbox of "+st.Name))
+			}
+		}
+	}
+	st.expireTurns(now)
+	if st.sessions == 0 && !st.detachedAt.IsZero() && now.Sub(st.detachedAt) >= c.cfg.ReattachGrace {
+		st.detachedAt = time.Time{}
+		out = append(out, c.abandonTurns(st)...)
+	}
+	st.mu.Unlock()
+	for _, hm := range exp {
+		c.log.Info("held message expired", LogMsgID, hm.env.MsgID, LogKind, hm.env.Kind, LogGID, st.GID, LogTraceID, hm.env.TraceID)
+		_ = c.settleTaken(st, []*heldMsg{hm})
+	}
+	c.publishAll(out)
+}
