@@ -248,76 +248,31 @@ func (e *Envelope) Headers() map[string]any {
 // validates it. Unknown header names are ignored (forward compatibility);
 // a known header of the wrong type is an error.
 func FromHeaders(h map[string]any, body []byte) (*Envelope, error) {
-	e := &Envelope{Body: body}
-	var err error
-	str := func(name string, required bool) string {
-		if err != nil {
-			return ""
-		}
-		v, ok := h[name]
-		if !ok || v == nil {
-			if required {
-				err = malformed("missing header %q", name)
-			}
-			return ""
-		}
-		switch s := v.(type) {
-		case string:
-			if len(s) > 256 {
-				err = malformed("header %q too long", name)
-				return ""
-			}
-			return s
-		case []byte:
-			if len(s) > 256 {
-				err = malformed("header %q too long", name)
-				return ""
-			}
-			return string(s)
-		default:
-			err = malformed("header %q is %T, want string", name, v)
-			return ""
-		}
+	r := headerReader{h: h}
+	v := r.num(HdrV)
+	if r.err == nil && (v < 0 || v > math.MaxInt32) {
+		r.err = malformed("v %d out of range", v)
 	}
-	num := func(name string) int64 {
-		if err != nil {
-			return 0
-		}
-		v, ok := h[name]
-		if !ok || v == nil {
-			err = malformed("missing header %q", name)
-			return 0
-		}
-		n, ok := toInt64(v)
-		if !ok {
-			err = malformed("header %q is %T, want integer", name, v)
-		}
-		return n
-	}
-	v := num(HdrV)
-	if err == nil && (v < 0 || v > math.MaxInt32) {
-		err = malformed("v %d out of range", v)
-	}
-	if err == nil && v != Version { // a later version may change every other header: judge nothing else
+	if r.err == nil && v != Version { // a later version may change every other header: judge nothing else
 		return nil, fmt.Errorf("%w: v %d (this gateway speaks v%d)", ErrUnsupportedVersion, v, Version)
 	}
-	if err == nil && len(body) > MaxBodyBytes {
+	if r.err == nil && len(body) > MaxBodyBytes {
 		return nil, fmt.Errorf("%w: %d bytes, over %d", ErrOversized, len(body), MaxBodyBytes)
 	}
-	e.V = int(v)
-	e.Kind = Kind(str(HdrKind, true))
-	e.MsgID = str(HdrMsgID, true)
-	e.TraceID = str(HdrTraceID, false)
-	e.From = str(HdrFrom, false)
-	e.To = str(HdrTo, true)
-	e.Host = str(HdrHost, true)
-	e.Corr = str(HdrCorr, false)
-	e.TurnID = str(HdrTurnID, false)
-	e.SpawnID = str(HdrSpawnID, false)
-	ts := num(HdrTS)
-	exp := num(HdrExpiresAt)
-	if err != nil {
-		return nil, err
+	e := &Envelope{V: int(v), Body: body}
+	e.Kind = Kind(r.str(HdrKind, true))
+	e.MsgID = r.str(HdrMsgID, true)
+	e.TraceID = r.str(HdrTraceID, false)
+	e.From = r.str(HdrFrom, false)
+	e.To = r.str(HdrTo, true)
+	e.Host = r.str(HdrHost, true)
+	e.Corr = r.str(HdrCorr, false)
+	e.TurnID = r.str(HdrTurnID, false)
+	e.SpawnID = r.str(HdrSpawnID, false)
+	ts := r.num(HdrTS)
+	exp := r.num(HdrExpiresAt)
+	if r.err != nil {
+		return nil, r.err
 	}
 	const maxMS = 1 << 46 // year ~4200; keeps time arithmetic far from overflow
 	if ts <= 0 || ts > maxMS || exp <= 0 || exp > maxMS {
@@ -325,20 +280,81 @@ func FromHeaders(h map[string]any, body []byte) (*Envelope, error) {
 	}
 	e.TS = time.UnixMilli(ts)
 	e.ExpiresAt = time.UnixMilli(exp)
-	if s, ok := h[HdrSig]; ok && s != nil {
-		switch b := s.(type) {
-		case []byte:
-			e.Sig = append([]byte(nil), b...)
-		case string:
-			e.Sig = []byte(b)
-		default:
-			return nil, malformed("header %q is %T, want bytes", HdrSig, s)
-		}
+	sig, err := sigHeader(h)
+	if err != nil {
+		return nil, err
 	}
+	e.Sig = sig
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// headerReader reads typed headers; the first error sticks and later reads
+// return zero values.
+type headerReader struct {
+	h   map[string]any
+	err error
+}
+
+func (r *headerReader) str(name string, required bool) string {
+	if r.err != nil {
+		return ""
+	}
+	v, ok := r.h[name]
+	if !ok || v == nil {
+		if required {
+			r.err = malformed("missing header %q", name)
+		}
+		return ""
+	}
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case []byte:
+		s = string(x)
+	default:
+		r.err = malformed("header %q is %T, want string", name, v)
+		return ""
+	}
+	if len(s) > 256 {
+		r.err = malformed("header %q too long", name)
+		return ""
+	}
+	return s
+}
+
+func (r *headerReader) num(name string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, ok := r.h[name]
+	if !ok || v == nil {
+		r.err = malformed("missing header %q", name)
+		return 0
+	}
+	n, ok := toInt64(v)
+	if !ok {
+		r.err = malformed("header %q is %T, want integer", name, v)
+	}
+	return n
+}
+
+// sigHeader reads the optional signature (bytes; a string is taken as its bytes).
+func sigHeader(h map[string]any) ([]byte, error) {
+	s, ok := h[HdrSig]
+	if !ok || s == nil {
+		return nil, nil
+	}
+	switch b := s.(type) {
+	case []byte:
+		return append([]byte(nil), b...), nil
+	case string:
+		return []byte(b), nil
+	}
+	return nil, malformed("header %q is %T, want bytes", HdrSig, s)
 }
 
 func toInt64(v any) (int64, bool) {

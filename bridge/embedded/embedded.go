@@ -328,86 +328,116 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 	if err != nil {
 		return fmt.Errorf("embedded: encode %s: %w", env.MsgID, err)
 	}
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return bridge.ErrClosed
+	targets, err := t.routeSnapshot(key)
+	if err != nil {
+		return err
 	}
-	targets := t.route(key)
-	// Snapshots under t.mu: ib.meta changes under it (DeclareInbox). As on
-	// the broker, only ready messages count towards MaxLength: those handed
-	// to the consumer and not yet settled do not.
-	caps := make([]int, len(targets))
-	unacked := make([]uint64, len(targets))
-	for i, ib := range targets {
-		caps[i] = ib.meta.MaxLength
-		if ib.cons != nil {
-			unacked[i] = uint64(ib.cons.outstanding())
-		}
-	}
-	t.mu.Unlock()
 	if len(targets) == 0 {
 		if mandatory {
 			return fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
 		}
 		return nil
 	}
-	pointToPoint := len(targets) == 1 && targets[0].gid == key
-	var stored int
-	var full bool
-	var wake []*inbox
-	dlqAdded := false
+	var out publishOutcome
 	err = t.write(func(tx *bolt.Tx) error {
-		full, wake, dlqAdded, stored = false, wake[:0], false, 0
-		for i, ib := range targets {
-			q := tx.Bucket(bktInbox).Bucket([]byte(ib.gid))
-			if q == nil { // deleted meanwhile
-				continue
-			}
-			stored++
-			cnt := tx.Bucket(bktCount)
-			n := getCount(cnt, []byte(ib.gid))
-			if caps[i] > 0 && n-min(n, unacked[i]) >= uint64(caps[i]) {
-				if pointToPoint {
-					full = true
-				}
-				if err := t.putDead(tx, env.Headers(), env.Body, bridge.ReasonMaxLen, bridge.InboxQueueName(ib.gid), now); err != nil {
-					return err
-				}
-				dlqAdded = true
-				continue
-			}
-			seq, _ := q.NextSequence()
-			if err := q.Put(seqKey(seq), rec); err != nil {
-				return err
-			}
-			if err := putCount(cnt, []byte(ib.gid), n+1); err != nil {
-				return err
-			}
-			wake = append(wake, ib)
-		}
-		return nil
+		out = publishOutcome{wake: out.wake[:0]} // a retried transaction starts over
+		return t.storeRouted(tx, targets, key, env, rec, now, &out)
 	})
 	if err != nil {
 		return fmt.Errorf("embedded: publish %s: %w", env.MsgID, err)
 	}
+	t.wakeAfterPublish(out)
+	if out.full {
+		return fmt.Errorf("%w: %s holds %d messages", bridge.ErrInboxFull, bridge.InboxQueueName(key), targets[0].cap)
+	}
+	if out.stored == 0 && mandatory { // every target was deleted while we routed
+		return fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
+	}
+	return nil
+}
+
+// routedInbox is an inbox a publish routes to, with its cap and how many
+// of its messages the consumer holds unsettled, as they were when routed.
+type routedInbox struct {
+	ib      *inbox
+	cap     int
+	unacked uint64
+}
+
+// publishOutcome is what storeRouted did.
+type publishOutcome struct {
+	stored int      // inboxes that still existed
+	full   bool     // the point-to-point target was at its cap
+	wake   []*inbox // inboxes that got the message
+	dlq    bool     // a copy was dead-lettered (maxlen)
+}
+
+// routeSnapshot finds the inboxes bound to key. Snapshots under t.mu:
+// ib.meta changes under it (DeclareInbox). As on the broker, only ready
+// messages count towards MaxLength: those handed to the consumer and not
+// yet settled do not.
+func (t *Transport) routeSnapshot(key string) ([]routedInbox, error) {
 	t.mu.Lock()
-	for _, ib := range wake {
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, bridge.ErrClosed
+	}
+	var out []routedInbox
+	for _, ib := range t.route(key) {
+		r := routedInbox{ib: ib, cap: ib.meta.MaxLength}
+		if ib.cons != nil {
+			r.unacked = uint64(ib.cons.outstanding())
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// storeRouted writes rec into every routed inbox under its cap, and
+// dead-letters it (maxlen) from those at their cap.
+func (t *Transport) storeRouted(tx *bolt.Tx, targets []routedInbox, key string, env *bridge.Envelope, rec []byte, now time.Time, out *publishOutcome) error {
+	pointToPoint := len(targets) == 1 && targets[0].ib.gid == key
+	for _, r := range targets {
+		gid := []byte(r.ib.gid)
+		q := tx.Bucket(bktInbox).Bucket(gid)
+		if q == nil { // deleted meanwhile
+			continue
+		}
+		out.stored++
+		cnt := tx.Bucket(bktCount)
+		n := getCount(cnt, gid)
+		if r.cap > 0 && n-min(n, r.unacked) >= uint64(r.cap) {
+			out.full = out.full || pointToPoint
+			if err := t.putDead(tx, env.Headers(), env.Body, bridge.ReasonMaxLen, bridge.InboxQueueName(r.ib.gid), now); err != nil {
+				return err
+			}
+			out.dlq = true
+			continue
+		}
+		seq, _ := q.NextSequence()
+		if err := q.Put(seqKey(seq), rec); err != nil {
+			return err
+		}
+		if err := putCount(cnt, gid, n+1); err != nil {
+			return err
+		}
+		out.wake = append(out.wake, r.ib)
+	}
+	return nil
+}
+
+// wakeAfterPublish pokes the consumers of what a publish stored.
+func (t *Transport) wakeAfterPublish(out publishOutcome) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ib := range out.wake {
 		if ib.cons != nil {
 			ib.cons.poke()
 		}
 	}
-	if dlqAdded && t.dlqCons != nil {
+	if out.dlq && t.dlqCons != nil {
 		t.dlqCons.poke()
 	}
-	t.mu.Unlock()
-	if full {
-		return fmt.Errorf("%w: %s holds %d messages", bridge.ErrInboxFull, bridge.InboxQueueName(key), caps[0])
-	}
-	if stored == 0 && mandatory { // every target was deleted while we routed
-		return fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
-	}
-	return nil
 }
 
 func (t *Transport) putDead(tx *bolt.Tx, h map[string]any, body []byte, reason, queue string, now time.Time) error {
