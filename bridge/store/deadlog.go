@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"time"
@@ -32,16 +33,19 @@ func (s *Store) AppendDead(r DeadLetter) error {
 		if err := b.Put(binary.BigEndian.AppendUint64(nil, seq), raw); err != nil {
 			return err
 		}
-		for b.Stats().KeyN > s.dlqMax {
-			k, _ := b.Cursor().First()
-			if k == nil {
-				break
-			}
-			if err := b.Delete(k); err != nil {
-				return err
-			}
+		// keys are sequence numbers: keep the dlqMax newest. (Bucket.Stats
+		// does not count this transaction's own puts, so a loop on KeyN
+		// emptied the whole log once it first overflowed.)
+		if seq <= uint64(s.dlqMax) {
+			return nil
 		}
-		return nil
+		oldest := binary.BigEndian.AppendUint64(nil, seq-uint64(s.dlqMax)+1)
+		var drop [][]byte
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil && bytes.Compare(k, oldest) < 0; k, _ = c.Next() {
+			drop = append(drop, append([]byte(nil), k...))
+		}
+		return deleteKeys(b, drop)
 	})
 }
 

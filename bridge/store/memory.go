@@ -56,25 +56,38 @@ func (s *Store) SaveMemory(seen []Seen, senders []Sender, prune bool, now, stale
 }
 
 func pruneSeen(b *bolt.Bucket, now time.Time) error {
-	c := b.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if len(v) != 8 || time.UnixMilli(int64(binary.BigEndian.Uint64(v))).Before(now) {
-			if err := c.Delete(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return deleteWhere(b, func(v []byte) bool {
+		return len(v) != 8 || time.UnixMilli(int64(binary.BigEndian.Uint64(v))).Before(now)
+	})
 }
 
 func pruneSenders(b *bolt.Bucket, staleBefore time.Time) error {
-	c := b.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
+	return deleteWhere(b, func(v []byte) bool {
 		var r Sender
-		if json.Unmarshal(v, &r) != nil || r.Seen.Before(staleBefore) {
-			if err := c.Delete(); err != nil {
-				return err
-			}
+		return json.Unmarshal(v, &r) != nil || r.Seen.Before(staleBefore)
+	})
+}
+
+// deleteWhere deletes the keys whose value drop accepts. Keys are
+// collected first: a cursor's Next after its Delete can skip a key.
+func deleteWhere(b *bolt.Bucket, drop func(v []byte) bool) error {
+	var keys [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		if drop(v) {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return deleteKeys(b, keys)
+}
+
+func deleteKeys(b *bolt.Bucket, keys [][]byte) error {
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
 		}
 	}
 	return nil
