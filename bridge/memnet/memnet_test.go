@@ -31,6 +31,9 @@ func TestConformance(t *testing.T) {
 			}
 			return old.(*memnet.Transport).Network().Connect()
 		},
+		Peer: func(t *testing.T, tr bridge.Transport) bridge.Transport {
+			return tr.(*memnet.Transport).Network().Connect()
+		},
 		// delivery takes microseconds: a short watch for what must not
 		// happen keeps the suite fast (a slow machine can only make such a
 		// check pass, never fail)

@@ -248,7 +248,7 @@ func (n *Network) deadLetterLocked(q *queue, m *message, reason string) {
 		d.headers[hdrDeathReason] = reason
 		d.headers[hdrDeathQueue] = q.name
 	}
-	d.redelivered, d.ttl, d.expires = false, 0, time.Time{}
+	d.redelivered, d.ttl, d.hasTTL, d.expires = false, 0, false, time.Time{} // RabbitMQ drops the expiration of a dead letter
 	n.publishLocked(ExchangeDLX, "", d)
 }
 
