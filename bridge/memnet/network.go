@@ -161,6 +161,22 @@ func (n *Network) Queues() []string {
 	return out
 }
 
+// Depth reports how many messages queue holds ready and how many are
+// handed out and not yet settled; ok is false when there is no such queue.
+// Tests wait on it to know a message was settled (nothing else shows).
+func (n *Network) Depth(queue string) (ready, unacked int, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	q := n.queues[queue]
+	if q == nil {
+		return 0, 0, false
+	}
+	for _, c := range q.cons {
+		unacked += len(c.unacked)
+	}
+	return len(q.ready), unacked, true
+}
+
 var exchangeKinds = map[Exchange]string{ExchangeMsg: "topic", ExchangeRoster: "topic", ExchangeControl: "direct", ExchangeDLX: "fanout"}
 
 // matches is AMQP routing for the bindings this topology uses: a fanout
