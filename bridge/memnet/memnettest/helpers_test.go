@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -53,18 +54,26 @@ func pollFor(t *testing.T, h *memnettest.Host, gid, body string) *bridge.Result 
 	return nil
 }
 
-// bodies polls everything held for gid now.
-func bodies(t *testing.T, h *memnettest.Host, gid string) []string {
+// drainUntil polls gid's held messages on h until one has body, and
+// returns the bodies of all it drained, in order.
+func drainUntil(t *testing.T, h *memnettest.Host, gid, body string) []string {
 	t.Helper()
-	r, err := h.Core.Poll(ctx, gid, bridge.PollRequest{Max: 500}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, m := range r.Messages {
-		out = append(out, m.Body)
+	deadline := time.Now().Add(memnettest.Timeout)
+	for time.Now().Before(deadline) {
+		r, err := h.Core.Poll(ctx, gid, bridge.PollRequest{Wait: time.Second, Max: 500}, nil)
+		if err != nil {
+			t.Fatalf("poll on %s: %v", h.ID, err)
+		}
+		for _, m := range r.Messages {
+			out = append(out, m.Body)
+		}
+		if slices.Contains(out, body) {
+			return out
+		}
 	}
-	return out
+	t.Fatalf("poll on %s: %q did not arrive (got %q)", h.ID, body, out)
+	return nil
 }
 
 // wantUserError checks that err is a bridge.UserError mentioning each of
