@@ -54,6 +54,15 @@ func (h *harness) peer() bridge.Transport {
 	return tr
 }
 
+// must is the consumer of a consume* call that must succeed.
+func (h *harness) must(ib *inbox, err error) *inbox {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatalf("attach a consumer: %v", err)
+	}
+	return ib
+}
+
 // heartbeat builds a presence heartbeat of host.
 func (h *harness) heartbeat(host, name string) *bridge.Envelope {
 	return h.envOf(host, bridge.KindPresence, "roster."+host+"."+name, `{"name":"`+name+`","host":"`+host+`"}`)
@@ -64,15 +73,6 @@ func (h *harness) consumePresence(tr bridge.Transport, host string, autoAck bool
 	return h.subscribe(rosterQueue(host), autoAck, func(f func(bridge.Delivery)) (bridge.Subscription, error) {
 		return pt.ConsumePresence(context.Background(), host, f)
 	})
-}
-
-func (h *harness) mustConsumePresence(tr bridge.Transport, host string, autoAck bool) *inbox {
-	h.t.Helper()
-	ib, err := h.consumePresence(tr, host, autoAck)
-	if err != nil {
-		h.t.Fatalf("ConsumePresence %s: %v", host, err)
-	}
-	return ib
 }
 
 func (h *harness) publishPresence(tr bridge.Transport, e *bridge.Envelope) {
@@ -87,15 +87,6 @@ func (h *harness) consumeControl(tr bridge.Transport, host string, autoAck bool)
 	return h.subscribe("control."+host, autoAck, func(f func(bridge.Delivery)) (bridge.Subscription, error) {
 		return ct.ConsumeControl(context.Background(), host, f)
 	})
-}
-
-func (h *harness) mustConsumeControl(tr bridge.Transport, host string, autoAck bool) *inbox {
-	h.t.Helper()
-	ib, err := h.consumeControl(tr, host, autoAck)
-	if err != nil {
-		h.t.Fatalf("ConsumeControl %s: %v", host, err)
-	}
-	return ib
 }
 
 // spawn builds a SPAWN for host and publishes it from tr.
@@ -119,8 +110,8 @@ func testPresenceFanOut(h *harness) {
 	h.presence(a)
 	b := h.peer()
 	hostA, hostB := h.hostID(), h.hostID()
-	ra := h.mustConsumePresence(a, hostA, true)
-	rb := h.mustConsumePresence(b, hostB, true)
+	ra := h.must(h.consumePresence(a, hostA, true))
+	rb := h.must(h.consumePresence(b, hostB, true))
 	beatA := h.heartbeat(hostA, "alpha")
 	h.publishPresence(a, beatA)
 	beatB := h.heartbeat(hostB, "beta")
@@ -152,7 +143,7 @@ func testPresenceExclusive(h *harness) {
 	h.presence(a)
 	b := h.peer()
 	host := h.hostID()
-	first := h.mustConsumePresence(a, host, true)
+	first := h.must(h.consumePresence(a, host, true))
 	if _, err := h.consumePresence(b, host, true); err == nil {
 		t.Fatal("a second gateway attached the roster queue of a host id in use")
 	}
@@ -178,7 +169,7 @@ func testPresenceReject(h *harness) {
 	h.presence(tr)
 	dead := h.deadLetters()
 	host := h.hostID()
-	ib := h.mustConsumePresence(tr, host, false)
+	ib := h.must(h.consumePresence(tr, host, false))
 	beat := h.heartbeat(host, "forged")
 	h.publishPresence(tr, beat)
 	if err := ib.exactly(1)[0].Acker.Reject("bad signature"); err != nil {
@@ -205,8 +196,8 @@ func testControlRouting(h *harness) {
 		from = h.peer() // from another gateway, as a remote spawn comes
 	}
 	hostB, hostC := h.hostID(), h.hostID()
-	cb := h.mustConsumeControl(a, hostB, true)
-	cc := h.mustConsumeControl(a, hostC, true)
+	cb := h.must(h.consumeControl(a, hostB, true))
+	cc := h.must(h.consumeControl(a, hostC, true))
 	e := h.spawn(from, hostB, `{"profile":"reviewer"}`)
 	d := cb.exactly(1)[0]
 	if diff := sameEnvelope(d.Env, e); diff != "" {
@@ -231,12 +222,12 @@ func testControlRedeliver(h *harness) {
 	tr := h.cur()
 	h.control(tr)
 	host := h.hostID()
-	first := h.mustConsumeControl(tr, host, false)
+	first := h.must(h.consumeControl(tr, host, false))
 	unacked := h.spawn(tr, host, `{"profile":"a"}`)
 	first.exactly(1)
 	first.cancel()
 	waiting := h.spawn(tr, host, `{"profile":"b"}`)
-	second := h.mustConsumeControl(tr, host, false)
+	second := h.must(h.consumeControl(tr, host, false))
 	got := second.exactly(2)
 	if got[0].Env.MsgID != unacked.MsgID || !got[0].Redelivered {
 		t.Errorf("first delivery after the consumer went: %s redelivered=%v, want %s redelivered", got[0].Env.MsgID, got[0].Redelivered, unacked.MsgID)
@@ -248,7 +239,7 @@ func testControlRedeliver(h *harness) {
 		mustAck(t, d)
 	}
 	second.cancel()
-	h.mustConsumeControl(tr, host, false).exactly(0)
+	h.must(h.consumeControl(tr, host, false)).exactly(0)
 }
 
 // testControlExclusive: one consumer per control queue (one gateway per
@@ -257,7 +248,7 @@ func testControlExclusive(h *harness) {
 	tr := h.cur()
 	h.control(tr)
 	host := h.hostID()
-	h.mustConsumeControl(tr, host, true)
+	h.must(h.consumeControl(tr, host, true))
 	if _, err := h.consumeControl(tr, host, true); !errors.Is(err, bridge.ErrConsumerExists) {
 		h.t.Fatalf("second ConsumeControl: err = %v, want ErrConsumerExists", err)
 	}
@@ -270,7 +261,7 @@ func testControlReject(h *harness) {
 	h.control(tr)
 	dead := h.deadLetters()
 	host := h.hostID()
-	ib := h.mustConsumeControl(tr, host, false)
+	ib := h.must(h.consumeControl(tr, host, false))
 	e := h.spawn(tr, host, `{"profile":"a"}`)
 	if err := ib.exactly(1)[0].Acker.Reject("replayed"); err != nil {
 		t.Fatalf("Reject: %v", err)
@@ -280,5 +271,5 @@ func testControlReject(h *harness) {
 		t.Errorf("dead letter %s/%q from %q, want %s/rejected from %q", dl.MsgID, dl.Reason, dl.Queue, e.MsgID, "control."+host)
 	}
 	ib.cancel()
-	h.mustConsumeControl(tr, host, false).exactly(0)
+	h.must(h.consumeControl(tr, host, false)).exactly(0)
 }

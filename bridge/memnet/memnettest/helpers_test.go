@@ -31,49 +31,33 @@ func newKey(t *testing.T, host string) *keys.HostKey {
 	return k
 }
 
-// pollFor polls gid's held messages on h until one has body, and returns
-// that poll's result.
-func pollFor(t *testing.T, h *memnettest.Host, gid, body string) *bridge.Result {
-	t.Helper()
-	deadline := time.Now().Add(memnettest.Timeout)
-	for time.Now().Before(deadline) {
-		r, err := h.Core.Poll(ctx, gid, bridge.PollRequest{Wait: time.Second, Max: 500}, nil)
-		if err != nil {
-			t.Fatalf("poll on %s: %v", h.ID, err)
-		}
-		for _, m := range r.Messages {
-			if m.Body == body {
-				return r
-			}
-		}
-		if len(r.Messages) > 0 {
-			t.Fatalf("poll on %s: got %+v while waiting for %q", h.ID, r.Messages, body)
-		}
-	}
-	t.Fatalf("poll on %s: %q did not arrive", h.ID, body)
-	return nil
-}
-
 // drainUntil polls gid's held messages on h until one has body, and
-// returns the bodies of all it drained, in order.
-func drainUntil(t *testing.T, h *memnettest.Host, gid, body string) []string {
+// returns all it drained, in order.
+func drainUntil(t *testing.T, h *memnettest.Host, gid, body string) []bridge.Message {
 	t.Helper()
-	var out []string
+	var out []bridge.Message
 	deadline := time.Now().Add(memnettest.Timeout)
 	for time.Now().Before(deadline) {
 		r, err := h.Core.Poll(ctx, gid, bridge.PollRequest{Wait: time.Second, Max: 500}, nil)
 		if err != nil {
 			t.Fatalf("poll on %s: %v", h.ID, err)
 		}
-		for _, m := range r.Messages {
-			out = append(out, m.Body)
-		}
-		if slices.Contains(out, body) {
+		out = append(out, r.Messages...)
+		if slices.ContainsFunc(r.Messages, func(m bridge.Message) bool { return m.Body == body }) {
 			return out
 		}
 	}
-	t.Fatalf("poll on %s: %q did not arrive (got %q)", h.ID, body, out)
+	t.Fatalf("poll on %s: %q did not arrive (got %d others)", h.ID, body, len(out))
 	return nil
+}
+
+// bodies are the bodies of ms.
+func bodies(ms []bridge.Message) []string {
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.Body)
+	}
+	return out
 }
 
 // wantUserError checks that err is a bridge.UserError mentioning each of

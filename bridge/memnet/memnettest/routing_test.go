@@ -22,8 +22,9 @@ func TestBriefAndReplyAcrossHosts(t *testing.T) {
 	c.Converge(t)
 
 	sent := sendAsync(a, lead.GID, bridge.SendRequest{Target: "w@b", Message: "cross-host brief", Wait: memnettest.MaxWait})
-	got := pollFor(t, b, w.GID, "cross-host brief").Messages[0]
-	if got.FromName != "lead@a" || got.Kind != bridge.KindSend || got.From != lead.GID {
+	held := drainUntil(t, b, w.GID, "cross-host brief")
+	got := held[0]
+	if len(held) != 1 || got.FromName != "lead@a" || got.Kind != bridge.KindSend || got.From != lead.GID {
 		t.Fatalf("brief as the worker sees it: %+v", got)
 	}
 	r, err := b.Core.Send(ctx, w.GID, bridge.SendRequest{Target: "lead@a", Message: "done across"}, nil)
@@ -36,7 +37,7 @@ func TestBriefAndReplyAcrossHosts(t *testing.T) {
 
 	// ask → answer across hosts
 	sent = sendAsync(a, lead.GID, bridge.SendRequest{Target: "w", Message: "next", Wait: memnettest.MaxWait})
-	pollFor(t, b, w.GID, "next")
+	drainUntil(t, b, w.GID, "next")
 	asked := askAsync(b, w.GID, bridge.AskRequest{Question: "which one?"})
 	res := sent.wait(t)
 	if res.Status != bridge.StatusAsked || res.TurnID == "" {
@@ -91,7 +92,7 @@ func TestBroadcastAcrossHosts(t *testing.T) {
 		{b, wb, []string{"to ", "to build", "fence"}},
 		{hc, xc, []string{"to ", "fence"}}, // not in the group
 	} {
-		if got := drainUntil(t, tc.h, tc.e.GID, "fence"); !slices.Equal(got, tc.want) {
+		if got := bodies(drainUntil(t, tc.h, tc.e.GID, "fence")); !slices.Equal(got, tc.want) {
 			t.Errorf("%s got %q, want %q", tc.e.Addr(), got, tc.want)
 		}
 	}

@@ -462,7 +462,7 @@ func TestNoPresenceRace(t *testing.T) {
 		To: "roster.late.slow", Host: "late", TS: now, ExpiresAt: now.Add(time.Minute),
 		Body: fmt.Appendf(nil, `{"gid":%q,"name":"slow","host":"late","role":"worker"}`, slow)})
 	if got := drainUntil(t, a, lead.GID, "before my heartbeat"); len(got) != 1 {
-		t.Fatalf("after the heartbeat: %q", got)
+		t.Fatalf("after the heartbeat: %q", bodies(got))
 	}
 	memnettest.Eventually(t, "the message with no heartbeat refused at PresenceWait", func() bool {
 		return a.Core.Refused()[bridge.RefuseFromNotOnHost] == 1

@@ -93,7 +93,7 @@ func TestRemoteSpawn(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, _ := b.Core.Entity(id)
-	pollFor(t, b, w.GID, "Review it.")
+	drainUntil(t, b, w.GID, "Review it.")
 
 	r, err = a.Core.RemoteSpawn(ctx, lead.GID, "b", bridge.SpawnBody{Profile: "broken", Name: "nobody"}, uuid.NewString(), memnettest.MaxWait)
 	if err != nil || r.Status != bridge.StatusFailed || !strings.Contains(r.Reason, "no such agent binary") {
