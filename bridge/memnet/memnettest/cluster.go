@@ -41,12 +41,13 @@ const (
 type Cluster struct {
 	t   testing.TB
 	Net *memnet.Network
-	// Logger is given to every core (default: discard).
+	// Logger is given to every core started after it is set (default:
+	// discard); a tune function can give one core its own.
 	Logger *slog.Logger
 
 	mu      sync.Mutex
-	hosts   []*Host                      // running
-	trusted map[string]ed25519.PublicKey // every key a gateway of this cluster trusts, by host
+	hosts   []*Host                        // running
+	trusted map[string][]ed25519.PublicKey // every key a gateway of this cluster trusts, by host
 }
 
 // Host is one gateway of the cluster.
@@ -66,7 +67,7 @@ type Host struct {
 // the test ends.
 func New(t testing.TB, hosts ...string) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, Net: memnet.New(memnet.Options{}), Logger: slog.New(slog.DiscardHandler), trusted: map[string]ed25519.PublicKey{}}
+	c := &Cluster{t: t, Net: memnet.New(memnet.Options{}), Logger: slog.New(slog.DiscardHandler), trusted: map[string][]ed25519.PublicKey{}}
 	t.Cleanup(c.close)
 	for _, h := range hosts {
 		c.Start(h)
@@ -131,9 +132,11 @@ func (c *Cluster) TryStart(host string, tune ...func(*bridge.Config)) (*Host, er
 func (c *Cluster) join(h *Host) {
 	c.t.Helper()
 	c.mu.Lock()
-	for host, pub := range c.trusted {
-		if host != h.ID {
-			c.trustOn(h.Dir, host, pub)
+	for host, pubs := range c.trusted {
+		for _, pub := range pubs {
+			if host != h.ID {
+				c.trustOn(h.Dir, host, pub)
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -147,7 +150,7 @@ func (c *Cluster) Trust(host string, pub ed25519.PublicKey) {
 	c.t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.trusted[host] = pub
+	c.trusted[host] = append(c.trusted[host], pub) // a second gateway with a host id in use brings a second key
 	for _, h := range c.hosts {
 		if h.ID == host {
 			continue
