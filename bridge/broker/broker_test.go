@@ -32,6 +32,7 @@ func TestConformance(t *testing.T) {
 			old.Close()
 			return open(t)
 		},
+		Peer:    func(t *testing.T, _ bridge.Transport) bridge.Transport { return open(t) },
 		Timeout: 10 * time.Second,
 		Grace:   400 * time.Millisecond,
 	})

@@ -1,7 +1,9 @@
 // Package transporttest is the conformance suite of bridge.Transport: the
 // observable semantics of SPEC §3–§6 (routing keys, broadcast groups,
 // prefetch, redelivery, dead-lettering, caps, TTL, durability) that every
-// transport — the embedded store and the AMQP broker alike — must show.
+// transport — the embedded store, the AMQP broker and the in-memory
+// network alike — must show; and of the optional bridge.PresenceTransport
+// and bridge.ControlTransport (SPEC §7), for the transports that have them.
 //
 // A transport's own test runs it:
 //
@@ -50,6 +52,10 @@ type Factory struct {
 	// Grace is how long the suite watches for something that must not
 	// happen, e.g. a delivery past the prefetch bound (default 250 ms).
 	Grace time.Duration
+	// Peer returns another gateway's transport on what tr is connected to
+	// (the same broker, the same network), for the cases that need two
+	// hosts. The suite closes it. nil skips those cases.
+	Peer func(t *testing.T, tr bridge.Transport) bridge.Transport
 	// Parallel runs the subtests in parallel. Set it only when every
 	// transport New returns is isolated from the others (its own store or
 	// vhost): on a shared broker broadcast.all crosses subtests.
@@ -90,6 +96,13 @@ func Run(t *testing.T, f Factory) {
 		{"ConcurrentPublishers", testConcurrentPublishers},
 		{"Closed", testClosed},
 		{"ReopenKeepsUnacked", testReopen},
+		{"PresenceFanOut", testPresenceFanOut},
+		{"PresenceExclusivePerHost", testPresenceExclusive},
+		{"PresenceRejectDeadLetters", testPresenceReject},
+		{"ControlRouting", testControlRouting},
+		{"ControlRedeliverUnacked", testControlRedeliver},
+		{"ControlExclusive", testControlExclusive},
+		{"ControlRejectDeadLetters", testControlReject},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -209,13 +222,21 @@ func (h *harness) redeclare(gid string, spec bridge.InboxSpec) {
 
 // env builds a valid envelope of this subtest addressed to to.
 func (h *harness) env(kind bridge.Kind, to, body string) *bridge.Envelope {
+	return h.envOf(h.host, kind, to, body)
+}
+
+// envOf is env published by the gateway of host.
+func (h *harness) envOf(host string, kind bridge.Kind, to, body string) *bridge.Envelope {
 	ts := time.UnixMilli(time.Now().UnixMilli())
 	sig := make([]byte, 64)
 	_, _ = rand.Read(sig)
 	e := &bridge.Envelope{
 		V: bridge.Version, Kind: kind, MsgID: uuid.NewString(), TraceID: h.trace,
-		From: uuid.NewString(), To: to, Host: h.host,
+		From: uuid.NewString(), To: to, Host: host,
 		TS: ts, ExpiresAt: ts.Add(10 * time.Minute), Sig: sig, Body: []byte(body),
+	}
+	if kind == bridge.KindSpawn {
+		e.SpawnID = uuid.NewString()
 	}
 	switch kind {
 	case bridge.KindAnswer, bridge.KindTooLate, bridge.KindAsk:
@@ -310,8 +331,16 @@ func (h *harness) consume(gid string, prefetch int, autoAck bool) *inbox {
 }
 
 func (h *harness) tryConsume(gid string, prefetch int, autoAck bool) (*inbox, error) {
-	ib := &inbox{h: h, gid: gid, got: newSink[bridge.Delivery]()}
-	sub, err := h.cur().Consume(context.Background(), gid, prefetch, func(d bridge.Delivery) {
+	return h.subscribe(gid, autoAck, func(f func(bridge.Delivery)) (bridge.Subscription, error) {
+		return h.cur().Consume(context.Background(), gid, prefetch, f)
+	})
+}
+
+// subscribe attaches a consumer of deliveries with attach; name is for
+// messages (a gid, a roster or control queue).
+func (h *harness) subscribe(name string, autoAck bool, attach func(func(bridge.Delivery)) (bridge.Subscription, error)) (*inbox, error) {
+	ib := &inbox{h: h, gid: name, got: newSink[bridge.Delivery]()}
+	sub, err := attach(func(d bridge.Delivery) {
 		if d.Env == nil || d.Env.TraceID != h.trace {
 			h.settle("ack stranger", d.Acker.Ack) // not ours (shared broker)
 			return
@@ -325,7 +354,7 @@ func (h *harness) tryConsume(gid string, prefetch int, autoAck bool) (*inbox, er
 		return nil, err
 	}
 	if sub == nil {
-		h.t.Fatalf("Consume %s returned a nil subscription", gid)
+		h.t.Fatalf("consumer of %s: nil subscription", name)
 	}
 	ib.sub = sub
 	h.mu.Lock()
