@@ -11,9 +11,9 @@
 // held, waiters, receipts, turns), the gate (verification and messages
 // waiting for presence), memory (the seen-set and sender bindings), the
 // ledger (briefs awaiting receipts), presence (other hosts), and the
-// nudge set. Lock order: regMu → an entity's mu → any one leaf lock
-// (registry, gate, memory, ledger, presence, nudges, spawns); a leaf lock
-// is never held while another lock is taken.
+// nudge set. Lock order: regMu → presence.pub → an entity's mu → any one
+// leaf lock (registry, gate, memory, ledger, presence, nudges, spawns); a
+// leaf lock is never held while another lock is taken.
 package bridge
 
 import (

@@ -207,8 +207,10 @@ func (c *Core) onNotice(st *entState, env *Envelope) arrival {
 	c.mem.markEnv(st.GID+env.MsgID, env)
 	var a arrival
 	awaited := c.ledger.awaiting(env.Corr)
-	if awaited && env.Kind != KindNoWaiter && env.Kind != KindTooLate {
-		a.after = func() { c.ledger.settle(env.Corr) }
+	if awaited && env.Kind != KindNoWaiter && env.Kind != KindTooLate && c.ledger.take(env.Corr) {
+		// taken under the sender's lock, the lock the sweeper's overdue
+		// check holds: a receipt that came is never also reported FAILED
+		a.after = func() { c.ledger.forget(env.Corr, "cannot forget a settled brief") }
 	}
 	if ch, ok := st.receipts[env.Corr]; ok {
 		select {

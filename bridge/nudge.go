@@ -98,6 +98,11 @@ func (c *Core) nudge(gid string, now time.Time) {
 		return
 	}
 	st.mu.Lock()
+	if st.removed {
+		st.mu.Unlock()
+		c.nudges.done(gid)
+		return
+	}
 	if now.Sub(st.lastNudge) < c.cfg.NudgeEvery {
 		st.mu.Unlock()
 		return

@@ -35,6 +35,11 @@ type Presence struct {
 // heard its own. Its lock is a leaf.
 type presence struct {
 	kick chan struct{} // a heartbeat is wanted now (an entity registered)
+	// pub serializes publishing: a removal's Gone goes out after any
+	// heartbeat built before it, never before one that would revive it.
+	// It is taken before any entity's lock.
+	pub  sync.Mutex
+	sent map[string]int64 // ts (Unix ms) of the last heartbeat published per gid (under pub)
 
 	mu     sync.Mutex
 	remote map[string]*remoteEntry // entities of other hosts, by gid
@@ -245,12 +250,12 @@ func (c *Core) kickPresence() {
 	}
 }
 
-// presenceOf is st's heartbeat.
-func (c *Core) presenceOf(st *entState) Presence {
+// presenceOf is st's heartbeat; false once st was removed.
+func (c *Core) presenceOf(st *entState) (Presence, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return Presence{GID: st.GID, Name: st.Name, Host: c.cfg.Host, Role: st.Role, Groups: append([]string(nil), st.Groups...),
-		PaneID: st.PaneID, Status: st.paneStatus, Forward: c.forwards(st)}
+		PaneID: st.PaneID, Status: st.paneStatus, Forward: c.forwards(st)}, !st.removed
 }
 
 // publishPresence sends one heartbeat per local entity and the host's own;
@@ -260,14 +265,19 @@ func (c *Core) publishPresence(extra []Presence) {
 	if !ok {
 		return
 	}
+	c.pres.pub.Lock()
+	defer c.pres.pub.Unlock()
 	ps := append([]Presence(nil), extra...)
 	for _, st := range c.reg.all() {
-		ps = append(ps, c.presenceOf(st))
+		if p, ok := c.presenceOf(st); ok {
+			ps = append(ps, p)
+		}
 	}
 	ps = append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint})
 	for _, p := range ps {
 		body, _ := json.Marshal(p)
 		env := c.newEnv(KindPresence, p.GID, "roster."+c.cfg.Host+"."+p.Name, body, c.cfg.PresenceTTL)
+		c.pres.strictlyLater(env)
 		c.sign(env)
 		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
 		err := pt.PublishPresence(ctx, env)
@@ -276,6 +286,22 @@ func (c *Core) publishPresence(extra []Presence) {
 			c.log.Warn("presence heartbeat not published", "name", p.Name, "err", err)
 		}
 	}
+}
+
+// strictlyLater moves a heartbeat's ts past the last one of its gid (pub
+// held): receivers refuse a heartbeat no newer than the last as a replay,
+// and two beats of one gid within a millisecond (a kick right after a
+// tick) would otherwise carry the same ts.
+func (p *presence) strictlyLater(env *Envelope) {
+	if p.sent == nil {
+		p.sent = map[string]int64{}
+	}
+	// the wire carries milliseconds: compare those
+	if last, ms := p.sent[env.From], env.TS.UnixMilli(); ms <= last {
+		shift := time.Duration(last+1-ms) * time.Millisecond
+		env.TS, env.ExpiresAt = env.TS.Add(shift), env.ExpiresAt.Add(shift)
+	}
+	p.sent[env.From] = env.TS.UnixMilli()
 }
 
 // onPresence checks a heartbeat (signed by its host, for an entity of

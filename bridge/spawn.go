@@ -116,11 +116,20 @@ func (c *Core) profiles() []string {
 
 // Spawn is bridge_spawn for the entity caller.
 func (c *Core) Spawn(ctx context.Context, caller string, req SpawnRequest) (*Result, error) {
+	remote := req.Host != "" && req.Host != c.cfg.Host
+	if !remote { // what this host cannot start is said first
+		if req.Name == "" {
+			req.Name = defaultWorkerName(req.Profile)
+		}
+		if err := c.checkLocalSpawn(req); err != nil {
+			return nil, err
+		}
+	}
 	req, err := req.normalized()
 	if err != nil {
 		return nil, err
 	}
-	if req.Host != "" && req.Host != c.cfg.Host {
+	if remote {
 		return c.spawnRemote(ctx, caller, req)
 	}
 	return c.spawnLocal(ctx, caller, req)

@@ -37,6 +37,10 @@ func (c *Core) sweepEntity(st *entState, now time.Time) {
 	var exp []*heldMsg
 	var out []outMsg
 	st.mu.Lock()
+	if st.removed { // its inbox is gone with what it held
+		st.mu.Unlock()
+		return
+	}
 	for _, hm := range st.held {
 		if !hm.claimed && hm.env.Expired(now) {
 			hm.claimed = true

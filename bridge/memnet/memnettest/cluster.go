@@ -24,6 +24,7 @@ import (
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/memnet"
+	"github.com/herdbridge/herdbridge/bridge/store"
 	"github.com/herdbridge/herdbridge/keys"
 )
 
@@ -59,7 +60,7 @@ type Host struct {
 	Dir       string // its state directory
 
 	ring  *keys.Ring
-	store *bridge.Store
+	store *store.Store
 	once  sync.Once
 }
 
@@ -101,7 +102,7 @@ func (c *Cluster) TryStart(host string, tune ...func(*bridge.Config)) (*Host, er
 	if h.ring, err = keys.NewRing(dir, host, c.Logger); err != nil {
 		c.t.Fatalf("trust ring of %s: %v", host, err)
 	}
-	if h.store, err = bridge.OpenStore(filepath.Join(dir, "bridge.db"), 0); err != nil {
+	if h.store, err = store.Open(filepath.Join(dir, "bridge.db"), 0); err != nil {
 		c.t.Fatalf("store of %s: %v", host, err)
 	}
 	h.Transport = c.Net.Connect()

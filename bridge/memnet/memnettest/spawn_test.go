@@ -2,6 +2,7 @@ package memnettest_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -15,11 +16,11 @@ import (
 	"github.com/herdbridge/herdbridge/bridge/memnet/memnettest"
 )
 
-// spawner is a fake spawn service: "starting a pane" registers the worker
-// (gid = spawnId) on its host's core. It deduplicates on spawnId, as the
-// SpawnHandler contract asks, and counts the calls it got.
+// spawner is a fake pane starter: "starting a pane" for a worker counts
+// the call and may block on the worker's gate; profile "broken" fails.
+// The core registers the worker (gid = spawnId) once its pane started.
 type spawner struct {
-	core *bridge.Core
+	profiles []string
 
 	mu    sync.Mutex
 	calls map[string]int           // by spawnId
@@ -27,29 +28,30 @@ type spawner struct {
 	began chan string              // spawnIds whose spawn started
 }
 
-func newSpawner(core *bridge.Core) *spawner {
-	return &spawner{core: core, calls: map[string]int{}, gates: map[string]chan struct{}{}, began: make(chan string, 16)}
+var _ bridge.PaneStarter = (*spawner)(nil)
+
+func newSpawner(profiles ...string) *spawner {
+	return &spawner{profiles: profiles, calls: map[string]int{}, gates: map[string]chan struct{}{}, began: make(chan string, 16)}
 }
 
-func (s *spawner) spawn(ctx context.Context, spawnID string, body bridge.SpawnBody) (*bridge.Result, error) {
+func (s *spawner) ProfileNames() []string { return s.profiles }
+
+func (s *spawner) StartPane(ctx context.Context, w bridge.PaneWorker) (bridge.PaneStarted, error) {
 	s.mu.Lock()
-	s.calls[spawnID]++
-	gate := s.gates[body.Name]
+	s.calls[w.GID]++
+	gate := s.gates[w.Name]
 	s.mu.Unlock()
-	if body.Profile == "broken" {
-		return &bridge.Result{Status: bridge.StatusFailed, Reason: "no such agent binary"}, nil
+	if w.Profile == "broken" {
+		return bridge.PaneStarted{}, errors.New("no such agent binary")
 	}
-	if _, ok := s.core.Entity(spawnID); !ok {
-		if _, _, err := s.core.Register(ctx, bridge.RegisterRequest{Name: body.Name, Role: bridge.RoleWorker, GID: spawnID, NoToken: true}); err != nil {
-			return nil, err
-		}
-	}
-	s.began <- spawnID
+	s.began <- w.GID
 	if gate != nil {
 		<-gate
 	}
-	return &bridge.Result{Status: bridge.StatusSubmitted, SpawnID: spawnID}, nil
+	return bridge.PaneStarted{Pane: "pane-" + w.Name}, nil
 }
+
+func (s *spawner) ClosePane(context.Context, string) error { return nil }
 
 func (s *spawner) callsOf(spawnID string) int {
 	s.mu.Lock()
@@ -62,11 +64,10 @@ func (s *spawner) callsOf(spawnID string) int {
 // not have is an error listing B's; a spawn that fails returns FAILED
 // with B's reason.
 func TestRemoteSpawn(t *testing.T) {
-	c := memnettest.New(t, "a", "b")
-	a, b := c.Hosts()[0], c.Hosts()[1]
-	sp := newSpawner(b.Core)
-	b.Core.SetProfiles(func() []string { return []string{"reviewer", "broken"} })
-	b.Core.SetSpawnHandler(sp.spawn)
+	sp := newSpawner("reviewer", "broken")
+	c := memnettest.New(t)
+	a := c.Start("a")
+	b := c.Start("b", func(cfg *bridge.Config) { cfg.Panes = sp })
 	lead := a.Register(t, "lead", bridge.RolePrimary)
 	c.Converge(t)
 	memnettest.Eventually(t, "a sees b's profiles", func() bool {
@@ -102,17 +103,17 @@ func TestRemoteSpawn(t *testing.T) {
 }
 
 // TestSpawnOnce: a SPAWN is acked only once handled. When B's link drops
-// while it spawns, the ack is lost and the SPAWN comes back redelivered:
-// B acks it without spawning again. The very same SPAWN published again
-// (a replay, not a redelivery) is refused.
+// while it spawns, its delivery tag dies and the SPAWN comes back
+// redelivered while the first spawn still runs: the second waits for the
+// first (same spawnId), finds the worker it made and starts no second
+// pane; the first's ack is lost. The very same SPAWN published again (a
+// replay, not a redelivery) is refused.
 func TestSpawnOnce(t *testing.T) {
 	ackLost := watchLog("SPAWN ack failed")
 	c := memnettest.New(t)
 	a := c.Start("a")
-	b := c.Start("b", func(cfg *bridge.Config) { cfg.Logger = slog.New(ackLost) })
-	sp := newSpawner(b.Core)
-	b.Core.SetProfiles(func() []string { return []string{"reviewer"} })
-	b.Core.SetSpawnHandler(sp.spawn)
+	sp := newSpawner("reviewer")
+	b := c.Start("b", func(cfg *bridge.Config) { cfg.Logger = slog.New(ackLost); cfg.Panes = sp })
 	lead := a.Register(t, "lead", bridge.RolePrimary)
 	c.Converge(t)
 	spawnEnv := func(name string) *bridge.Envelope { // as A's gateway signs one
@@ -139,9 +140,9 @@ func TestSpawnOnce(t *testing.T) {
 		t.Fatalf("spawn %s began, want %s", got, e.SpawnID)
 	}
 	b.Transport.LinkDown() // mid-spawn: the SPAWN's delivery tag dies with the link
+	b.Transport.LinkUp()   // and it comes back redelivered
 	close(gate)
 	ackLost.wait(t)
-	b.Transport.LinkUp()
 	memnettest.Eventually(t, "the redelivered SPAWN settled", settled)
 	if n := sp.callsOf(e.SpawnID); n != 1 {
 		t.Fatalf("a SPAWN redelivered after its ack was lost ran the spawn %d times", n)
