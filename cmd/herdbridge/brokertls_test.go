@@ -200,13 +200,16 @@ func TestBrokerTLS(t *testing.T) {
 	t.Run("without a client certificate", func(t *testing.T) {
 		g := brokerGateway(t, uniqueHost("tlsnocert"), url)
 		g.BrokerCA = pki.ca
-		refused(t, g, "requires a client certificate", "--broker-cert") // a TLS alert, or a reset (TLS 1.3)
+		// Under TLS 1.3 the refusal reaches the gateway as the alert, a
+		// reset, a closed connection or amqp091-go's 504, depending on
+		// timing: whichever, the start fails and says what to check.
+		refused(t, g, "client certificate", "--broker-cert", "--broker-key")
 	})
 	t.Run("client certificate of another CA", func(t *testing.T) {
 		other := newBrokerPKI(t, shortTempDir(t))
 		g := brokerGateway(t, uniqueHost("tlsforeign"), url)
 		g.BrokerCA, g.BrokerCert, g.BrokerKey = pki.ca, other.clientCert, other.clientKey
-		refused(t, g, "refused this gateway's client certificate") // a TLS alert, or a reset (TLS 1.3)
+		refused(t, g, "client certificate", "signed by a CA the broker's cacertfile lists") // any form of the refusal, as above
 	})
 	t.Run("TLS flags with amqp://", func(t *testing.T) {
 		g := brokerGateway(t, uniqueHost("tlsplain"), b.URL)
