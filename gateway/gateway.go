@@ -266,12 +266,17 @@ func (m multiNudger) Nudge(e bridge.Entity, h bridge.HeldSummary) {
 // reloads the trust file, until ctx ends or Close is called; then it shuts
 // the servers down and returns once every goroutine it started has. Every
 // one of them runs under one errgroup: the first that fails stops the
-// others, and Run returns its error (nil on a requested stop).
+// others, and Run returns its error (nil on a requested stop, including a
+// Close before Run began).
 func (g *Gateway) Run(ctx context.Context) error {
 	g.mu.Lock()
-	if g.closed || g.running != nil {
+	switch {
+	case g.closed:
 		g.mu.Unlock()
-		return errors.New("gateway: Run called twice, or after Close")
+		return nil // Close won the race with a `go g.Run(ctx)`: a requested stop
+	case g.running != nil:
+		g.mu.Unlock()
+		return errors.New("gateway: Run called twice")
 	}
 	done := make(chan struct{})
 	g.running = done
