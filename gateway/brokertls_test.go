@@ -180,27 +180,27 @@ func TestBrokerTLS(t *testing.T) {
 		t.Logf("refused: %v", err)
 	}
 	t.Run("without --broker-ca", func(t *testing.T) {
-		g := gatewaytest.HostConfig(t, gatewaytest.UniqueHost("tlsnoca"), url)
-		g.BrokerCert, g.BrokerKey = pki.clientCert, pki.clientKey
-		refused(t, g, "certificate signed by unknown authority", "--broker-ca")
+		cfg := gatewaytest.HostConfig(t, gatewaytest.UniqueHost("tlsnoca"), url)
+		cfg.BrokerCert, cfg.BrokerKey = pki.clientCert, pki.clientKey
+		refused(t, cfg, "certificate signed by unknown authority", "--broker-ca")
 	})
 	t.Run("without a client certificate", func(t *testing.T) {
-		g := gatewaytest.HostConfig(t, gatewaytest.UniqueHost("tlsnocert"), url)
-		g.BrokerCA = pki.ca
+		cfg := gatewaytest.HostConfig(t, gatewaytest.UniqueHost("tlsnocert"), url)
+		cfg.BrokerCA = pki.ca
 		// Under TLS 1.3 the refusal reaches the gateway as the alert, a
 		// reset, a closed connection or amqp091-go's 504, depending on
 		// timing: whichever, the start fails and says what to check.
-		refused(t, g, "client certificate", "--broker-cert", "--broker-key")
+		refused(t, cfg, "client certificate", "--broker-cert", "--broker-key")
 	})
 	t.Run("client certificate of another CA", func(t *testing.T) {
 		other := newBrokerPKI(t, gatewaytest.TempDir(t))
-		g := gatewaytest.HostConfig(t, gatewaytest.UniqueHost("tlsforeign"), url)
-		g.BrokerCA, g.BrokerCert, g.BrokerKey = pki.ca, other.clientCert, other.clientKey
-		refused(t, g, "client certificate", "signed by a CA the broker's cacertfile lists") // any form of the refusal, as above
+		cfg := gatewaytest.HostConfig(t, gatewaytest.UniqueHost("tlsforeign"), url)
+		cfg.BrokerCA, cfg.BrokerCert, cfg.BrokerKey = pki.ca, other.clientCert, other.clientKey
+		refused(t, cfg, "client certificate", "signed by a CA the broker's cacertfile lists") // any form of the refusal, as above
 	})
 	t.Run("TLS flags with amqp://", func(t *testing.T) {
-		g := gatewaytest.HostConfig(t, gatewaytest.UniqueHost("tlsplain"), b.URL)
-		g.BrokerCA = pki.ca
-		refused(t, g, "use amqps://")
+		cfg := gatewaytest.HostConfig(t, gatewaytest.UniqueHost("tlsplain"), b.URL)
+		cfg.BrokerCA = pki.ca
+		refused(t, cfg, "use amqps://")
 	})
 }

@@ -47,13 +47,9 @@ func LocalConfig(t testing.TB, dir string) gateway.Config {
 // nobody listens on).
 func HerdrConfig(t testing.TB, fake *herdrtest.Server) gateway.Config {
 	t.Helper()
-	cfg := gateway.Config{StateDir: TempDir(t), Listen: "127.0.0.1:0", Host: "testhost", Logger: Logger()}
-	cfg.Core.MaxWait = 8 * time.Second
-	cfg.Core.ProgressEvery = 300 * time.Millisecond
-	cfg.Core.ReceiptWait = 5 * time.Second
-	cfg.Core.NudgeEvery = 200 * time.Millisecond
-	cfg.Core.SweepEvery = 100 * time.Millisecond
+	cfg := LocalConfig(t, "")
 	cfg.Core.InjectWait = 8 * time.Second
+	cfg.File.Herdr.Disabled = false
 	cfg.File.Herdr.ReadyWait = gateway.Duration(1500 * time.Millisecond)
 	cfg.File.Herdr.NudgeBackoff = gateway.Duration(500 * time.Millisecond)
 	if fake != nil {
