@@ -27,7 +27,7 @@ test: vet
 	$(GO) test -race -count=1 -p 1 -timeout 20m ./...
 
 bench:
-	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 -timeout 30m ./bridge/ ./keys/ ./cmd/herdbridge/
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 -timeout 30m ./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFromHeaders$$' -fuzztime $(FUZZTIME) ./bridge/

@@ -1,7 +1,6 @@
 package herdr
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/herdbridge/herdbridge/herdr/herdrtest"
+	"github.com/herdbridge/herdbridge/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -77,24 +77,6 @@ func wantIs(t *testing.T, err, target error) {
 	if !errors.Is(err, target) {
 		t.Fatalf("err = %v, want %v", err, target)
 	}
-}
-
-// syncBuffer is a log sink safe to read while a goroutine writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestClientMethods(t *testing.T) {
@@ -610,7 +592,7 @@ func TestRequestSizeLimit(t *testing.T) {
 func TestSubscribe(t *testing.T) {
 	t.Parallel()
 	fake, c := newFake(t, herdrtest.WithTurnDuration(0))
-	var logs syncBuffer
+	var logs testlog.Buffer
 	c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	old := fake.AddPane(herdrtest.PaneOptions{})
 	fake.ClosePane(old) // history the subscription replays

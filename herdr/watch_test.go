@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/herdbridge/herdbridge/herdr/herdrtest"
+	"github.com/herdbridge/herdbridge/internal/testlog"
 )
 
 // follower is the Watcher's consumer in these tests: it follows a set of
@@ -231,7 +232,7 @@ func TestWatcherWaitsForHerdr(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	path := filepath.Join(dir, "herdr.sock")
-	var logs syncBuffer
+	var logs testlog.Buffer
 	c := &Client{Path: path}
 	f := newFollower()
 	runWatcher(t, &Watcher{Client: c, Log: slog.New(slog.NewTextHandler(&logs, nil)),

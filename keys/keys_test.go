@@ -18,6 +18,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/herdbridge/herdbridge/internal/testlog"
 )
 
 // testKey returns a deterministic key pair for seed n.
@@ -704,24 +706,6 @@ func TestRingReloadKeepsPreviousOnError(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink tests read while Watch writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -737,7 +721,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 func TestRingWatch(t *testing.T) {
 	defer goleak.VerifyNone(t) // runs last: Watch has returned
 	dir := t.TempDir()
-	var logs syncBuffer
+	var logs testlog.Buffer
 	r, err := NewRing(dir, "hostA", slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"syscall"
 
@@ -31,10 +32,7 @@ func connectHint(err error, conf *tls.Config) string {
 	var record tls.RecordHeaderError
 	msg := err.Error()
 	noClientCert := conf == nil || len(conf.Certificates) == 0 && conf.GetClientCertificate == nil
-	// With TLS 1.3 the broker judges the client certificate after the
-	// client's handshake is done: its first write may meet a reset instead
-	// of the alert.
-	reset := conf != nil && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || strings.Contains(msg, "connection reset"))
+	reset := conf != nil && closedAfterHandshake(err)
 	switch {
 	case errors.As(err, &unknown):
 		return ": the broker's certificate is signed by an authority this gateway does not trust: pass --broker-ca with the CA that signed it"
@@ -54,6 +52,30 @@ func connectHint(err error, conf *tls.Config) string {
 		return ": the broker closed the connection right after the TLS handshake: it likely refused this gateway's client certificate (is it signed by a CA the broker's cacertfile lists?)"
 	}
 	return ""
+}
+
+// closedAfterHandshake reports whether err is the broker closing the
+// connection while the AMQP handshake runs. With TLS 1.3 the broker judges
+// the client certificate after the client's side of the TLS handshake is
+// done, so a refused certificate reaches the client in whichever form its
+// next step meets: the alert itself (matched by text in connectHint), a
+// reset or EOF on the first write or read, "use of closed network
+// connection" once amqp091-go's reader has shut the socket, or
+// amqp091-go's ErrClosed (Exception 504 "channel/connection is not open")
+// when the handshake call finds the connection already torn down. All of
+// them mean the same thing to the operator.
+func closedAfterHandshake(err error) bool {
+	var ae *amqp.Error
+	switch {
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return true
+	case errors.As(err, &ae) && ae.Code == amqp.ChannelError && !ae.Server:
+		return true // amqp.ErrClosed, raised by the client library, not sent by the broker
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "connection reset") || strings.Contains(msg, "broken pipe") ||
+		strings.Contains(msg, "use of closed network connection") || strings.Contains(msg, "channel/connection is not open")
 }
 
 // permissionRefused tells a 403 for missing permissions (RabbitMQ:

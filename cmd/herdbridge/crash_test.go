@@ -15,6 +15,10 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
+
+	"github.com/herdbridge/herdbridge/gateway"
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
+	"github.com/herdbridge/herdbridge/internal/testlog"
 )
 
 var (
@@ -58,7 +62,7 @@ func startGatewayProc(t testing.TB, bin, dir string) *gatewayProc {
 
 func startGatewayProcArgs(t testing.TB, bin, dir, host string, extra ...string) *gatewayProc {
 	t.Helper()
-	_ = os.Remove(filepath.Join(dir, infoName))
+	_ = os.Remove(filepath.Join(dir, gateway.InfoName))
 	args := append([]string{"gateway", "--listen", "127.0.0.1:0", "--state-dir", dir, "--host-id", host, "--log-level", "warn"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
@@ -69,8 +73,8 @@ func startGatewayProcArgs(t testing.TB, bin, dir, host string, extra ...string) 
 	t.Cleanup(func() { gp.kill() })
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		raw, err := os.ReadFile(filepath.Join(dir, infoName))
-		var info gatewayInfo
+		raw, err := os.ReadFile(filepath.Join(dir, gateway.InfoName))
+		var info gateway.Info
 		if err == nil && json.Unmarshal(raw, &info) == nil && info.PID == cmd.Process.Pid {
 			gp.url = info.URL
 			return gp
@@ -88,9 +92,9 @@ func (gp *gatewayProc) kill() {
 	}
 }
 
-func procConn(t testing.TB, gp *gatewayProc, name, role string) *conn {
+func procConn(t testing.TB, gp *gatewayProc, name, role string) *gatewaytest.Conn {
 	t.Helper()
-	c, _, r, err := dialGateway(gp.dir, sockRequest{Op: "register", Name: name, Role: role})
+	c, _, r, err := gateway.Dial(gp.dir, gateway.Request{Op: "register", Name: name, Role: role})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +103,7 @@ func procConn(t testing.TB, gp *gatewayProc, name, role string) *conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cn := &conn{t: t, name: name, c: hc}
-	cn.init(context.Background())
+	cn := gatewaytest.NewConn(t, name, hc)
 	return cn
 }
 
@@ -113,7 +116,7 @@ func TestCrashLosesNothing(t *testing.T) {
 	}
 	const n = 1000
 	bin := buildBinary(t)
-	dir := shortTempDir(t)
+	dir := gatewaytest.TempDir(t)
 	gp := startGatewayProc(t, bin, dir)
 	p := procConn(t, gp, "lead", "primary")
 	w := procConn(t, gp, "w", "worker")
@@ -124,7 +127,7 @@ func TestCrashLosesNothing(t *testing.T) {
 		go func(k int) {
 			defer wg.Done()
 			for i := k; i < n; i += 8 {
-				r := w.call("bridge_send", map[string]any{"target": "lead", "message": fmt.Sprintf("reply-%04d", i)})
+				r := w.Call("bridge_send", map[string]any{"target": "lead", "message": fmt.Sprintf("reply-%04d", i)})
 				if r.IsError || r.Status != "confirmed" {
 					errs <- r.Text
 				}
@@ -137,9 +140,9 @@ func TestCrashLosesNothing(t *testing.T) {
 		t.Fatalf("send: %s", e)
 	}
 	seen := map[string]int{}
-	drain := func(c *conn, max int, once bool) {
+	drain := func(c *gatewaytest.Conn, max int, once bool) {
 		for {
-			r := c.call("bridge_poll", map[string]any{"max": max, "wait_s": 1})
+			r := c.Call("bridge_poll", map[string]any{"max": max, "wait_s": 1})
 			if r.IsError {
 				t.Fatalf("poll: %s", r.Text)
 			}
@@ -151,12 +154,12 @@ func TestCrashLosesNothing(t *testing.T) {
 			}
 		}
 	}
-	if held := p.call("bridge_poll", map[string]any{"peek": true, "max": 500}); held.Held == nil && len(held.Messages) == 0 {
+	if held := p.Call("bridge_poll", map[string]any{"peek": true, "max": 500}); held.Held == nil && len(held.Messages) == 0 {
 		t.Fatal("nothing held before the crash")
 	}
 	gp.kill() // kill -9 with all 1000 held
-	p.c.Close()
-	w.c.Close()
+	p.Client.Close()
+	w.Client.Close()
 
 	gp2 := startGatewayProc(t, bin, dir)
 	p2 := procConn(t, gp2, "lead", "primary") // re-attaches: same gid, same inbox
@@ -169,7 +172,7 @@ func TestCrashLosesNothing(t *testing.T) {
 	// lost or repeated; the window itself is documented.
 	time.Sleep(300 * time.Millisecond)
 	gp2.kill() // and again, with the drain a third done
-	p2.c.Close()
+	p2.Client.Close()
 
 	gp3 := startGatewayProc(t, bin, dir)
 	p3 := procConn(t, gp3, "lead", "primary")
@@ -187,69 +190,13 @@ func TestCrashLosesNothing(t *testing.T) {
 	}
 }
 
-// TestCorruptStateRefusesToStart: a corrupt store is a clear error naming
-// the file, and the file is left as it was.
-func TestCorruptStateRefusesToStart(t *testing.T) {
-	for _, name := range []string{stateName, queueName} {
-		t.Run(name, func(t *testing.T) {
-			dir := shortTempDir(t)
-			junk := []byte("this is not a bbolt file, it is a test of what the gateway does with one")
-			path := filepath.Join(dir, name)
-			if err := os.WriteFile(path, junk, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			g := &Gateway{StateDir: dir, Listen: "127.0.0.1:0", Host: "h"}
-			err := g.Start(context.Background())
-			if err == nil {
-				g.Close()
-				t.Fatal("started on a corrupt store")
-			}
-			if !containsAll(err.Error(), path, "nothing was deleted") {
-				t.Fatalf("error %q should name %s and say nothing was deleted", err, path)
-			}
-			if got, _ := os.ReadFile(path); string(got) != string(junk) {
-				t.Fatal("the corrupt file was modified")
-			}
-		})
-	}
-}
-
-func containsAll(s string, subs ...string) bool {
-	for _, x := range subs {
-		if !contains(s, x) {
-			return false
-		}
-	}
-	return true
-}
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
 // TestDemo runs the demo command end to end (in-process gateway).
 func TestDemo(t *testing.T) {
-	var out, errb safeBuffer
-	if err := run(context.Background(), []string{"demo", "--state-dir", filepath.Join(shortTempDir(t), "none")}, nil, &out, &errb); err != nil {
+	var out, errb testlog.Buffer
+	if err := run(context.Background(), []string{"demo", "--state-dir", filepath.Join(gatewaytest.TempDir(t), "none")}, nil, &out, &errb); err != nil {
 		t.Fatalf("demo: %v\n%s\n%s", err, out.String(), errb.String())
 	}
-	if !contains(out.String(), "demo complete") {
+	if !strings.Contains(out.String(), "demo complete") {
 		t.Fatalf("demo transcript:\n%s", out.String())
 	}
-}
-
-type safeBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b = append(s.b, p...)
-	return len(p), nil
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return string(s.b)
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdbridge/herdbridge/gateway"
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 	"github.com/herdbridge/herdbridge/herdr/herdrtest"
 )
 
@@ -33,7 +35,7 @@ func TestForwardCrashWindow(t *testing.T) {
 	fake := herdrtest.New(t, herdrtest.WithTurnDuration(50*time.Millisecond))
 	pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude", Seen: true})
 	bin := buildBinary(t)
-	dir := shortTempDir(t)
+	dir := gatewaytest.TempDir(t)
 	cfg, _ := json.Marshal(map[string]any{
 		"herdr":       map[string]any{"socket": fake.SocketPath(), "injectWait": injectWait.String(), "readyWait": "1s", "paneNudge": false},
 		"receiptWait": receiptWait.String(),
@@ -42,7 +44,7 @@ func TestForwardCrashWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	gp := startGatewayProc(t, bin, dir)
-	c, _, _, err := dialGateway(dir, sockRequest{Op: "register", Name: "w", Role: "worker", PaneID: pane})
+	c, _, _, err := gateway.Dial(dir, gateway.Request{Op: "register", Name: "w", Role: "worker", PaneID: pane})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func TestForwardCrashWindow(t *testing.T) {
 		// let the previous trial's typing settle (herdr presses Enter 300 ms
 		// after the text): a composer still holding it would rightly make
 		// the gateway refuse to type over it
-		eventually(t, 5*time.Second, "the pane settles", func() bool {
+		gatewaytest.Eventually(t, 5*time.Second, "the pane settles", func() bool {
 			st := fake.Status(pane)
 			return fake.Composer(pane) == "" && (st == "idle" || st == "done")
 		})
@@ -85,7 +87,7 @@ func TestForwardCrashWindow(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_, _ = p.callCtx(ctx, "bridge_send", map[string]any{"target": "w", "message": body})
+			_, _ = p.CallCtx(ctx, "bridge_send", map[string]any{"target": "w", "message": body})
 		}()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
@@ -105,7 +107,7 @@ func TestForwardCrashWindow(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 		gp.kill()
-		p.c.Close()
+		p.Client.Close()
 		gp = startGatewayProc(t, bin, dir)
 		p = procConn(t, gp, "lead", "primary")
 	}
@@ -121,7 +123,7 @@ func TestForwardCrashWindow(t *testing.T) {
 	reports := map[string]report{}
 	settle := time.Now().Add(injectWait + receiptWait + 3*time.Second)
 	for time.Now().Before(settle) {
-		r := p.call("bridge_poll", map[string]any{"wait_s": 1, "max": 500})
+		r := p.Call("bridge_poll", map[string]any{"wait_s": 1, "max": 500})
 		for _, m := range r.Messages {
 			if m.Kind != "FAILED" && m.Kind != "INJECTED" {
 				continue

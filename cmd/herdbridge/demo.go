@@ -19,6 +19,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/gateway"
 )
 
 // demoClient is one real MCP client connection used by the demo.
@@ -75,7 +76,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
 	stateDir := *dir
-	if c, derr := net.DialTimeout("unix", filepath.Join(stateDir, sockName), time.Second); derr == nil {
+	if c, derr := net.DialTimeout("unix", filepath.Join(stateDir, gateway.SocketName), time.Second); derr == nil {
 		c.Close()
 		say("using the gateway on %s", stateDir)
 	} else {
@@ -84,11 +85,13 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 			return terr
 		}
 		defer os.RemoveAll(tmp)
-		g := &Gateway{StateDir: tmp, Listen: "127.0.0.1:0", Host: defaultHost()}
-		if err := g.Start(ctx); err != nil {
+		g, err := gateway.Open(ctx, gateway.Config{StateDir: tmp, Listen: "127.0.0.1:0", Host: gateway.DefaultHost()})
+		if err != nil {
 			return err
 		}
-		defer g.Close()
+		ran := make(chan error, 1)
+		go func() { ran <- g.Run(ctx) }()
+		defer func() { g.Close(); <-ran }()
 		stateDir = tmp
 		say("no gateway on %s: started one in-process at %s (state %s)", *dir, g.URL(), tmp)
 	}
@@ -97,18 +100,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	tag := hex.EncodeToString(suffix)
 	lead, worker, peer := "demo-lead-"+tag, "demo-worker-"+tag, "demo-peer-"+tag
 	registerTok := func(name, role string, groups ...string) (string, string, error) {
-		c, _, r, err := dialGateway(stateDir, sockRequest{Op: "register", Name: name, Role: role, Groups: groups})
-		if err != nil {
-			return "", "", err
-		}
-		c.Close()
-		return r.Token, r.URL, nil
+		r, err := gateway.Ask(stateDir, gateway.Request{Op: "register", Name: name, Role: role, Groups: groups})
+		return r.Token, r.URL, err
 	}
 	defer func() {
 		for _, n := range []string{lead, worker, peer} {
-			if c, _, _, err := dialGateway(stateDir, sockRequest{Op: "remove", Name: n}); err == nil {
-				c.Close()
-			}
+			_, _ = gateway.Ask(stateDir, gateway.Request{Op: "remove", Name: n})
 		}
 	}()
 
@@ -133,7 +130,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	relayDone := make(chan struct{})
 	go func() {
 		defer close(relayDone)
-		_ = relay(rctx, stateDir, sockRequest{Op: "mcp", Name: worker, Role: "worker", Groups: []string{"build"}}, inR, outW, nil)
+		_ = gateway.Relay(rctx, stateDir, gateway.Request{Op: "mcp", Name: worker, Role: "worker", Groups: []string{"build"}}, inR, outW, nil)
 		outW.Close()
 	}()
 	defer func() { inW.Close(); rcancel(); <-relayDone }()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/keys"
 )
 
@@ -32,7 +33,7 @@ Flags may come before or after the arguments.
 // on the files directly: a running gateway picks up trust changes itself.
 func cmdKeys(args []string, stdout, stderr io.Writer) error {
 	flags, dir := newFlags("keys", stderr)
-	host := flags.String("host-id", defaultHost(), "this host's id (the comment of a new key, and the HOST in the printed commands)")
+	host := flags.String("host-id", gateway.DefaultHost(), "this host's id (the comment of a new key, and the HOST in the printed commands)")
 	all := flags.Bool("all", false, "show: print the fingerprint and the trusted hosts to stdout too")
 	flags.Usage = func() {
 		fmt.Fprint(flags.Output(), keysUsage)

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/herdbridge/herdbridge/gateway"
 )
 
 const usage = `herdbridge — message fabric for coding agents
@@ -50,20 +52,6 @@ func main() {
 	}
 }
 
-func defaultStateDir() string {
-	if d := os.Getenv("HERDBRIDGE_STATE_DIR"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "herdbridge")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), "herdbridge")
-	}
-	return filepath.Join(home, ".local", "state", "herdbridge")
-}
-
 type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
@@ -72,7 +60,7 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("state-dir", defaultStateDir(), "gateway state directory")
+	dir := fs.String("state-dir", gateway.DefaultStateDir(), "gateway state directory")
 	return fs, dir
 }
 
@@ -120,27 +108,10 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-func defaultHost() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		return "local"
-	}
-	h = strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
-			return r
-		}
-		return '-'
-	}, h)
-	if len(h) > 63 {
-		h = h[:63]
-	}
-	return h
-}
-
 func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	fs, dir := newFlags("gateway", stderr)
 	listen := fs.String("listen", "127.0.0.1:7077", "HTTP address for MCP (streamable HTTP at /mcp, SSE at /sse)")
-	host := fs.String("host-id", defaultHost(), "this host's id")
+	host := fs.String("host-id", gateway.DefaultHost(), "this host's id")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	maxWait := fs.Duration("max-wait", 45*time.Second, "cap of any blocking tool call")
 	configPath := fs.String("config", "", "configuration file (default: config.json in the state dir, if present)")
@@ -158,24 +129,24 @@ func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cfg := gateway.Config{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Broker: *brokerURL,
+		TLSCert: *tlsCert, TLSKey: *tlsKey, BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey}
+	cfg.Core.MaxWait = *maxWait
 	cfgPath := *configPath
 	if cfgPath == "" {
 		cfgPath = filepath.Join(*dir, "config.json")
 	}
-	cfg, err := loadConfig(cfgPath, *configPath != "")
+	if cfg.File, err = gateway.LoadFile(cfgPath, *configPath != ""); err != nil {
+		return err
+	}
+	g, err := gateway.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	g := &Gateway{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Config: cfg, Broker: *brokerURL, TLSCert: *tlsCert, TLSKey: *tlsKey,
-		BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey}
-	g.Core.MaxWait = *maxWait
-	if err := g.Start(ctx); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "herdbridge gateway on %s (state %s, socket %s)\n", g.URL(), g.StateDir, g.SocketPath())
-	<-ctx.Done()
+	fmt.Fprintf(stderr, "herdbridge gateway on %s (state %s, socket %s)\n", g.URL(), g.StateDir(), g.SocketPath())
+	err = g.Run(ctx)
 	log.Info("shutting down")
-	return g.Close()
+	return errors.Join(err, g.Close())
 }
 
 func cmdRegister(args []string, stdout, stderr io.Writer) error {
@@ -193,16 +164,20 @@ func cmdRegister(args []string, stdout, stderr io.Writer) error {
 		if *role != "" || len(groups) > 0 {
 			return errors.New("register --revoke takes only --name (and --state-dir)")
 		}
-		return cmdRevoke(*dir, *name, stdout)
+		e, n, err := gateway.RevokeTokens(*dir, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "revoked %d token(s) of %s; register again to get a new one\n", n, e.Name)
+		return nil
 	}
 	if *name == "" || *role == "" {
 		return errors.New("register needs --name and --role")
 	}
-	c, _, r, err := dialGateway(*dir, sockRequest{Op: "register", Name: *name, Role: *role, Groups: groups, PaneID: *pane})
+	r, err := gateway.Ask(*dir, gateway.Request{Op: "register", Name: *name, Role: *role, Groups: groups, PaneID: *pane})
 	if err != nil {
 		return err
 	}
-	c.Close()
 	out := map[string]any{"gid": r.Entity.GID, "name": r.Entity.Name, "role": r.Entity.Role, "groups": r.Entity.Groups, "token": r.Token, "url": r.URL + "/mcp"}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
@@ -210,7 +185,7 @@ func cmdRegister(args []string, stdout, stderr io.Writer) error {
 }
 
 // cmdMCP is the stdio MCP server an agent's client starts: it registers
-// over the gateway's unix socket and relays stdio to the session there.
+// over the gateway's admin socket and relays stdio to the session there.
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs, dir := newFlags("mcp", stderr)
 	name := fs.String("name", os.Getenv("HERDBRIDGE_NAME"), "entity name (unique on this host; default $HERDBRIDGE_NAME)")
@@ -230,7 +205,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if os.Getenv("HERDR_ENV") == "1" { // inside a herdr pane: register with it
 		pane = os.Getenv("HERDR_PANE_ID")
 	}
-	return relay(ctx, *dir, sockRequest{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: pane}, stdin, stdout, stderr)
+	return gateway.Relay(ctx, *dir, gateway.Request{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: pane}, stdin, stdout, stderr)
 }
 
 func cmdRoster(args []string, stdout, stderr io.Writer) error {
@@ -239,11 +214,10 @@ func cmdRoster(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c, _, r, err := dialGateway(*dir, sockRequest{Op: "roster"})
+	r, err := gateway.Ask(*dir, gateway.Request{Op: "roster"})
 	if err != nil {
 		return err
 	}
-	c.Close()
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(r.Roster)
 	}
@@ -268,11 +242,10 @@ func cmdStats(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c, _, r, err := dialGateway(*dir, sockRequest{Op: "stats"})
+	r, err := gateway.Ask(*dir, gateway.Request{Op: "stats"})
 	if err != nil {
 		return err
 	}
-	c.Close()
 	if r.Stats == nil {
 		return errors.New("stats: the gateway sent none (an older gateway? restart it)")
 	}
@@ -312,11 +285,10 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	c, _, r, err := dialGateway(*dir, sockRequest{Op: "dlq", Limit: *limit})
+	r, err := gateway.Ask(*dir, gateway.Request{Op: "dlq", Limit: *limit})
 	if err != nil {
 		return err
 	}
-	c.Close()
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(r.Dead)
 	}
@@ -341,11 +313,10 @@ func cmdRemove(args []string, stdout, stderr io.Writer) error {
 	if *name == "" {
 		return errors.New("remove needs --name")
 	}
-	c, _, r, err := dialGateway(*dir, sockRequest{Op: "remove", Name: *name})
+	r, err := gateway.Ask(*dir, gateway.Request{Op: "remove", Name: *name})
 	if err != nil {
 		return err
 	}
-	c.Close()
 	fmt.Fprintf(stdout, "removed %s (%s)\n", r.Entity.Name, r.Entity.GID)
 	return nil
 }

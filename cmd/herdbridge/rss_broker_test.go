@@ -13,6 +13,8 @@ import (
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/broker"
+	"github.com/herdbridge/herdbridge/gateway"
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 	"github.com/herdbridge/herdbridge/keys"
 )
 
@@ -27,20 +29,20 @@ func BenchmarkGatewayRSS100kBacklog(b *testing.B) {
 	for b.Loop() {
 		once.Do(func() {
 			bin := buildBinary(b)
-			dir := shortTempDir(b)
+			dir := gatewaytest.TempDir(b)
 			if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"inboxMaxLength": 200000, "herdr": {"disabled": true}}`), 0o600); err != nil {
 				b.Fatal(err)
 			}
 			// the filler signs as host "bench", which the gateway trusts
-			bk, _, err := keys.LoadOrCreate(shortTempDir(b), "bench")
+			bk, _, err := keys.LoadOrCreate(gatewaytest.TempDir(b), "bench")
 			if err != nil {
 				b.Fatal(err)
 			}
 			if err := keys.Trust(filepath.Join(dir, keys.TrustFile), "bench", bk.Public()); err != nil {
 				b.Fatal(err)
 			}
-			gp := startGatewayProcArgs(b, bin, dir, uniqueHost("rss"), "--broker", url)
-			c, _, r, err := dialGateway(dir, sockRequest{Op: "register", Name: "lead", Role: "primary"})
+			gp := startGatewayProcArgs(b, bin, dir, gatewaytest.UniqueHost("rss"), "--broker", url)
+			c, _, r, err := gateway.Dial(dir, gateway.Request{Op: "register", Name: "lead", Role: "primary"})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -21,6 +21,9 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/herdbridge/herdbridge/gateway"
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 )
 
 const (
@@ -46,7 +49,7 @@ func BenchmarkGatewayRSS10kHeld(b *testing.B) {
 		b.Skip("needs /proc/PID/status (Linux)")
 	}
 	bin := buildHerdbridge(b)
-	dir := shortTempDir(b)
+	dir := gatewaytest.TempDir(b)
 	pid := startGatewayProcess(b, bin, dir)
 
 	var leadTok, wTok, url string
@@ -71,8 +74,7 @@ func BenchmarkGatewayRSS10kHeld(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &conn{t: b, name: "w", c: c}
-	w.init(context.Background())
+	w := gatewaytest.NewConn(b, "w", c)
 	b.Cleanup(hc.CloseIdleConnections)
 
 	time.Sleep(500 * time.Millisecond) // let start-up garbage settle
@@ -93,7 +95,7 @@ func BenchmarkGatewayRSS10kHeld(b *testing.B) {
 		rssWaitHeld(b, dir, "lead", min(rssHeld, rssPrefetch))
 		held = rssProcStatus(b, pid)
 	}
-	st, err := os.Stat(filepath.Join(dir, queueName))
+	st, err := os.Stat(filepath.Join(dir, "transport.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -111,7 +113,7 @@ func BenchmarkGatewayRSS10kHeld(b *testing.B) {
 }
 
 // rssFill sends rssHeld replies from w to lead, rssConcurrency at a time.
-func rssFill(b *testing.B, w *conn, body string) {
+func rssFill(b *testing.B, w *gatewaytest.Conn, body string) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, rssConcurrency)
@@ -124,13 +126,13 @@ func rssFill(b *testing.B, w *conn, body string) {
 				req.Params.Name = "bridge_send"
 				req.Params.Arguments = map[string]any{"target": "lead", "message": body}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				res, err := w.c.CallTool(ctx, req)
+				res, err := w.Client.CallTool(ctx, req)
 				cancel()
 				if err == nil && res.IsError {
 					err = fmt.Errorf("tool error: %+v", res.Content)
 				}
 				if err == nil {
-					if s, _ := benchStatus(res); s != "confirmed" {
+					if s, _ := gatewaytest.RawStatus(res); s != "confirmed" {
 						err = fmt.Errorf("status %q", s)
 					}
 				}
@@ -153,7 +155,7 @@ func rssWaitHeld(b *testing.B, dir, name string, n int) {
 	deadline := time.Now().Add(30 * time.Second)
 	got := -1
 	for time.Now().Before(deadline) {
-		c, _, r, err := dialGateway(dir, sockRequest{Op: "roster"})
+		c, _, r, err := gateway.Dial(dir, gateway.Request{Op: "roster"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -213,8 +215,8 @@ func startGatewayProcess(b *testing.B, bin, dir string) int {
 	})
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		raw, err := os.ReadFile(filepath.Join(dir, infoName))
-		var info gatewayInfo
+		raw, err := os.ReadFile(filepath.Join(dir, gateway.InfoName))
+		var info gateway.Info
 		if err == nil && json.Unmarshal(raw, &info) == nil && info.PID == cmd.Process.Pid {
 			return info.PID
 		}

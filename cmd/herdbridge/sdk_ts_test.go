@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 )
 
 // TestTypeScriptSDK drives a real gateway process with a real third-party
@@ -44,7 +46,7 @@ func TestTypeScriptSDK(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	dir := shortTempDir(t) // the unix socket path must stay under ~100 bytes
+	dir := gatewaytest.TempDir(t) // the unix socket path must stay under ~100 bytes
 	gw := startSDKGateway(t, bin, dir)
 
 	reg := exec.Command(bin, "register", "--name", "sdk-primary", "--role", "primary", "--state-dir", dir)

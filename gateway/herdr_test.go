@@ -1,58 +1,25 @@
-package main
+package gateway_test
 
 import (
-	"context"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/herdbridge/herdbridge/gateway"
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/herdr/herdrtest"
 )
 
 // startHerdrGateway runs a gateway wired to a fake herdr.
-func startHerdrGateway(t testing.TB, fake *herdrtest.Server, tune func(*Gateway)) *Gateway {
+func startHerdrGateway(t testing.TB, fake *herdrtest.Server, tune func(*gateway.Config)) *gateway.Gateway {
 	t.Helper()
-	g := &Gateway{StateDir: shortTempDir(t), Listen: "127.0.0.1:0", Host: "testhost", Logger: testLogger()}
-	g.Core.MaxWait = 8 * time.Second
-	g.Core.ProgressEvery = 300 * time.Millisecond
-	g.Core.ReceiptWait = 5 * time.Second
-	g.Core.NudgeEvery = 200 * time.Millisecond
-	g.Core.SweepEvery = 100 * time.Millisecond
-	g.Core.InjectWait = 8 * time.Second
-	g.Config.Herdr.ReadyWait = Duration(1500 * time.Millisecond)
-	g.Config.Herdr.NudgeBackoff = Duration(500 * time.Millisecond)
-	if fake != nil {
-		g.Config.Herdr.Socket = fake.SocketPath()
-	} else {
-		g.Config.Herdr.Socket = shortTempDir(t) + "/no-herdr.sock"
-	}
+	cfg := gatewaytest.HerdrConfig(t, fake)
 	if tune != nil {
-		tune(g)
+		tune(&cfg)
 	}
-	if err := g.Start(context.Background()); err != nil {
-		t.Fatalf("start gateway: %v", err)
-	}
-	t.Cleanup(func() { g.Close() })
-	return g
-}
-
-// paneConn is `herdbridge mcp` started inside a herdr pane (HERDR_PANE_ID).
-func paneConn(t testing.TB, g *Gateway, name, role, pane string) *conn {
-	t.Helper()
-	return relayConn(t, g, sockRequest{Op: "mcp", Name: name, Role: role, PaneID: pane})
-}
-
-func eventually(t testing.TB, within time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return gatewaytest.Start(t, cfg)
 }
 
 // TestHerdrBriefAndReply: a primary's brief appears in the worker's pane,
@@ -62,27 +29,27 @@ func TestHerdrBriefAndReply(t *testing.T) {
 	fake := herdrtest.New(t)
 	pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
 	g := startHerdrGateway(t, fake, nil)
-	p := httpConn(t, g, "lead", "primary")
-	w := paneConn(t, g, "worker-1", "worker", pane)
-	var sent callResult
+	p := gatewaytest.HTTPConn(t, g, "lead", "primary")
+	w := gatewaytest.PaneConn(t, g, "worker-1", "worker", pane)
+	var sent gatewaytest.CallResult
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		sent = p.call("bridge_send", map[string]any{"target": "worker-1", "message": "Fix the flaky test.\nThen report.", "wait_s": 8})
+		sent = p.Call("bridge_send", map[string]any{"target": "worker-1", "message": "Fix the flaky test.\nThen report.", "wait_s": 8})
 	}()
-	eventually(t, 5*time.Second, "the brief submitted in the worker's pane", func() bool { return len(fake.Submitted(pane)) == 1 })
+	gatewaytest.Eventually(t, 5*time.Second, "the brief submitted in the worker's pane", func() bool { return len(fake.Submitted(pane)) == 1 })
 	got := fake.Submitted(pane)[0]
 	if !strings.Contains(got, "Brief from lead") || !strings.Contains(got, "Fix the flaky test.\nThen report.") {
 		t.Fatalf("submitted prompt %q", got)
 	}
-	w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "fixed"}, "confirmed")
+	w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "fixed"}, "confirmed")
 	wg.Wait()
 	if sent.Status != "replied" || sent.Messages[0].Body != "fixed" {
 		t.Fatalf("open send: %+v (%s)", sent.Result, sent.Text)
 	}
 	// the worker asks back: its default target is the brief's sender
-	if r := w.call("bridge_ask", map[string]any{"question": "more?"}); r.Status != "no_waiter" {
+	if r := w.Call("bridge_ask", map[string]any{"question": "more?"}); r.Status != "no_waiter" {
 		t.Fatalf("ask: %+v", r.Result)
 	}
 }
@@ -156,12 +123,12 @@ func TestHerdrReceipts(t *testing.T) {
 			fake := herdrtest.New(t)
 			pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
 			g := startHerdrGateway(t, fake, nil)
-			p := httpConn(t, g, "lead", "primary")
-			paneConn(t, g, "w", "worker", pane)
+			p := gatewaytest.HTTPConn(t, g, "lead", "primary")
+			gatewaytest.PaneConn(t, g, "w", "worker", pane)
 			if tc.setup != nil {
 				tc.setup(fake, pane)
 			}
-			r := p.call("bridge_send", map[string]any{"target": "w", "message": "Fix it"})
+			r := p.Call("bridge_send", map[string]any{"target": "w", "message": "Fix it"})
 			if r.IsError || r.Status != tc.status || !strings.Contains(r.Reason, tc.reason) {
 				t.Fatalf("receipt %q reason %q (%s); want %q with %q", r.Status, r.Reason, r.Text, tc.status, tc.reason)
 			}
@@ -178,9 +145,9 @@ func TestHerdrOldProtocol(t *testing.T) {
 	fake := herdrtest.New(t, herdrtest.WithProtocol(16))
 	pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
 	g := startHerdrGateway(t, fake, nil)
-	p := httpConn(t, g, "lead", "primary")
-	paneConn(t, g, "w", "worker", pane)
-	r := p.mustStatus("bridge_send", map[string]any{"target": "w", "message": "old server"}, "submitted")
+	p := gatewaytest.HTTPConn(t, g, "lead", "primary")
+	gatewaytest.PaneConn(t, g, "w", "worker", pane)
+	r := p.MustStatus("bridge_send", map[string]any{"target": "w", "message": "old server"}, "submitted")
 	_ = r
 	for _, req := range fake.Requests() {
 		if strings.Contains(req, `"agent.prompt"`) || strings.Contains(req, `"agent.wait"`) {
@@ -192,9 +159,9 @@ func TestHerdrOldProtocol(t *testing.T) {
 // TestHerdrNotRunning: a clear error that says how to start herdr.
 func TestHerdrNotRunning(t *testing.T) {
 	g := startHerdrGateway(t, nil, nil)
-	p := httpConn(t, g, "lead", "primary")
-	paneConn(t, g, "w", "worker", "w1:p1")
-	r := p.call("bridge_send", map[string]any{"target": "w", "message": "hello"})
+	p := gatewaytest.HTTPConn(t, g, "lead", "primary")
+	gatewaytest.PaneConn(t, g, "w", "worker", "w1:p1")
+	r := p.Call("bridge_send", map[string]any{"target": "w", "message": "hello"})
 	if r.Status != "failed" || !strings.Contains(r.Reason, "herdr is not running") || !strings.Contains(r.Reason, "start it with") {
 		t.Fatalf("receipt %q %q", r.Status, r.Reason)
 	}
@@ -207,10 +174,10 @@ func TestHerdrLiveStatusAndClose(t *testing.T) {
 	fake := herdrtest.New(t)
 	pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
 	g := startHerdrGateway(t, fake, nil)
-	p := httpConn(t, g, "lead", "primary")
-	paneConn(t, g, "w", "worker", pane)
+	p := gatewaytest.HTTPConn(t, g, "lead", "primary")
+	gatewaytest.PaneConn(t, g, "w", "worker", pane)
 	status := func() string {
-		for _, e := range g.BridgeCore().Roster().Entities {
+		for _, e := range g.Core().Roster().Entities {
 			if e.Name == "w" {
 				return e.Status
 			}
@@ -218,22 +185,22 @@ func TestHerdrLiveStatusAndClose(t *testing.T) {
 		return "(gone)"
 	}
 	fake.SetStatus(pane, "working")
-	eventually(t, 5*time.Second, "roster shows working", func() bool { return status() == "working" })
+	gatewaytest.Eventually(t, 5*time.Second, "roster shows working", func() bool { return status() == "working" })
 	fake.SetStatus(pane, "idle")
-	eventually(t, 5*time.Second, "roster shows idle", func() bool { return status() == "idle" })
+	gatewaytest.Eventually(t, 5*time.Second, "roster shows idle", func() bool { return status() == "idle" })
 
-	done := make(chan callResult, 1)
+	done := make(chan gatewaytest.CallResult, 1)
 	go func() {
-		done <- p.call("bridge_send", map[string]any{"target": "w", "message": "long task", "wait_s": 8})
+		done <- p.Call("bridge_send", map[string]any{"target": "w", "message": "long task", "wait_s": 8})
 	}()
-	eventually(t, 5*time.Second, "brief submitted", func() bool { return len(fake.Submitted(pane)) == 1 })
+	gatewaytest.Eventually(t, 5*time.Second, "brief submitted", func() bool { return len(fake.Submitted(pane)) == 1 })
 	fake.ClosePane(pane)
 	r := <-done
 	if r.Status != "abandoned" {
 		t.Fatalf("open send after the pane closed: %+v (%s)", r.Result, r.Text)
 	}
-	eventually(t, 5*time.Second, "worker removed", func() bool { return status() == "(gone)" })
-	if r := p.call("bridge_send", map[string]any{"target": "w", "message": "x"}); !r.IsError {
+	gatewaytest.Eventually(t, 5*time.Second, "worker removed", func() bool { return status() == "(gone)" })
+	if r := p.Call("bridge_send", map[string]any{"target": "w", "message": "x"}); !r.IsError {
 		t.Fatalf("send to a removed worker: %+v", r.Result)
 	}
 }
@@ -245,10 +212,10 @@ func TestHerdrNudgesPrimaryInPane(t *testing.T) {
 	fake := herdrtest.New(t)
 	ppane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
 	g := startHerdrGateway(t, fake, nil)
-	paneConn(t, g, "lead", "primary", ppane)
-	w := httpConn(t, g, "w", "worker")
-	w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "done 1"}, "confirmed")
-	eventually(t, 5*time.Second, "a reminder typed", func() bool { return len(fake.Submitted(ppane)) >= 1 })
+	gatewaytest.PaneConn(t, g, "lead", "primary", ppane)
+	w := gatewaytest.HTTPConn(t, g, "w", "worker")
+	w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "done 1"}, "confirmed")
+	gatewaytest.Eventually(t, 5*time.Second, "a reminder typed", func() bool { return len(fake.Submitted(ppane)) >= 1 })
 	if s := fake.Submitted(ppane)[0]; !strings.Contains(s, "1 message(s) held") || !strings.Contains(s, "bridge_poll") {
 		t.Fatalf("reminder %q", s)
 	}
@@ -257,10 +224,10 @@ func TestHerdrNudgesPrimaryInPane(t *testing.T) {
 		t.Fatalf("%d reminders inside the backoff", n)
 	}
 	// still held, nobody polls: reminded again once the backoff (500 ms) ends
-	eventually(t, 5*time.Second, "a second reminder after the backoff", func() bool { return len(fake.Submitted(ppane)) >= 2 })
+	gatewaytest.Eventually(t, 5*time.Second, "a second reminder after the backoff", func() bool { return len(fake.Submitted(ppane)) >= 2 })
 	// drained: no more reminders
-	p := paneConn(t, g, "lead", "primary", ppane)
-	p.mustStatus("bridge_poll", map[string]any{}, "drained")
+	p := gatewaytest.PaneConn(t, g, "lead", "primary", ppane)
+	p.MustStatus("bridge_poll", map[string]any{}, "drained")
 	n := len(fake.Submitted(ppane))
 	time.Sleep(2500 * time.Millisecond) // past the next backoff (1 s, then 2 s)
 	if m := len(fake.Submitted(ppane)); m != n {
@@ -273,10 +240,10 @@ func TestHerdrNudgeOff(t *testing.T) {
 	fake := herdrtest.New(t)
 	ppane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
 	off := false
-	g := startHerdrGateway(t, fake, func(g *Gateway) { g.Config.Herdr.PaneNudge = &off })
-	paneConn(t, g, "lead", "primary", ppane)
-	w := httpConn(t, g, "w", "worker")
-	w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "done"}, "confirmed")
+	g := startHerdrGateway(t, fake, func(c *gateway.Config) { c.File.Herdr.PaneNudge = &off })
+	gatewaytest.PaneConn(t, g, "lead", "primary", ppane)
+	w := gatewaytest.HTTPConn(t, g, "w", "worker")
+	w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "done"}, "confirmed")
 	time.Sleep(time.Second)
 	if n := len(fake.Submitted(ppane)); n != 0 {
 		t.Fatalf("%d reminders with nudges off", n)
@@ -289,46 +256,46 @@ func TestHerdrNudgeOff(t *testing.T) {
 func TestHerdrSpawn(t *testing.T) {
 	fake := herdrtest.New(t)
 	fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"}) // a workspace to spawn into
-	g := startHerdrGateway(t, fake, func(g *Gateway) {
-		g.Config.Profiles = map[string]herdr.Profile{
+	g := startHerdrGateway(t, fake, func(c *gateway.Config) {
+		c.File.Profiles = map[string]herdr.Profile{
 			"reviewer": {Kind: "claude", Args: []string{"--model", "opus"}, Cwd: "/tmp", Groups: []string{"review"}},
 		}
 	})
-	p := httpConn(t, g, "lead", "primary")
-	roster := p.call("bridge_roster", nil)
+	p := gatewaytest.HTTPConn(t, g, "lead", "primary")
+	roster := p.Call("bridge_roster", nil)
 	if !strings.Contains(roster.Text, "reviewer") {
 		t.Fatalf("roster does not list the profile: %s", roster.Text)
 	}
-	if r := p.call("bridge_spawn", map[string]any{"profile": "nope"}); !r.IsError || !strings.Contains(r.Text, "reviewer") {
+	if r := p.Call("bridge_spawn", map[string]any{"profile": "nope"}); !r.IsError || !strings.Contains(r.Text, "reviewer") {
 		t.Fatalf("unknown profile: %+v %s", r.Result, r.Text)
 	}
-	if r := p.call("bridge_spawn", map[string]any{"profile": "reviewer", "host": "elsewhere"}); !r.IsError {
+	if r := p.Call("bridge_spawn", map[string]any{"profile": "reviewer", "host": "elsewhere"}); !r.IsError {
 		t.Fatalf("remote host: %+v", r.Result)
 	}
-	r := p.call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "rev-1", "brief": "Review the diff."})
+	r := p.Call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "rev-1", "brief": "Review the diff."})
 	if r.IsError || r.Status != "submitted" || r.SpawnID == "" {
 		t.Fatalf("spawn: %+v %s", r.Result, r.Text)
 	}
-	e, err := g.BridgeCore().Resolve("rev-1")
+	e, err := g.Core().Resolve("rev-1")
 	if err != nil || e.GID != r.SpawnID || e.PaneID == "" || len(e.Groups) != 1 {
 		t.Fatalf("spawned entity %+v (%v), spawnId %s", e, err, r.SpawnID)
 	}
 	if s := fake.Submitted(e.PaneID); len(s) != 1 || !strings.Contains(s[0], "Review the diff.") {
 		t.Fatalf("brief in the new pane: %q", s)
 	}
-	if r := p.call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "rev-1"}); !r.IsError {
+	if r := p.Call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "rev-1"}); !r.IsError {
 		t.Fatalf("a second spawn with a taken name: %+v", r.Result)
 	}
 	// spawn_id makes a retried spawn idempotent, even when both run at once
 	panes := len(fake.PaneIDs())
 	id := "7b0e8a52-3c1d-4f6e-9a2b-1c2d3e4f5a6b"
 	var wg sync.WaitGroup
-	results := make([]callResult, 2)
+	results := make([]gatewaytest.CallResult, 2)
 	for i := range results {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			results[i] = p.call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "rev-2", "spawn_id": id})
+			results[i] = p.Call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "rev-2", "spawn_id": id})
 		}(i)
 	}
 	wg.Wait()
@@ -347,18 +314,18 @@ func TestHerdrSpawn(t *testing.T) {
 func TestHerdrSpawnNeverReady(t *testing.T) {
 	fake := herdrtest.New(t, herdrtest.WithStartDelay(time.Hour))
 	fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
-	g := startHerdrGateway(t, fake, func(g *Gateway) {
-		g.Config.Profiles = map[string]herdr.Profile{"slow": {Kind: "claude"}}
-		g.Config.Herdr.SpawnReadyWait = Duration(time.Second)
+	g := startHerdrGateway(t, fake, func(c *gateway.Config) {
+		c.File.Profiles = map[string]herdr.Profile{"slow": {Kind: "claude"}}
+		c.File.Herdr.SpawnReadyWait = gateway.Duration(time.Second)
 	})
-	p := httpConn(t, g, "lead", "primary")
+	p := gatewaytest.HTTPConn(t, g, "lead", "primary")
 	before := len(fake.PaneIDs())
-	r := p.call("bridge_spawn", map[string]any{"profile": "slow", "name": "s1"})
+	r := p.Call("bridge_spawn", map[string]any{"profile": "slow", "name": "s1"})
 	if r.Status != "failed" || !strings.Contains(r.Reason, "stuck in") {
 		t.Fatalf("spawn: %+v %s", r.Result, r.Text)
 	}
-	if _, err := g.BridgeCore().Resolve("s1"); err == nil {
+	if _, err := g.Core().Resolve("s1"); err == nil {
 		t.Fatal("a failed spawn registered an entity")
 	}
-	eventually(t, 3*time.Second, "the stuck pane closed", func() bool { return len(fake.PaneIDs()) == before })
+	gatewaytest.Eventually(t, 3*time.Second, "the stuck pane closed", func() bool { return len(fake.PaneIDs()) == before })
 }

@@ -1,4 +1,4 @@
-package main
+package gateway_test
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/broker"
+	"github.com/herdbridge/herdbridge/gateway"
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 	"github.com/herdbridge/herdbridge/keys"
 )
 
@@ -38,29 +40,29 @@ func TestAttackerOnBroker(t *testing.T) {
 	}
 	url := brokerURL(t)
 	const n = 100
-	evilHost, evilDir := uniqueHost("evil"), shortTempDir(t)
-	joinTrustMesh(t, evilDir, evilHost) // trusted by the gateways below
+	evilHost, evilDir := gatewaytest.UniqueHost("evil"), gatewaytest.TempDir(t)
+	gatewaytest.JoinTrustMesh(t, evilDir, evilHost) // trusted by the gateways below
 	evil, err := keys.Load(evilDir + "/" + keys.KeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stranger, _, err := keys.LoadOrCreate(shortTempDir(t), "stranger") // trusted by nobody
+	stranger, _, err := keys.LoadOrCreate(gatewaytest.TempDir(t), "stranger") // trusted by nobody
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 100 MiB of oversized bodies go through the broker: heartbeats may lag
 	// far behind the tests' usual 900 ms presence TTL (production: 15 s)
-	lenient := func(g *Gateway) { g.Core.PresenceTTL = 10 * time.Second }
-	ga := startHostGateway(t, uniqueHost("ta"), lenient)
-	gb := startHostGateway(t, uniqueHost("tb"), lenient)
+	lenient := func(c *gateway.Config) { c.Core.PresenceTTL = 10 * time.Second }
+	ga := gatewaytest.StartHost(t, gatewaytest.UniqueHost("ta"), brokerURL(t), lenient)
+	gb := gatewaytest.StartHost(t, gatewaytest.UniqueHost("tb"), brokerURL(t), lenient)
 	ctx := context.Background()
-	lead := regOn(t, ga, "lead", bridge.RolePrimary)
-	other := regOn(t, ga, "other", bridge.RolePrimary)
-	w := regOn(t, gb, "w", bridge.RoleWorker)
-	target := "lead@" + ga.Host
-	eventually(t, 10*time.Second, "B sees lead, A sees w", func() bool {
-		_, e1 := gb.BridgeCore().Resolve(target)
-		_, e2 := ga.BridgeCore().Resolve("w@" + gb.Host)
+	lead := gatewaytest.RegisterOn(t, ga, "lead", bridge.RolePrimary)
+	other := gatewaytest.RegisterOn(t, ga, "other", bridge.RolePrimary)
+	w := gatewaytest.RegisterOn(t, gb, "w", bridge.RoleWorker)
+	target := "lead@" + ga.Host()
+	gatewaytest.Eventually(t, 10*time.Second, "B sees lead, A sees w", func() bool {
+		_, e1 := gb.Core().Resolve(target)
+		_, e2 := ga.Core().Resolve("w@" + gb.Host())
 		return e1 == nil && e2 == nil
 	})
 
@@ -92,17 +94,17 @@ func TestAttackerOnBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.QueueBind(rspy.Name, "roster."+gb.Host, broker.ExchangeRoster, false, nil); err != nil {
+	if err := ch.QueueBind(rspy.Name, "roster."+gb.Host(), broker.ExchangeRoster, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
-		if _, err := gb.BridgeCore().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("capture-%03d", i)}, nil); err != nil {
+		if _, err := gb.Core().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("capture-%03d", i)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	drained := 0
 	for drained < n {
-		r, err := ga.BridgeCore().Poll(ctx, lead.GID, bridge.PollRequest{Max: 500, Wait: 5 * time.Second}, nil)
+		r, err := ga.Core().Poll(ctx, lead.GID, bridge.PollRequest{Max: 500, Wait: 5 * time.Second}, nil)
 		if err != nil || len(r.Messages) == 0 {
 			t.Fatalf("drain of the captured ones: %d of %d (%v)", drained, n, err)
 		}
@@ -135,7 +137,7 @@ func TestAttackerOnBroker(t *testing.T) {
 			beat = d
 		}
 	}
-	time.Sleep(3 * ga.Core.PresenceEvery) // A has a newer heartbeat of w by now
+	time.Sleep(3 * ga.Core().Config().PresenceEvery) // A has a newer heartbeat of w by now
 
 	// legitimate traffic during the whole attack
 	var legitSent, legitFailed atomic.Int64
@@ -150,7 +152,7 @@ func TestAttackerOnBroker(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := gb.BridgeCore().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("legit-%05d", i)}, nil); err != nil {
+			if _, err := gb.Core().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("legit-%05d", i)}, nil); err != nil {
 				legitFailed.Add(1)
 				t.Errorf("legit send: %v", err)
 				continue
@@ -163,7 +165,7 @@ func TestAttackerOnBroker(t *testing.T) {
 	var attackGot []string
 	var pollMu sync.Mutex
 	pollOnce := func(gid string, wait time.Duration) int {
-		r, err := ga.BridgeCore().Poll(ctx, gid, bridge.PollRequest{Max: 500, Wait: wait}, nil)
+		r, err := ga.Core().Poll(ctx, gid, bridge.PollRequest{Max: 500, Wait: wait}, nil)
 		if err != nil {
 			t.Errorf("poll: %v", err)
 			return 0
@@ -210,7 +212,7 @@ func TestAttackerOnBroker(t *testing.T) {
 	}{
 		// first, while the captured heartbeat is still within its TTL
 		{"a captured heartbeat of B's worker, replayed", bridge.RefuseReplayed, func(i int) {
-			pub(broker.ExchangeRoster, "roster."+gb.Host, beat.Headers, beat.Body)
+			pub(broker.ExchangeRoster, "roster."+gb.Host(), beat.Headers, beat.Body)
 		}},
 		{"tampered body", bridge.RefuseBadSignature, func(i int) {
 			d := captured[i]
@@ -222,7 +224,7 @@ func TestAttackerOnBroker(t *testing.T) {
 			pub(broker.ExchangeMsg, lead.GID, h, captured[i].Body)
 		}},
 		{"signed by an untrusted key, claiming host B", bridge.RefuseBadSignature, func(i int) {
-			e := fresh(gb.Host, w.GID)
+			e := fresh(gb.Host(), w.GID)
 			pub(broker.ExchangeMsg, lead.GID, signed(e, stranger), e.Body)
 		}},
 		{"unknown host", bridge.RefuseUnknownHost, func(i int) {
@@ -291,23 +293,23 @@ func TestAttackerOnBroker(t *testing.T) {
 		}},
 		{"presence for B's host signed by an untrusted key", bridge.RefuseBadSignature, func(i int) {
 			now := time.Now()
-			body := fmt.Sprintf(`{"gid":%q,"name":"impostor%d","host":%q,"role":"worker"}`, uuid.NewString(), i, gb.Host)
-			e := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindPresence, MsgID: uuid.NewString(), To: "roster." + gb.Host + ".impostor",
-				Host: gb.Host, TS: now, ExpiresAt: now.Add(time.Minute), Body: []byte(body)}
-			pub(broker.ExchangeRoster, "roster."+gb.Host, signed(e, stranger), e.Body)
+			body := fmt.Sprintf(`{"gid":%q,"name":"impostor%d","host":%q,"role":"worker"}`, uuid.NewString(), i, gb.Host())
+			e := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindPresence, MsgID: uuid.NewString(), To: "roster." + gb.Host() + ".impostor",
+				Host: gb.Host(), TS: now, ExpiresAt: now.Add(time.Minute), Body: []byte(body)}
+			pub(broker.ExchangeRoster, "roster."+gb.Host(), signed(e, stranger), e.Body)
 		}},
 	}
-	bBefore := gb.BridgeCore().Refused()
+	bBefore := gb.Core().Refused()
 	for ci, c := range cases {
 		caseStart := time.Now()
-		before := ga.BridgeCore().Refused()
+		before := ga.Core().Refused()
 		for i := 0; i < n; i++ {
 			c.send(i)
 		}
 		var delta map[string]uint64
 		diff := func() map[string]uint64 {
 			d := map[string]uint64{}
-			for k, v := range ga.BridgeCore().Refused() {
+			for k, v := range ga.Core().Refused() {
 				if v != before[k] {
 					d[k] = v - before[k]
 				}
@@ -334,10 +336,10 @@ func TestAttackerOnBroker(t *testing.T) {
 		}
 		pub(broker.ExchangeDLX, "", h, captured[i].Body)
 	}
-	eventually(t, 30*time.Second, "the forged dead letters consumed", func() bool {
+	gatewaytest.Eventually(t, 30*time.Second, "the forged dead letters consumed", func() bool {
 		got := 0
-		for _, g := range []*Gateway{ga, gb} {
-			dl, _ := g.BridgeCore().DeadLetters(100000)
+		for _, g := range []*gateway.Gateway{ga, gb} {
+			dl, _ := g.Core().DeadLetters(100000)
 			for _, r := range dl {
 				if r.Reason == bridge.ReasonExpired && r.From == w.GID {
 					got++
@@ -349,7 +351,7 @@ func TestAttackerOnBroker(t *testing.T) {
 		}
 		return got >= n
 	})
-	if r, _ := gb.BridgeCore().Poll(ctx, w.GID, bridge.PollRequest{Max: 500}, nil); len(r.Messages) != 0 {
+	if r, _ := gb.Core().Poll(ctx, w.GID, bridge.PollRequest{Max: 500}, nil); len(r.Messages) != 0 {
 		t.Errorf("w got %d messages from forged dead letters, e.g. %+v", len(r.Messages), r.Messages[0])
 	}
 	t.Logf("%d forged dead letters: 0 FAILEDs sent", n)
@@ -382,7 +384,7 @@ func TestAttackerOnBroker(t *testing.T) {
 	// forged presence reaches every gateway's roster queue: B refuses its
 	// copies too (the untrusted key; w is its own entity)
 	bRefused := uint64(0)
-	for k, v := range gb.BridgeCore().Refused() {
+	for k, v := range gb.Core().Refused() {
 		bRefused += v - bBefore[k]
 	}
 	wantDead := n*len(cases) + int(bRefused)
@@ -390,11 +392,11 @@ func TestAttackerOnBroker(t *testing.T) {
 	// (the broker may carry other gateways' dead letters too: count ours —
 	// what left lead's and other's inboxes, and the forged presence)
 	attackQueues := map[string]bool{bridge.InboxQueueName(lead.GID): true, bridge.InboxQueueName(other.GID): true,
-		broker.RosterQueue(ga.Host): true, broker.RosterQueue(gb.Host): true}
-	eventually(t, 30*time.Second, "every refused message in the dead-letter logs", func() bool {
+		broker.RosterQueue(ga.Host()): true, broker.RosterQueue(gb.Host()): true}
+	gatewaytest.Eventually(t, 30*time.Second, "every refused message in the dead-letter logs", func() bool {
 		attackDead = 0
-		for _, g := range []*Gateway{ga, gb} {
-			dl, err := g.BridgeCore().DeadLetters(100000)
+		for _, g := range []*gateway.Gateway{ga, gb} {
+			dl, err := g.Core().DeadLetters(100000)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -402,7 +404,7 @@ func TestAttackerOnBroker(t *testing.T) {
 				if !attackQueues[r.Queue] || !strings.HasPrefix(r.Reason, bridge.ReasonRejected) {
 					continue
 				}
-				if strings.HasPrefix(r.Queue, "roster.") && !strings.HasPrefix(r.To, "roster."+gb.Host+".impostor") &&
+				if strings.HasPrefix(r.Queue, "roster.") && !strings.HasPrefix(r.To, "roster."+gb.Host()+".impostor") &&
 					r.To != "roster."+evilHost+".w" && r.MsgID != beat.MessageId {
 					continue // a heartbeat of a host not trusted here, not this attack
 				}
@@ -425,14 +427,13 @@ func TestAttackerOnBroker(t *testing.T) {
 
 	// `herdbridge stats` shows the counters; the audit log has a line per
 	// refusal, with metadata only: no body of any message
-	var out, errOut bytes.Buffer
-	if err := run(ctx, []string{"stats", "--json", "--state-dir", ga.StateDir}, strings.NewReader(""), &out, &errOut); err != nil {
-		t.Fatalf("stats: %v %s", err, errOut.String())
+	// (the admin socket's stats op, which `herdbridge stats --json` prints:
+	// cmd/herdbridge's TestStatsCommand)
+	r, err := gateway.Ask(ga.StateDir(), gateway.Request{Op: "stats"})
+	if err != nil || r.Stats == nil {
+		t.Fatalf("stats: %v %+v", err, r)
 	}
-	var st gatewayStats
-	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
-		t.Fatal(err)
-	}
+	st := *r.Stats
 	if !st.Signing || st.Refused[bridge.RefuseBadSignature] < 3*n || st.Refused[bridge.RefuseReplayed] != 2*n {
 		t.Errorf("stats: %+v", st)
 	}
@@ -468,21 +469,21 @@ func TestAttackerOnBroker(t *testing.T) {
 // once PresenceWait is over.
 func TestNoPresenceRace(t *testing.T) {
 	brokerURL(t)
-	evilHost, evilDir := uniqueHost("late"), shortTempDir(t)
-	joinTrustMesh(t, evilDir, evilHost)
+	evilHost, evilDir := gatewaytest.UniqueHost("late"), gatewaytest.TempDir(t)
+	gatewaytest.JoinTrustMesh(t, evilDir, evilHost)
 	lateKey, err := keys.Load(evilDir + "/" + keys.KeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ga := startHostGateway(t, uniqueHost("ra"))
-	gb := startHostGateway(t, uniqueHost("rb"))
+	ga := gatewaytest.StartHost(t, gatewaytest.UniqueHost("ra"), brokerURL(t))
+	gb := gatewaytest.StartHost(t, gatewaytest.UniqueHost("rb"), brokerURL(t))
 	ctx := context.Background()
-	lead := regOn(t, ga, "lead", bridge.RolePrimary)
-	target := "lead@" + ga.Host
-	eventually(t, 10*time.Second, "B sees lead", func() bool { _, err := gb.BridgeCore().Resolve(target); return err == nil })
-	eventually(t, 10*time.Second, "A trusts and sees host B", func() bool { // trust before traffic
-		for _, h := range ga.BridgeCore().Roster().Hosts {
-			if h.Host == gb.Host {
+	lead := gatewaytest.RegisterOn(t, ga, "lead", bridge.RolePrimary)
+	target := "lead@" + ga.Host()
+	gatewaytest.Eventually(t, 10*time.Second, "B sees lead", func() bool { _, err := gb.Core().Resolve(target); return err == nil })
+	gatewaytest.Eventually(t, 10*time.Second, "A trusts and sees host B", func() bool { // trust before traffic
+		for _, h := range ga.Core().Roster().Hosts {
+			if h.Host == gb.Host() {
 				return true
 			}
 		}
@@ -490,25 +491,25 @@ func TestNoPresenceRace(t *testing.T) {
 	})
 	const workers = 50
 	for i := 0; i < workers; i++ {
-		w, _, err := gb.BridgeCore().Register(ctx, bridge.RegisterRequest{Name: fmt.Sprintf("w%02d", i), Role: bridge.RoleWorker})
+		w, _, err := gb.Core().Register(ctx, bridge.RegisterRequest{Name: fmt.Sprintf("w%02d", i), Role: bridge.RoleWorker})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := gb.BridgeCore().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("first words %02d", i)}, nil); err != nil {
+		if _, err := gb.Core().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("first words %02d", i)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	got := 0
 	for deadline := time.Now().Add(20 * time.Second); got < workers && time.Now().Before(deadline); {
-		r, err := ga.BridgeCore().Poll(ctx, lead.GID, bridge.PollRequest{Max: 100, Wait: time.Second}, nil)
+		r, err := ga.Core().Poll(ctx, lead.GID, bridge.PollRequest{Max: 100, Wait: time.Second}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got += len(r.Messages)
 	}
-	t.Logf("%d workers registered and replied at once: %d replies arrived, refusals %v", workers, got, ga.BridgeCore().Refused())
-	if got != workers || ga.BridgeCore().Refused()[bridge.RefuseFromNotOnHost] != 0 {
-		t.Fatalf("%d of %d arrived; refusals %v", got, workers, ga.BridgeCore().Refused())
+	t.Logf("%d workers registered and replied at once: %d replies arrived, refusals %v", workers, got, ga.Core().Refused())
+	if got != workers || ga.Core().Refused()[bridge.RefuseFromNotOnHost] != 0 {
+		t.Fatalf("%d of %d arrived; refusals %v", got, workers, ga.Core().Refused())
 	}
 
 	// a heartbeat that comes after the message: the message waits for it
@@ -526,22 +527,22 @@ func TestNoPresenceRace(t *testing.T) {
 	slow, never := uuid.NewString(), uuid.NewString()
 	publish(broker.ExchangeMsg, lead.GID, msg(slow, "before my heartbeat"))
 	publish(broker.ExchangeMsg, lead.GID, msg(never, "no heartbeat ever"))
-	time.Sleep(ga.Core.PresenceTTL / 3)
-	if r, _ := ga.BridgeCore().Poll(ctx, lead.GID, bridge.PollRequest{}, nil); len(r.Messages) != 0 {
+	time.Sleep(ga.Core().Config().PresenceTTL / 3)
+	if r, _ := ga.Core().Poll(ctx, lead.GID, bridge.PollRequest{}, nil); len(r.Messages) != 0 {
 		t.Fatalf("delivered before its sender's presence: %+v", r.Messages)
 	}
 	now := time.Now()
 	publish(broker.ExchangeRoster, "roster."+evilHost, &bridge.Envelope{V: bridge.Version, Kind: bridge.KindPresence, MsgID: uuid.NewString(), From: slow,
 		To: "roster." + evilHost + ".slow", Host: evilHost, TS: now, ExpiresAt: now.Add(time.Minute),
 		Body: fmt.Appendf(nil, `{"gid":%q,"name":"slow","host":%q,"role":"worker"}`, slow, evilHost)})
-	r, err := ga.BridgeCore().Poll(ctx, lead.GID, bridge.PollRequest{Wait: 5 * time.Second}, nil)
+	r, err := ga.Core().Poll(ctx, lead.GID, bridge.PollRequest{Wait: 5 * time.Second}, nil)
 	if err != nil || len(r.Messages) != 1 || r.Messages[0].Body != "before my heartbeat" {
 		t.Fatalf("after the heartbeat: %+v %v", r.Messages, err)
 	}
-	eventually(t, 10*time.Second, "the message with no heartbeat refused", func() bool {
-		return ga.BridgeCore().Refused()[bridge.RefuseFromNotOnHost] == 1
+	gatewaytest.Eventually(t, 10*time.Second, "the message with no heartbeat refused", func() bool {
+		return ga.Core().Refused()[bridge.RefuseFromNotOnHost] == 1
 	})
-	t.Logf("late heartbeat: its message waited and was delivered; no heartbeat: refused after %v (%v)", ga.BridgeCore().Config().PresenceWait, ga.BridgeCore().Refused())
+	t.Logf("late heartbeat: its message waited and was delivered; no heartbeat: refused after %v (%v)", ga.Core().Config().PresenceWait, ga.Core().Refused())
 }
 
 // TestPresenceWaitIsBounded: messages from senders with no presence yet
@@ -551,21 +552,21 @@ func TestNoPresenceRace(t *testing.T) {
 func TestPresenceWaitIsBounded(t *testing.T) {
 	brokerURL(t)
 	const n = 100
-	evilHost, evilDir := uniqueHost("flood"), shortTempDir(t)
-	joinTrustMesh(t, evilDir, evilHost)
+	evilHost, evilDir := gatewaytest.UniqueHost("flood"), gatewaytest.TempDir(t)
+	gatewaytest.JoinTrustMesh(t, evilDir, evilHost)
 	evil, err := keys.Load(evilDir + "/" + keys.KeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ga := startHostGateway(t, uniqueHost("pa"), func(g *Gateway) { g.Core.Prefetch = 64; g.Core.PresenceWait = 3 * time.Second })
-	gb := startHostGateway(t, uniqueHost("pb"))
+	ga := gatewaytest.StartHost(t, gatewaytest.UniqueHost("pa"), brokerURL(t), func(c *gateway.Config) { c.Core.Prefetch = 64; c.Core.PresenceWait = 3 * time.Second })
+	gb := gatewaytest.StartHost(t, gatewaytest.UniqueHost("pb"), brokerURL(t))
 	ctx := context.Background()
-	lead := regOn(t, ga, "lead", bridge.RolePrimary)
-	w := regOn(t, gb, "w", bridge.RoleWorker)
-	target := "lead@" + ga.Host
-	eventually(t, 10*time.Second, "each sees the other", func() bool {
-		_, e1 := gb.BridgeCore().Resolve(target)
-		_, e2 := ga.BridgeCore().Resolve("w@" + gb.Host)
+	lead := gatewaytest.RegisterOn(t, ga, "lead", bridge.RolePrimary)
+	w := gatewaytest.RegisterOn(t, gb, "w", bridge.RoleWorker)
+	target := "lead@" + ga.Host()
+	gatewaytest.Eventually(t, 10*time.Second, "each sees the other", func() bool {
+		_, e1 := gb.Core().Resolve(target)
+		_, e2 := ga.Core().Resolve("w@" + gb.Host())
 		return e1 == nil && e2 == nil
 	})
 	ch := rawChannel(t, brokerURL(t))
@@ -578,23 +579,23 @@ func TestPresenceWaitIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "all but 16 refused at once", func() bool {
-		return ga.BridgeCore().Refused()[bridge.RefuseFromNotOnHost] == n-16
+	gatewaytest.Eventually(t, 10*time.Second, "all but 16 refused at once", func() bool {
+		return ga.Core().Refused()[bridge.RefuseFromNotOnHost] == n-16
 	})
 	start := time.Now()
-	if _, err := gb.BridgeCore().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: "legit, behind the flood"}, nil); err != nil {
+	if _, err := gb.Core().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: "legit, behind the flood"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	r, err := ga.BridgeCore().Poll(ctx, lead.GID, bridge.PollRequest{Wait: 2 * time.Second}, nil)
+	r, err := ga.Core().Poll(ctx, lead.GID, bridge.PollRequest{Wait: 2 * time.Second}, nil)
 	if err != nil || len(r.Messages) != 1 || r.Messages[0].Body != "legit, behind the flood" {
 		t.Fatalf("legit reply while 16 wait for presence: %+v %v", r.Messages, err)
 	}
 	took := time.Since(start)
-	eventually(t, 10*time.Second, "the 16 refused at PresenceWait", func() bool {
-		return ga.BridgeCore().Refused()[bridge.RefuseFromNotOnHost] == n
+	gatewaytest.Eventually(t, 10*time.Second, "the 16 refused at PresenceWait", func() bool {
+		return ga.Core().Refused()[bridge.RefuseFromNotOnHost] == n
 	})
 	t.Logf("%d messages from unknown senders: %d refused at once, 16 waited %v and were refused; a legit reply meanwhile took %v",
-		n, n-16, ga.Core.PresenceWait, took.Round(time.Millisecond))
+		n, n-16, ga.Core().Config().PresenceWait, took.Round(time.Millisecond))
 }
 
 // TestBacklogOutlivesSender: replies wait in a primary's inbox while its
@@ -604,39 +605,39 @@ func TestPresenceWaitIsBounded(t *testing.T) {
 func TestBacklogOutlivesSender(t *testing.T) {
 	url := brokerURL(t)
 	const n = 10
-	hostA, dirA := uniqueHost("oa"), shortTempDir(t)
-	at := func(g *Gateway) { g.StateDir = dirA; g.Core.PresenceWait = time.Second }
-	ga := startHostGatewayOn(t, hostA, url, at)
-	gb := startHostGateway(t, uniqueHost("ob"), func(g *Gateway) { g.Core.PresenceTTL = 30 * time.Second })
+	hostA, dirA := gatewaytest.UniqueHost("oa"), gatewaytest.TempDir(t)
+	at := func(c *gateway.Config) { c.StateDir = dirA; c.Core.PresenceWait = time.Second }
+	ga := gatewaytest.StartHost(t, hostA, url, at)
+	gb := gatewaytest.StartHost(t, gatewaytest.UniqueHost("ob"), brokerURL(t), func(c *gateway.Config) { c.Core.PresenceTTL = 30 * time.Second })
 	ctx := context.Background()
-	lead := regOn(t, ga, "lead", bridge.RolePrimary)
-	w := regOn(t, gb, "w", bridge.RoleWorker)
+	lead := gatewaytest.RegisterOn(t, ga, "lead", bridge.RolePrimary)
+	w := gatewaytest.RegisterOn(t, gb, "w", bridge.RoleWorker)
 	target := "lead@" + hostA
-	eventually(t, 10*time.Second, "each sees the other", func() bool {
-		_, e1 := gb.BridgeCore().Resolve(target)
-		_, e2 := ga.BridgeCore().Resolve("w@" + gb.Host)
+	gatewaytest.Eventually(t, 10*time.Second, "each sees the other", func() bool {
+		_, e1 := gb.Core().Resolve(target)
+		_, e2 := ga.Core().Resolve("w@" + gb.Host())
 		return e1 == nil && e2 == nil
 	})
 	ga.Close()
 	for i := 0; i < n; i++ {
-		if _, err := gb.BridgeCore().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("last words %d", i)}, nil); err != nil {
+		if _, err := gb.Core().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("last words %d", i)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := gb.BridgeCore().Remove(ctx, w.GID); err != nil {
+	if err := gb.Core().Remove(ctx, w.GID); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // w's presence is long gone
-	ga = startHostGatewayOn(t, hostA, url, at)
+	ga = gatewaytest.StartHost(t, hostA, url, at)
 	got := 0
 	for deadline := time.Now().Add(10 * time.Second); got < n && time.Now().Before(deadline); {
-		r, err := ga.BridgeCore().Poll(ctx, lead.GID, bridge.PollRequest{Max: 100, Wait: time.Second}, nil)
+		r, err := ga.Core().Poll(ctx, lead.GID, bridge.PollRequest{Max: 100, Wait: time.Second}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got += len(r.Messages)
 	}
-	t.Logf("%d replies queued while the primary's gateway was down, sender removed meanwhile: %d delivered after restart, refusals %v", n, got, ga.BridgeCore().Refused())
+	t.Logf("%d replies queued while the primary's gateway was down, sender removed meanwhile: %d delivered after restart, refusals %v", n, got, ga.Core().Refused())
 	if got != n {
 		t.Fatalf("%d of %d delivered", got, n)
 	}

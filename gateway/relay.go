@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"bufio"
@@ -11,13 +11,13 @@ import (
 	"time"
 )
 
-// relay is `herdbridge mcp`: it registers over the gateway's unix socket
+// Relay is `herdbridge mcp`: it registers over the gateway's admin socket
 // and relays the agent's stdio to the MCP session the gateway runs there.
 // When the gateway restarts it reconnects (same name, so the same entity
 // and inbox), replays the client's initialize handshake, and answers the
 // calls that were in flight with an error saying to retry them — the
 // agent's MCP server never has to be restarted by hand.
-func relay(ctx context.Context, dir string, req sockRequest, stdin io.Reader, stdout, log io.Writer) error {
+func Relay(ctx context.Context, dir string, req Request, stdin io.Reader, stdout, log io.Writer) error {
 	if log == nil {
 		log = io.Discard
 	}
@@ -27,7 +27,7 @@ func relay(ctx context.Context, dir string, req sockRequest, stdin io.Reader, st
 
 type relayer struct {
 	dir string
-	req sockRequest
+	req Request
 	log io.Writer
 
 	outMu sync.Mutex
@@ -106,7 +106,7 @@ func (r *relayer) failPending() {
 }
 
 func (r *relayer) run(ctx context.Context, stdin io.Reader) error {
-	c, br, _, err := dialGateway(r.dir, r.req)
+	c, br, _, err := Dial(r.dir, r.req)
 	if err != nil {
 		return err // first connect: fail fast with the clear error
 	}
@@ -192,7 +192,7 @@ func (r *relayer) reconnect(ctx context.Context, stdinDone <-chan struct{}) (net
 	backoff := 100 * time.Millisecond
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		c, br, _, err := dialGateway(r.dir, r.req)
+		c, br, _, err := Dial(r.dir, r.req)
 		if err == nil {
 			return c, br, nil
 		}

@@ -1,4 +1,4 @@
-package main
+package gateway_test
 
 import (
 	"context"
@@ -11,17 +11,20 @@ import (
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/herdbridge/herdbridge/gateway"
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 )
 
-type dialer func(t testing.TB, g *Gateway, name, role string, groups ...string) *conn
+type dialer func(t testing.TB, g *gateway.Gateway, name, role string, groups ...string) *gatewaytest.Conn
 
 var transports = []struct {
 	name string
 	dial dialer
 }{
-	{"stdio", stdioConn},
-	{"sse", sseConn},
-	{"http", httpConn},
+	{"stdio", gatewaytest.StdioConn},
+	{"sse", gatewaytest.SSEConn},
+	{"http", gatewaytest.HTTPConn},
 }
 
 // TestFlows drives the main flows with every transport as the primary and
@@ -31,7 +34,7 @@ func TestFlows(t *testing.T) {
 		for _, wt := range transports {
 			t.Run(pt.name+"-primary/"+wt.name+"-worker", func(t *testing.T) {
 				t.Parallel()
-				g := startGateway(t, "")
+				g := gatewaytest.StartLocal(t, "")
 				p := pt.dial(t, g, "lead", "primary")
 				w := wt.dial(t, g, "worker-1", "worker", "build")
 				flows(t, p, w)
@@ -40,20 +43,20 @@ func TestFlows(t *testing.T) {
 	}
 }
 
-func flows(t *testing.T, p, w *conn) {
+func flows(t *testing.T, p, w *gatewaytest.Conn) {
 	// brief + reply resolving the open send
 	var wg sync.WaitGroup
-	var sent callResult
+	var sent gatewaytest.CallResult
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		sent = p.call("bridge_send", map[string]any{"target": "worker-1", "message": "build the thing", "wait_s": 6})
+		sent = p.Call("bridge_send", map[string]any{"target": "worker-1", "message": "build the thing", "wait_s": 6})
 	}()
 	got := waitPoll(t, w, "build the thing")
 	if got.Messages[0].Kind != "SEND" || got.Messages[0].FromName != "lead" {
 		t.Fatalf("worker got %+v", got.Messages[0])
 	}
-	w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "built"}, "confirmed")
+	w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "built"}, "confirmed")
 	wg.Wait()
 	if sent.Status != "replied" || len(sent.Messages) != 1 || sent.Messages[0].Body != "built" {
 		t.Fatalf("open send = %+v (%s)", sent.Result, sent.Text)
@@ -66,32 +69,32 @@ func flows(t *testing.T, p, w *conn) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		sent = p.call("bridge_send", map[string]any{"target": "worker-1", "message": "next step", "wait_s": 6})
+		sent = p.Call("bridge_send", map[string]any{"target": "worker-1", "message": "next step", "wait_s": 6})
 	}()
 	waitPoll(t, w, "next step")
-	var asked callResult
+	var asked gatewaytest.CallResult
 	var awg sync.WaitGroup
 	awg.Add(1)
 	go func() {
 		defer awg.Done()
-		asked = w.call("bridge_ask", map[string]any{"question": "which branch?"})
+		asked = w.Call("bridge_ask", map[string]any{"question": "which branch?"})
 	}()
 	wg.Wait()
 	if sent.Status != "asked" || sent.TurnID == "" || sent.Messages[0].Body != "which branch?" {
 		t.Fatalf("open send should return the ask: %+v (%s)", sent.Result, sent.Text)
 	}
-	ans := p.mustStatus("bridge_send", map[string]any{"target": "worker-1", "message": "main", "turn_id": sent.TurnID}, "delivered")
+	ans := p.MustStatus("bridge_send", map[string]any{"target": "worker-1", "message": "main", "turn_id": sent.TurnID}, "delivered")
 	awg.Wait()
 	if asked.Status != "answered" || asked.Messages[0].Body != "main" || asked.TurnID != sent.TurnID {
 		t.Fatalf("ask = %+v (%s)", asked.Result, asked.Text)
 	}
 	// a second answer to the same turn
-	p.mustStatus("bridge_send", map[string]any{"target": "worker-1", "message": "dev", "turn_id": sent.TurnID}, "already_answered")
+	p.MustStatus("bridge_send", map[string]any{"target": "worker-1", "message": "dev", "turn_id": sent.TurnID}, "already_answered")
 	_ = ans
 
 	// ask with nobody waiting → no_waiter at once
 	start := time.Now()
-	w.mustStatus("bridge_ask", map[string]any{"question": "anyone?"}, "no_waiter")
+	w.MustStatus("bridge_ask", map[string]any{"question": "anyone?"}, "no_waiter")
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("no_waiter took %v", d)
 	}
@@ -100,10 +103,10 @@ func flows(t *testing.T, p, w *conn) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		sent = p.call("bridge_send", map[string]any{"target": "worker-1", "message": "third", "wait_s": 6})
+		sent = p.Call("bridge_send", map[string]any{"target": "worker-1", "message": "third", "wait_s": 6})
 	}()
 	waitPoll(t, w, "third")
-	late := w.call("bridge_ask", map[string]any{"question": "quick?", "timeout_s": 1})
+	late := w.Call("bridge_ask", map[string]any{"question": "quick?", "timeout_s": 1})
 	wg.Wait()
 	if sent.Status != "asked" {
 		t.Fatalf("open send should return the ask: %+v", sent.Result)
@@ -111,27 +114,27 @@ func flows(t *testing.T, p, w *conn) {
 	if late.Status != "expired" {
 		t.Fatalf("short ask = %+v (%s)", late.Result, late.Text)
 	}
-	p.mustStatus("bridge_send", map[string]any{"target": "worker-1", "message": "too late", "turn_id": sent.TurnID}, "too_late")
+	p.MustStatus("bridge_send", map[string]any{"target": "worker-1", "message": "too late", "turn_id": sent.TurnID}, "too_late")
 
 	// broadcast reaches others, not the sender
-	p.mustStatus("bridge_broadcast", map[string]any{"message": "all hands"}, "confirmed")
+	p.MustStatus("bridge_broadcast", map[string]any{"message": "all hands"}, "confirmed")
 	b := waitPoll(t, w, "all hands")
 	if b.Messages[0].Kind != "BROADCAST" {
 		t.Fatalf("broadcast kind %s", b.Messages[0].Kind)
 	}
-	p.mustStatus("bridge_broadcast", map[string]any{"message": "builders only", "group": "build"}, "confirmed")
+	p.MustStatus("bridge_broadcast", map[string]any{"message": "builders only", "group": "build"}, "confirmed")
 	waitPoll(t, w, "builders only")
-	if r := p.call("bridge_poll", map[string]any{}); r.Status != "empty" {
+	if r := p.Call("bridge_poll", map[string]any{}); r.Status != "empty" {
 		t.Fatalf("sender got its own broadcast: %+v", r.Result)
 	}
 }
 
 // waitPoll long-polls until a message with body arrives.
-func waitPoll(t *testing.T, c *conn, body string) callResult {
+func waitPoll(t *testing.T, c *gatewaytest.Conn, body string) gatewaytest.CallResult {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		r := c.call("bridge_poll", map[string]any{"wait_s": 2})
+		r := c.Call("bridge_poll", map[string]any{"wait_s": 2})
 		if r.IsError {
 			t.Fatalf("poll: %s", r.Text)
 		}
@@ -141,43 +144,43 @@ func waitPoll(t *testing.T, c *conn, body string) callResult {
 			}
 		}
 		if len(r.Messages) > 0 {
-			t.Fatalf("%s: unexpected messages %+v while waiting for %q", c.name, r.Messages, body)
+			t.Fatalf("%s: unexpected messages %+v while waiting for %q", c.Name, r.Messages, body)
 		}
 	}
-	t.Fatalf("%s: %q never arrived", c.name, body)
-	return callResult{}
+	t.Fatalf("%s: %q never arrived", c.Name, body)
+	return gatewaytest.CallResult{}
 }
 
 func TestPollFiltersOnFrom(t *testing.T) {
-	g := startGateway(t, "")
-	p := httpConn(t, g, "lead", "primary")
-	a := stdioConn(t, g, "wa", "worker")
-	b := sseConn(t, g, "wb", "worker")
-	a.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "from a"}, "confirmed")
-	b.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "from b"}, "confirmed")
-	a.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "from a again"}, "confirmed")
-	r := p.mustStatus("bridge_poll", map[string]any{"target": "wb", "wait_s": 3}, "drained")
+	g := gatewaytest.StartLocal(t, "")
+	p := gatewaytest.HTTPConn(t, g, "lead", "primary")
+	a := gatewaytest.StdioConn(t, g, "wa", "worker")
+	b := gatewaytest.SSEConn(t, g, "wb", "worker")
+	a.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "from a"}, "confirmed")
+	b.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "from b"}, "confirmed")
+	a.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "from a again"}, "confirmed")
+	r := p.MustStatus("bridge_poll", map[string]any{"target": "wb", "wait_s": 3}, "drained")
 	if len(r.Messages) != 1 || r.Messages[0].Body != "from b" {
 		t.Fatalf("filtered poll: %+v", r.Messages)
 	}
 	if r.Held == nil || r.Held.Total != 2 {
 		t.Fatalf("held after filtered poll: %+v", r.Held)
 	}
-	peek := p.mustStatus("bridge_poll", map[string]any{"peek": true}, "peeked")
+	peek := p.MustStatus("bridge_poll", map[string]any{"peek": true}, "peeked")
 	if len(peek.Messages) != 2 {
 		t.Fatalf("peek: %+v", peek.Messages)
 	}
-	r = p.mustStatus("bridge_poll", map[string]any{"target": "wa"}, "drained")
+	r = p.MustStatus("bridge_poll", map[string]any{"target": "wa"}, "drained")
 	if len(r.Messages) != 2 || r.Messages[0].Body != "from a" || r.Messages[1].Body != "from a again" {
 		t.Fatalf("order: %+v", r.Messages)
 	}
-	p.mustStatus("bridge_poll", map[string]any{}, "empty")
+	p.MustStatus("bridge_poll", map[string]any{}, "empty")
 }
 
 func TestBadInput(t *testing.T) {
-	g := startGateway(t, "")
-	p := httpConn(t, g, "lead", "primary")
-	stdioConn(t, g, "worker-1", "worker")
+	g := gatewaytest.StartLocal(t, "")
+	p := gatewaytest.HTTPConn(t, g, "lead", "primary")
+	gatewaytest.StdioConn(t, g, "worker-1", "worker")
 	cases := []struct {
 		tool string
 		args map[string]any
@@ -197,16 +200,16 @@ func TestBadInput(t *testing.T) {
 		{"bridge_ask", map[string]any{"question": "why?"}, "no current brief"},
 	}
 	for _, c := range cases {
-		r := p.call(c.tool, c.args)
+		r := p.Call(c.tool, c.args)
 		if !r.IsError || !strings.Contains(r.Text, c.want) {
 			t.Errorf("%s(%v): isError=%v text=%q, want error containing %q", c.tool, c.args, r.IsError, r.Text, c.want)
 		}
 	}
 	// nothing was stored by any of them
-	if held := p.call("bridge_roster", nil); held.IsError {
+	if held := p.Call("bridge_roster", nil); held.IsError {
 		t.Fatal(held.Text)
 	}
-	for _, e := range g.BridgeCore().Roster().Entities {
+	for _, e := range g.Core().Roster().Entities {
 		if e.Held != 0 {
 			t.Errorf("%s holds %d after bad input", e.Name, e.Held)
 		}
@@ -214,8 +217,8 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestHTTPAuth(t *testing.T) {
-	g := startGateway(t, "")
-	register(t, g, "lead", "primary")
+	g := gatewaytest.StartLocal(t, "")
+	gatewaytest.Register(t, g, "lead", "primary")
 	for _, path := range []string{"/mcp", "/sse", "/message"} {
 		for _, hdr := range []string{"", "Bearer nope", "Basic abc"} {
 			req, _ := http.NewRequest("POST", g.URL()+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
@@ -240,15 +243,15 @@ func TestProgressAndPending(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			t.Parallel()
-			g := startGateway(t, "")
+			g := gatewaytest.StartLocal(t, "")
 			p := tr.dial(t, g, "lead", "primary")
-			stdioConn(t, g, "w", "worker")
+			gatewaytest.StdioConn(t, g, "w", "worker")
 			req := mcpgo.CallToolRequest{}
 			req.Params.Name = "bridge_send"
 			req.Params.Arguments = map[string]any{"target": "w", "message": "go", "wait_s": 60}
 			req.Params.Meta = &mcpgo.Meta{ProgressToken: "tok-1"}
 			start := time.Now()
-			res, err := p.c.CallTool(context.Background(), req)
+			res, err := p.Client.CallTool(context.Background(), req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -259,8 +262,8 @@ func TestProgressAndPending(t *testing.T) {
 				t.Fatalf("result %+v", res.StructuredContent)
 			}
 			n := 0
-			for len(p.notes) > 0 {
-				if note := <-p.notes; note.Method == "notifications/progress" {
+			for len(p.Notes) > 0 {
+				if note := <-p.Notes; note.Method == "notifications/progress" {
 					n++
 				}
 			}
@@ -276,15 +279,15 @@ func TestNudge(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			t.Parallel()
-			g := startGateway(t, "")
+			g := gatewaytest.StartLocal(t, "")
 			p := tr.dial(t, g, "lead", "primary")
-			w := stdioConn(t, g, "w", "worker")
-			w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "done"}, "confirmed")
+			w := gatewaytest.StdioConn(t, g, "w", "worker")
+			w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "done"}, "confirmed")
 			deadline := time.After(5 * time.Second)
 			var sawLog, sawRes bool
 			for !(sawLog && sawRes) {
 				select {
-				case n := <-p.notes:
+				case n := <-p.Notes:
 					switch n.Method {
 					case "notifications/message":
 						sawLog = true
@@ -302,25 +305,25 @@ func TestNudge(t *testing.T) {
 // TestManyLongPolls: one stdio session holds many long-polls at once (mcp-go's
 // own stdio server would serve 5 and queue the rest).
 func TestManyLongPolls(t *testing.T) {
-	g := startGateway(t, "")
-	p := stdioConn(t, g, "lead", "primary")
-	workers := make([]*conn, 12)
+	g := gatewaytest.StartLocal(t, "")
+	p := gatewaytest.StdioConn(t, g, "lead", "primary")
+	workers := make([]*gatewaytest.Conn, 12)
 	for i := range workers {
-		workers[i] = httpConn(t, g, fmt.Sprintf("w%d", i), "worker")
+		workers[i] = gatewaytest.HTTPConn(t, g, fmt.Sprintf("w%d", i), "worker")
 	}
 	var wg sync.WaitGroup
-	results := make([]callResult, len(workers))
+	results := make([]gatewaytest.CallResult, len(workers))
 	for i := range workers {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			results[i] = p.call("bridge_poll", map[string]any{"target": fmt.Sprintf("w%d", i), "wait_s": 8})
+			results[i] = p.Call("bridge_poll", map[string]any{"target": fmt.Sprintf("w%d", i), "wait_s": 8})
 		}(i)
 	}
 	time.Sleep(500 * time.Millisecond) // let every poll become a waiter
 	start := time.Now()
 	for i, w := range workers {
-		w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": fmt.Sprintf("r%d", i)}, "confirmed")
+		w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": fmt.Sprintf("r%d", i)}, "confirmed")
 	}
 	wg.Wait()
 	if d := time.Since(start); d > 5*time.Second {
@@ -336,21 +339,21 @@ func TestManyLongPolls(t *testing.T) {
 // TestCancelledCallAbandons: a worker's ask cancelled mid-wait makes the
 // primary's answer abandoned; a cancelled poll loses nothing.
 func TestCancelledCallAbandons(t *testing.T) {
-	g := startGateway(t, "")
-	p := httpConn(t, g, "lead", "primary")
-	w := stdioConn(t, g, "w", "worker")
+	g := gatewaytest.StartLocal(t, "")
+	p := gatewaytest.HTTPConn(t, g, "lead", "primary")
+	w := gatewaytest.StdioConn(t, g, "w", "worker")
 	var wg sync.WaitGroup
-	var sent callResult
+	var sent gatewaytest.CallResult
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		sent = p.call("bridge_send", map[string]any{"target": "w", "message": "task", "wait_s": 6})
+		sent = p.Call("bridge_send", map[string]any{"target": "w", "message": "task", "wait_s": 6})
 	}()
 	waitPoll(t, w, "task")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := w.callCtx(ctx, "bridge_ask", map[string]any{"question": "q?"})
+		_, err := w.CallCtx(ctx, "bridge_ask", map[string]any{"question": "q?"})
 		errc <- err
 	}()
 	wg.Wait()
@@ -361,7 +364,7 @@ func TestCancelledCallAbandons(t *testing.T) {
 	<-errc
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		r := p.call("bridge_send", map[string]any{"target": "w", "message": "a", "turn_id": sent.TurnID})
+		r := p.Call("bridge_send", map[string]any{"target": "w", "message": "a", "turn_id": sent.TurnID})
 		if r.Status == "abandoned" {
 			break
 		}
@@ -376,17 +379,17 @@ func TestCancelledCallAbandons(t *testing.T) {
 // call open at the time gets an error saying to retry, and the next calls
 // work on the same entity without restarting the MCP server.
 func TestRelayReconnects(t *testing.T) {
-	dir := shortTempDir(t)
-	g := startGateway(t, dir)
-	p := stdioConn(t, g, "lead", "primary")
-	w := httpConn(t, g, "w", "worker")
-	httpConn(t, g, "quiet", "worker")
-	w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": "before"}, "confirmed")
+	dir := gatewaytest.TempDir(t)
+	g := gatewaytest.StartLocal(t, dir)
+	p := gatewaytest.StdioConn(t, g, "lead", "primary")
+	w := gatewaytest.HTTPConn(t, g, "w", "worker")
+	gatewaytest.HTTPConn(t, g, "quiet", "worker")
+	w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "before"}, "confirmed")
 	inflight := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		r, err := p.callCtx(ctx, "bridge_poll", map[string]any{"target": "quiet", "wait_s": 8})
+		r, err := p.CallCtx(ctx, "bridge_poll", map[string]any{"target": "quiet", "wait_s": 8})
 		switch {
 		case err != nil:
 		case r.IsError && strings.Contains(r.Text, "call it again"):
@@ -401,12 +404,12 @@ func TestRelayReconnects(t *testing.T) {
 	if err := <-inflight; err == nil || !strings.Contains(err.Error(), "restarted") {
 		t.Fatalf("in-flight call during restart: %v", err)
 	}
-	g2 := startGateway(t, dir)
+	g2 := gatewaytest.StartLocal(t, dir)
 	_ = g2
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		r, err := p.callCtx(ctx, "bridge_poll", map[string]any{})
+		r, err := p.CallCtx(ctx, "bridge_poll", map[string]any{})
 		cancel()
 		if err == nil && r.Status == "drained" && r.Messages[0].Body == "before" {
 			break
@@ -426,13 +429,13 @@ func TestSendPollNeverDuplicates(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			t.Parallel()
-			g := startGateway(t, "")
+			g := gatewaytest.StartLocal(t, "")
 			p := tr.dial(t, g, "lead", "primary")
 			w := tr.dial(t, g, "w", "worker")
 			for i := 0; i < 400; i++ {
 				body := fmt.Sprintf("r%d", i)
-				w.mustStatus("bridge_send", map[string]any{"target": "lead", "message": body}, "confirmed")
-				r := p.mustStatus("bridge_poll", map[string]any{"wait_s": 5}, "drained")
+				w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": body}, "confirmed")
+				r := p.MustStatus("bridge_poll", map[string]any{"wait_s": 5}, "drained")
 				if len(r.Messages) != 1 || r.Messages[0].Body != body {
 					t.Fatalf("round %d drained %+v", i, r.Messages)
 				}

@@ -1,9 +1,9 @@
-package main
+package gateway
 
-// Local authentication: who may use the gateway's unix socket (the peer's
-// uid), revoking bearer tokens (`herdbridge register --revoke`), and TLS on
-// the HTTP listener (--tls-cert/--tls-key), without which it stays on
-// loopback.
+// Local authentication: who may use the gateway's admin socket (the
+// peer's uid), revoking bearer tokens (`herdbridge register --revoke`), and
+// TLS on the HTTP listener (--tls-cert/--tls-key), without which it stays
+// on loopback.
 
 import (
 	"crypto/tls"
@@ -14,7 +14,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
@@ -32,7 +31,7 @@ var errNoPeerCred = errors.New("peer credentials are not available on this syste
 // the gateway's effective uid. The socket is 0600 inside a 0700 state dir,
 // so another user should not get this far; this check holds even if those
 // modes were loosened (a chmod, a shared state dir). A refused peer gets one
-// error line in the socket's reply framing (a sockReply JSON line), and the
+// error line in the socket's reply framing (a Reply JSON line), and the
 // connection is closed.
 func (g *Gateway) peerAllowed(c net.Conn) bool {
 	uc, ok := c.(*net.UnixConn)
@@ -45,11 +44,11 @@ func (g *Gateway) peerAllowed(c net.Conn) bool {
 	case errors.Is(err, errNoPeerCred):
 		return true // only the file modes protect the socket here
 	case err != nil:
-		g.Logger.Warn("socket peer refused: cannot read its credentials", "err", err)
+		g.log.Warn("socket peer refused: cannot read its credentials", "err", err)
 		refusePeer(c, fmt.Sprintf("refused: the gateway cannot read your credentials (%v)", err))
 		return false
 	case p.uid != euid:
-		g.Logger.Warn("socket peer refused: it runs as another user", "peerUid", p.uid, "peerPid", p.pid, "gatewayUid", euid)
+		g.log.Warn("socket peer refused: it runs as another user", "peerUid", p.uid, "peerPid", p.pid, "gatewayUid", euid)
 		refusePeer(c, fmt.Sprintf("refused: this gateway's socket serves only uid %d, and you are uid %d", euid, p.uid))
 		return false
 	}
@@ -61,7 +60,7 @@ func (g *Gateway) peerAllowed(c net.Conn) bool {
 // connection before the peer reads the reply, and closes it.
 func refusePeer(c net.Conn, msg string) {
 	defer c.Close()
-	raw, _ := json.Marshal(sockReply{Error: msg})
+	raw, _ := json.Marshal(Reply{Error: msg})
 	_ = c.SetDeadline(time.Now().Add(time.Second))
 	if _, err := c.Write(append(raw, '\n')); err != nil {
 		return
@@ -72,77 +71,59 @@ func refusePeer(c net.Conn, msg string) {
 // sockRevoke is the socket op "revoke": every token of the entity named
 // name stops working now, and calls running on its HTTP sessions are
 // cancelled.
-func (g *Gateway) sockRevoke(name string) sockReply {
+func (g *Gateway) sockRevoke(name string) Reply {
 	if name == "" {
-		return sockReply{Error: "revoke needs a name"}
+		return Reply{Error: "revoke needs a name"}
 	}
 	e, n, err := g.core.RevokeTokens(name)
 	if err != nil {
-		return sockReply{Error: err.Error()}
+		return Reply{Error: err.Error()}
 	}
 	cancelled := g.mcp.CancelHTTPCalls(e.GID)
-	g.Logger.Info("revoked over the socket", bridge.LogGID, e.GID, "name", e.Name, "tokens", n, "cancelledCalls", cancelled)
-	return sockReply{OK: true, Entity: &e, Tokens: n}
+	g.log.Info("revoked over the socket", bridge.LogGID, e.GID, "name", e.Name, "tokens", n, "cancelledCalls", cancelled)
+	return Reply{OK: true, Entity: &e, Tokens: n}
 }
 
-// cmdRevoke is `herdbridge register --revoke --name N`: through the
-// gateway's socket if one runs on dir (the tokens stop working at once),
-// else directly in its state file (the next gateway does not know them).
-func cmdRevoke(dir, name string, stdout io.Writer) error {
+// RevokeTokens is `herdbridge register --revoke --name N`: every token of
+// the entity named name stops working. Through the admin socket if a
+// gateway runs on stateDir (the tokens stop working at once, open HTTP
+// calls are cancelled), else directly in its state file (the next gateway
+// does not know them). It returns the entity and how many tokens it
+// revoked.
+func RevokeTokens(stateDir, name string) (bridge.Entity, int, error) {
 	if name == "" {
-		return errors.New("register --revoke needs --name")
+		return bridge.Entity{}, 0, errors.New("register --revoke needs --name")
 	}
-	var (
-		e bridge.Entity
-		n int
-	)
-	if gatewayAnswers(dir) {
-		c, _, r, err := dialGateway(dir, sockRequest{Op: "revoke", Name: name})
-		if err != nil {
-			return err
-		}
-		c.Close()
-		e, n = *r.Entity, r.Tokens
-	} else {
-		var err error
-		if e, n, err = bridge.RevokeStoredTokens(filepath.Join(dir, stateName), name); err != nil {
-			return err
-		}
+	if !Answers(stateDir) {
+		return bridge.RevokeStoredTokens(filepath.Join(stateDir, stateName), name)
 	}
-	fmt.Fprintf(stdout, "revoked %d token(s) of %s; register again to get a new one\n", n, e.Name)
-	return nil
-}
-
-// gatewayAnswers reports whether something listens on dir's socket; false
-// only when nothing does (no socket, or a stale one from a crash).
-func gatewayAnswers(dir string) bool {
-	c, err := net.DialTimeout("unix", filepath.Join(dir, sockName), 3*time.Second)
-	if err == nil {
-		c.Close()
-		return true
+	r, err := Ask(stateDir, Request{Op: "revoke", Name: name})
+	if err != nil {
+		return bridge.Entity{}, 0, err
 	}
-	return !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED)
+	return *r.Entity, r.Tokens, nil
 }
 
 // checkListen checks --listen against the TLS flags: with a certificate
 // (loaded here, so a bad one stops the start with the file named) any
 // address; without, loopback only.
 func (g *Gateway) checkListen() error {
-	if (g.TLSCert == "") != (g.TLSKey == "") {
+	certFile, keyFile, listen := g.cfg.TLSCert, g.cfg.TLSKey, g.cfg.Listen
+	if (certFile == "") != (keyFile == "") {
 		return errors.New("gateway: --tls-cert and --tls-key go together: give both (HTTPS, any --listen address) or neither (plain HTTP on loopback)")
 	}
-	if g.TLSCert == "" {
-		return checkLoopback(g.Listen)
+	if certFile == "" {
+		return checkLoopback(listen)
 	}
-	if _, _, err := net.SplitHostPort(g.Listen); err != nil {
-		return fmt.Errorf("gateway: --listen %q: %w", g.Listen, err)
+	if _, _, err := net.SplitHostPort(listen); err != nil {
+		return fmt.Errorf("gateway: --listen %q: %w", listen, err)
 	}
-	conf, err := loadTLS(g.TLSCert, g.TLSKey)
+	conf, err := loadTLS(certFile, keyFile)
 	if err != nil {
 		return err
 	}
-	if fi, err := os.Stat(g.TLSKey); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		g.Logger.Warn("TLS key is readable by other users: chmod 600 it", "file", g.TLSKey, "mode", fi.Mode().Perm().String())
+	if fi, err := os.Stat(keyFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		g.log.Warn("TLS key is readable by other users: chmod 600 it", "file", keyFile, "mode", fi.Mode().Perm().String())
 	}
 	g.tlsConf = conf
 	return nil

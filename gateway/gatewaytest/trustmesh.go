@@ -1,16 +1,14 @@
-package main
+package gatewaytest
 
 import (
 	"crypto/ed25519"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/keys"
 )
-
-func init() { TrustReload = 100 * time.Millisecond }
 
 // trustMesh gives every gateway a test starts on the broker a host key and
 // has all of them trust each other, as operators would with `keys show` and
@@ -24,21 +22,23 @@ var trustMesh struct {
 type meshHost struct {
 	dir, host string
 	pub       ed25519.PublicKey
-	g         *Gateway // once started: reloaded at once when a host joins
+	g         *gateway.Gateway // once started: reloaded at once when a host joins
 }
 
-// meshStarted records that the gateway of dir runs (see meshHost.g).
-func meshStarted(g *Gateway) {
+// MeshStarted records that the gateway g (of a state dir in the mesh) runs.
+func MeshStarted(g *gateway.Gateway) {
 	trustMesh.Lock()
 	defer trustMesh.Unlock()
 	for i := range trustMesh.hosts {
-		if trustMesh.hosts[i].dir == g.StateDir {
+		if trustMesh.hosts[i].dir == g.StateDir() {
 			trustMesh.hosts[i].g = g
 		}
 	}
 }
 
-func joinTrustMesh(t testing.TB, dir, host string) {
+// JoinTrustMesh creates the host key of dir and has host and every host
+// in the mesh trust each other, until the test ends.
+func JoinTrustMesh(t testing.TB, dir, host string) {
 	t.Helper()
 	k, _, err := keys.LoadOrCreate(dir, host)
 	if err != nil {
@@ -56,8 +56,8 @@ func joinTrustMesh(t testing.TB, dir, host string) {
 		}
 		// as if its Watch had run: the newcomer's first heartbeat must not
 		// beat the reload (operators trust hosts before traffic flows)
-		if h.g != nil && h.g.ring != nil {
-			if err := h.g.ring.Reload(); err != nil {
+		if h.g != nil {
+			if err := h.g.ReloadTrust(); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"bytes"
@@ -6,14 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/herdbridge/herdbridge/herdr"
 )
 
-// Config is the gateway's configuration file (JSON), by default
+// FileConfig is the gateway's configuration file (JSON), by default
 // config.json in the state directory. Every field is optional.
-type Config struct {
+type FileConfig struct {
 	// Profiles are the workers bridge_spawn can start on this host.
 	Profiles map[string]herdr.Profile `json:"profiles,omitempty"`
 	Herdr    HerdrConfig              `json:"herdr"`
@@ -77,9 +79,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes "30s".
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
-// loadConfig reads path; a missing file is the zero config unless required.
-func loadConfig(path string, required bool) (Config, error) {
-	var c Config
+// LoadFile reads the configuration file at path; a missing file is the
+// zero config unless required.
+func LoadFile(path string, required bool) (FileConfig, error) {
+	var c FileConfig
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && !required {
 		return c, nil
@@ -98,4 +101,39 @@ func loadConfig(path string, required bool) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// DefaultStateDir is $HERDBRIDGE_STATE_DIR, else $XDG_STATE_HOME/herdbridge,
+// else ~/.local/state/herdbridge.
+func DefaultStateDir() string {
+	if d := os.Getenv("HERDBRIDGE_STATE_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "herdbridge")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "herdbridge")
+	}
+	return filepath.Join(home, ".local", "state", "herdbridge")
+}
+
+// DefaultHost is the host id from the machine's host name, with what a
+// host id may not hold replaced by '-'; "local" without one.
+func DefaultHost() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "local"
+	}
+	h = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '-'
+	}, h)
+	if len(h) > 63 {
+		h = h[:63]
+	}
+	return h
 }

@@ -1,4 +1,4 @@
-package main
+package gateway_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/broker"
+	"github.com/herdbridge/herdbridge/gateway"
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 )
 
 // BenchmarkBrokerLatency compares a gateway-to-gateway reply (host A's
@@ -55,17 +57,17 @@ func BenchmarkBrokerLatency(b *testing.B) {
 			name = "gateway-unsigned" // the cost of signing and verifying, measured in the same run
 		}
 		b.Run(name, func(b *testing.B) {
-			ga, gb, w, p := twoHosts(b, func(g *Gateway) { g.unsigned = !signed })
+			ga, gb, w, p := twoHosts(b, func(c *gateway.Config) { gateway.SetUnsigned(c, !signed) })
 			ctx := context.Background()
-			target := "lead@" + gb.Host
+			target := "lead@" + gb.Host()
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				if _, err := ga.BridgeCore().Send(ctx, w, bridge.SendRequest{Target: target, Message: "done: built the thing, 3 files changed, tests pass"}, nil); err != nil {
+				if _, err := ga.Core().Send(ctx, w, bridge.SendRequest{Target: target, Message: "done: built the thing, 3 files changed, tests pass"}, nil); err != nil {
 					b.Fatal(err)
 				}
-				r, err := gb.BridgeCore().Poll(ctx, p, bridge.PollRequest{Wait: 10 * time.Second}, nil)
+				r, err := gb.Core().Poll(ctx, p, bridge.PollRequest{Wait: 10 * time.Second}, nil)
 				if err != nil || len(r.Messages) != 1 {
 					b.Fatalf("poll: %+v %v", r, err)
 				}
@@ -120,7 +122,7 @@ func BenchmarkBrokerThroughput(b *testing.B) {
 	// bridge.msg (topic) into host B's real inbox (DLX, caps, TTL), where
 	// host B's gateway consumes and holds it until drained
 	b.Run("raw-same-route", func(b *testing.B) {
-		_, gb, w, p := twoHosts(b, func(g *Gateway) { g.unsigned = true }) // raw signs nothing
+		_, gb, w, p := twoHosts(b, func(c *gateway.Config) { gateway.SetUnsigned(c, true) }) // raw signs nothing
 		conn, err := amqp.Dial(url)
 		if err != nil {
 			b.Fatal(err)
@@ -148,9 +150,9 @@ func BenchmarkBrokerThroughput(b *testing.B) {
 			name = "gateway-unsigned"
 		}
 		b.Run(name, func(b *testing.B) {
-			ga, gb, w, p := twoHosts(b, func(g *Gateway) { g.unsigned = !signed })
+			ga, gb, w, p := twoHosts(b, func(c *gateway.Config) { gateway.SetUnsigned(c, !signed) })
 			ctx := context.Background()
-			target := "lead@" + gb.Host
+			target := "lead@" + gb.Host()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				start := time.Now()
@@ -165,7 +167,7 @@ func BenchmarkBrokerThroughput(b *testing.B) {
 					go func() {
 						defer wg.Done()
 						for range next {
-							if _, err := ga.BridgeCore().Send(ctx, w, bridge.SendRequest{Target: target, Message: "done: built the thing, 3 files changed, tests pass"}, nil); err != nil {
+							if _, err := ga.Core().Send(ctx, w, bridge.SendRequest{Target: target, Message: "done: built the thing, 3 files changed, tests pass"}, nil); err != nil {
 								b.Error(err)
 								return
 							}
@@ -183,9 +185,9 @@ func BenchmarkBrokerThroughput(b *testing.B) {
 }
 
 // drainHeld polls n messages off p's inbox so the inbox cap never bites.
-func drainHeld(b *testing.B, g *Gateway, p string, n int) {
+func drainHeld(b *testing.B, g *gateway.Gateway, p string, n int) {
 	for got := 0; got < n; {
-		r, err := g.BridgeCore().Poll(context.Background(), p, bridge.PollRequest{Max: 500, Wait: 5 * time.Second}, nil)
+		r, err := g.Core().Poll(context.Background(), p, bridge.PollRequest{Max: 500, Wait: 5 * time.Second}, nil)
 		if err != nil || len(r.Messages) == 0 {
 			b.Fatalf("drain: %d of %d (%v)", got, n, err)
 		}
@@ -217,17 +219,17 @@ func rawPair(b *testing.B, url string) (*amqp.Connection, *amqp.Connection, stri
 }
 
 // twoHosts starts hosts A (worker w) and B (primary lead) on the broker.
-func twoHosts(b *testing.B, tune ...func(*Gateway)) (ga, gb *Gateway, w, p string) {
+func twoHosts(b *testing.B, tune ...func(*gateway.Config)) (ga, gb *gateway.Gateway, w, p string) {
 	b.Helper()
-	ga = startHostGateway(b, uniqueHost("ba"), tune...)
-	gb = startHostGateway(b, uniqueHost("bb"), tune...)
+	ga = gatewaytest.StartHost(b, gatewaytest.UniqueHost("ba"), brokerURL(b), tune...)
+	gb = gatewaytest.StartHost(b, gatewaytest.UniqueHost("bb"), brokerURL(b), tune...)
 	ctx := context.Background()
-	we := regOn(b, ga, "w", bridge.RoleWorker)
-	pe := regOn(b, gb, "lead", bridge.RolePrimary)
-	eventually(b, 10*time.Second, "A sees lead", func() bool { _, err := ga.BridgeCore().Resolve("lead@" + gb.Host); return err == nil })
+	we := gatewaytest.RegisterOn(b, ga, "w", bridge.RoleWorker)
+	pe := gatewaytest.RegisterOn(b, gb, "lead", bridge.RolePrimary)
+	gatewaytest.Eventually(b, 10*time.Second, "A sees lead", func() bool { _, err := ga.Core().Resolve("lead@" + gb.Host()); return err == nil })
 	for i := 0; i < 20; i++ { // warm up
-		_, _ = ga.BridgeCore().Send(ctx, we.GID, bridge.SendRequest{Target: "lead@" + gb.Host, Message: "warm"}, nil)
-		_, _ = gb.BridgeCore().Poll(ctx, pe.GID, bridge.PollRequest{Wait: 5 * time.Second}, nil)
+		_, _ = ga.Core().Send(ctx, we.GID, bridge.SendRequest{Target: "lead@" + gb.Host(), Message: "warm"}, nil)
+		_, _ = gb.Core().Poll(ctx, pe.GID, bridge.PollRequest{Wait: 5 * time.Second}, nil)
 	}
 	return ga, gb, we.GID, pe.GID
 }

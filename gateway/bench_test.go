@@ -1,4 +1,4 @@
-package main
+package gateway_test
 
 import (
 	"context"
@@ -8,22 +8,21 @@ import (
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/herdbridge/herdbridge/gateway"
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 )
 
-// startBenchGateway runs a gateway in-process like startGateway, but with
+// startBenchGateway runs a gateway in-process like gatewaytest.StartLocal, but with
 // the production defaults of the core (nudge, sweep and wait timings) and
 // an info-level logger that formats every line and discards it, as a real
 // gateway at its default --log-level pays for its log. It also offers a
 // no-op tool: the baseline a bridge tool is compared against.
-func startBenchGateway(b *testing.B, noSync bool) *Gateway {
+func startBenchGateway(b *testing.B, noSync bool) *gateway.Gateway {
 	b.Helper()
-	g := &Gateway{StateDir: shortTempDir(b), Listen: "127.0.0.1:0", Host: "benchhost", NoSync: noSync,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))}
-	if err := g.Start(context.Background()); err != nil {
-		b.Fatalf("start gateway: %v", err)
-	}
-	b.Cleanup(func() { g.Close() })
-	g.mcp.MCP().AddTool(mcpgo.NewTool("noop"), func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+	g := gatewaytest.Start(b, gateway.Config{StateDir: gatewaytest.TempDir(b), Listen: "127.0.0.1:0", Host: "benchhost", NoSync: noSync,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	g.MCPServer().MCP().AddTool(mcpgo.NewTool("noop"), func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		return mcpgo.NewToolResultText("ok"), nil
 	})
 	return g
@@ -31,27 +30,20 @@ func startBenchGateway(b *testing.B, noSync bool) *Gateway {
 
 // rawCall is one tool call without the harness's result decoding, so the
 // bridge and no-op calls pay the same client-side cost.
-func rawCall(b *testing.B, cn *conn, tool string, args map[string]any) *mcpgo.CallToolResult {
+func rawCall(b *testing.B, cn *gatewaytest.Conn, tool string, args map[string]any) *mcpgo.CallToolResult {
 	req := mcpgo.CallToolRequest{}
 	req.Params.Name = tool
 	req.Params.Arguments = args
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := cn.c.CallTool(ctx, req)
+	res, err := cn.Client.CallTool(ctx, req)
 	if err != nil {
-		b.Fatalf("%s: %s: %v", cn.name, tool, err)
+		b.Fatalf("%s: %s: %v", cn.Name, tool, err)
 	}
 	if res.IsError {
-		b.Fatalf("%s: %s: tool error %+v", cn.name, tool, res.Content)
+		b.Fatalf("%s: %s: tool error %+v", cn.Name, tool, res.Content)
 	}
 	return res
-}
-
-func benchStatus(res *mcpgo.CallToolResult) (string, int) {
-	m, _ := res.StructuredContent.(map[string]any)
-	msgs, _ := m["messages"].([]any)
-	s, _ := m["status"].(string)
-	return s, len(msgs)
 }
 
 // BenchmarkRoundTrip is the MCP round trip of a reply: one iteration is the
@@ -66,20 +58,20 @@ func BenchmarkRoundTrip(b *testing.B) {
 		name string
 		dial dialer
 	}{
-		{"stdio", stdioConn},
-		{"http", httpConn},
+		{"stdio", gatewaytest.StdioConn},
+		{"http", gatewaytest.HTTPConn},
 	} {
 		b.Run(tr.name, func(b *testing.B) {
-			iters := func(g *Gateway) (bridgeIter, noopIter func()) {
+			iters := func(g *gateway.Gateway) (bridgeIter, noopIter func()) {
 				p := tr.dial(b, g, "lead", "primary")
 				w := tr.dial(b, g, "w", "worker")
 				send := map[string]any{"target": "lead", "message": body}
 				poll := map[string]any{"wait_s": 5}
 				bridgeIter = func() {
-					if s, _ := benchStatus(rawCall(b, w, "bridge_send", send)); s != "confirmed" {
+					if s, _ := gatewaytest.RawStatus(rawCall(b, w, "bridge_send", send)); s != "confirmed" {
 						b.Fatalf("send: status %q", s)
 					}
-					if s, n := benchStatus(rawCall(b, p, "bridge_poll", poll)); s != "drained" || n != 1 {
+					if s, n := gatewaytest.RawStatus(rawCall(b, p, "bridge_poll", poll)); s != "drained" || n != 1 {
 						b.Fatalf("poll: status %q, %d messages", s, n)
 					}
 				}

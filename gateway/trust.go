@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"crypto/tls"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/keys"
@@ -14,9 +13,6 @@ import (
 
 // auditName is the append-only audit log in the state dir.
 const auditName = "audit.log"
-
-// TrustReload is how often a running gateway looks for trust file changes.
-var TrustReload = 2 * time.Second
 
 // ringVerifier adapts keys.Ring to bridge.Verifier.
 type ringVerifier struct{ r *keys.Ring }
@@ -30,28 +26,23 @@ func (v ringVerifier) Verify(host string, msg, sig []byte) error {
 }
 
 // setupTrust loads (or creates, on first start) the host key and the trust
-// ring, and has cfg sign and verify. Only across hosts: on the embedded
-// transport nothing leaves this machine.
+// ring, and has cfg sign and verify; Run watches the trust file. Only
+// across hosts: on the embedded transport nothing leaves this machine.
 func (g *Gateway) setupTrust(cfg *bridge.Config) error {
-	k, created, err := keys.LoadOrCreate(g.StateDir, g.Host)
+	k, created, err := keys.LoadOrCreate(g.cfg.StateDir, g.cfg.Host)
 	if err != nil {
 		return fmt.Errorf("gateway: host key: %w", err)
 	}
 	if created {
-		g.Logger.Info("created a host key: give its public half to the other hosts (`herdbridge keys show`, then `herdbridge keys trust "+g.Host+" KEY` there)", "fingerprint", keys.Fingerprint(k.Public()))
+		g.log.Info("created a host key: give its public half to the other hosts (`herdbridge keys show`, then `herdbridge keys trust "+g.cfg.Host+" KEY` there)", "fingerprint", keys.Fingerprint(k.Public()))
 	}
-	ring, err := keys.NewRing(g.StateDir, g.Host, g.Logger)
+	ring, err := keys.NewRing(g.cfg.StateDir, g.cfg.Host, g.log)
 	if err != nil {
 		return fmt.Errorf("gateway: trust file: %w", err)
 	}
 	if n := len(ring.Hosts()); n <= 1 {
-		g.Logger.Warn("no other host is trusted yet: messages from other hosts will be refused until you run `herdbridge keys trust HOST KEY`", "trustFile", keys.TrustFile)
+		g.log.Warn("no other host is trusted yet: messages from other hosts will be refused until you run `herdbridge keys trust HOST KEY`", "trustFile", keys.TrustFile)
 	}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		ring.Watch(g.ctx, TrustReload)
-	}()
 	g.ring = ring
 	cfg.Signer, cfg.Verifier = k, ringVerifier{ring}
 	cfg.KeyFingerprint = keys.Fingerprint(k.Public())

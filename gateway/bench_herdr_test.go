@@ -1,4 +1,4 @@
-package main
+package gateway_test
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdbridge/herdbridge/gateway"
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 	"github.com/herdbridge/herdbridge/herdr/herdrtest"
 )
 
@@ -21,12 +23,12 @@ func BenchmarkForwardPath(b *testing.B) {
 	for _, n := range []int{1, 20} {
 		b.Run(fmt.Sprintf("%d-workers", n), func(b *testing.B) {
 			fake := herdrtest.New(b, herdrtest.WithSubmitDelay(submitDelay), herdrtest.WithTurnDuration(10*time.Millisecond))
-			g := startHerdrGateway(b, fake, func(g *Gateway) { g.Core.MaxWait = 45 * time.Second })
-			p := httpConn(b, g, "lead", "primary")
+			g := startHerdrGateway(b, fake, func(c *gateway.Config) { c.Core.MaxWait = 45 * time.Second })
+			p := gatewaytest.HTTPConn(b, g, "lead", "primary")
 			panes := make([]string, n)
 			for i := range panes {
 				panes[i] = fake.AddAgent(herdrtest.PaneOptions{Agent: "claude", Seen: true})
-				paneConn(b, g, fmt.Sprintf("w%d", i), "worker", panes[i])
+				gatewaytest.PaneConn(b, g, fmt.Sprintf("w%d", i), "worker", panes[i])
 			}
 			settled := func() {
 				for _, pn := range panes {
@@ -50,7 +52,7 @@ func BenchmarkForwardPath(b *testing.B) {
 					go func(k int) {
 						defer wg.Done()
 						t0 := time.Now()
-						r := p.call("bridge_send", map[string]any{"target": fmt.Sprintf("w%d", k), "message": fmt.Sprintf("brief %d.%d", i, k)})
+						r := p.Call("bridge_send", map[string]any{"target": fmt.Sprintf("w%d", k), "message": fmt.Sprintf("brief %d.%d", i, k)})
 						d := time.Since(t0)
 						if r.Status != "submitted" {
 							b.Errorf("receipt %q %q", r.Status, r.Reason)

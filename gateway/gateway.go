@@ -1,0 +1,431 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker"
+	"github.com/herdbridge/herdbridge/bridge/embedded"
+	"github.com/herdbridge/herdbridge/herdr"
+	"github.com/herdbridge/herdbridge/keys"
+	"github.com/herdbridge/herdbridge/mcp"
+)
+
+// Config is every setting of one gateway. The zero value of a field is
+// its default.
+type Config struct {
+	StateDir string // required: registry, inboxes, keys, the admin socket
+	Listen   string // HTTP address for MCP (default 127.0.0.1:7077; loopback unless TLSCert is set)
+	Host     string // this host's id
+	NoSync   bool   // skip fsync: a process crash still loses nothing, an OS crash or power loss can
+	Broker   string // amqp[s]:// URL: gateways meet there; empty: the embedded transport
+	// amqps://: CA bundle verifying the broker, client certificate and key
+	BrokerCA, BrokerCert, BrokerKey string
+	// PEM certificate (chain) and its key: HTTPS, and Listen may be non-loopback
+	TLSCert, TLSKey string
+	// TrustReload is how often a running gateway looks for trust file
+	// changes (default 2s).
+	TrustReload time.Duration
+	File        FileConfig    // the configuration file's settings (LoadFile)
+	Core        bridge.Config // tuning; Transport, Store, Host, Logger and the trust fields are set by Open
+	Logger      *slog.Logger  // nil: discard
+
+	unsigned bool // benchmarks only: no signing, no verification (the cost of trust, measured)
+}
+
+// Gateway is one gateway: core, transport, MCP over HTTP and the local
+// admin socket. Open it, Run it, Close it. Tests run it in-process on
+// 127.0.0.1:0.
+type Gateway struct {
+	cfg     Config
+	log     *slog.Logger
+	addr    string      // actual HTTP address
+	tlsConf *tls.Config // from TLSCert/TLSKey; nil: plain HTTP on loopback
+
+	herdr    *herdr.Client
+	watcher  *herdr.Watcher // nil: herdr disabled
+	nudger   *herdr.PaneNudger
+	tr       bridge.Transport
+	store    *bridge.Store
+	core     *bridge.Core
+	mcp      *mcp.Server
+	http     *http.Server
+	shutdown func(context.Context) error
+	audit    *bridge.AuditLog
+	ring     *keys.Ring // trusted keys (across hosts only)
+	sock, ln net.Listener
+
+	// life is cancelled by Close: the context of the pane nudger and of
+	// everything Run starts.
+	life   context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	running chan struct{} // closed when Run returns; nil until Run starts
+	closed  bool
+}
+
+// Info is InfoName's content: written to the state dir so local tools
+// find a running gateway.
+type Info struct {
+	URL  string `json:"url"`
+	Host string `json:"host"`
+	PID  int    `json:"pid"`
+}
+
+const (
+	// SocketName is the admin socket's file in the state dir.
+	SocketName = "gateway.sock"
+	// InfoName is the file in the state dir that names a running
+	// gateway's URL, host and pid (removed by Close).
+	InfoName  = "gateway.json"
+	stateName = "state.db"
+	queueName = "transport.db"
+)
+
+// Open opens the state (transport, store, keys, audit log), starts the
+// core and binds the HTTP listener and the admin socket, so startup errors
+// (a busy port, a refused broker, a host id in use) come from here. It
+// serves nothing until Run.
+func Open(ctx context.Context, cfg Config) (*Gateway, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:7077"
+	}
+	if cfg.TrustReload <= 0 {
+		cfg.TrustReload = 2 * time.Second
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger}
+	g.life, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := g.open(ctx); err != nil {
+		g.cancel()
+		g.closeState()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *Gateway) open(ctx context.Context) error {
+	if err := g.checkListen(); err != nil {
+		return err
+	}
+	dir := g.cfg.StateDir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("gateway: state dir %s: %w", dir, err)
+	}
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		g.log.Warn("state dir is readable by other users: chmod 700 it", "stateDir", dir, "mode", fi.Mode().Perm().String())
+	}
+	if err := g.openTransport(ctx); err != nil {
+		return err
+	}
+	var err error
+	if g.store, err = bridge.OpenStore(filepath.Join(dir, stateName), 0); err != nil {
+		return err
+	}
+	cfg := g.coreConfig()
+	if g.cfg.Broker != "" && !g.cfg.unsigned {
+		if err := g.setupTrust(&cfg); err != nil {
+			return err
+		}
+	}
+	if g.audit, err = bridge.OpenAuditLog(filepath.Join(dir, auditName), g.log); err != nil {
+		return err
+	}
+	cfg.Audit = g.audit
+	if g.core, err = bridge.New(cfg); err != nil {
+		return err
+	}
+	g.mcp = mcp.New(g.core, g.log)
+	g.core.SetNudger(g.mcp)
+	g.wireHerdr()
+	if err := g.core.Start(g.life); err != nil {
+		return err
+	}
+	if err := g.listenSocket(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", g.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("gateway: listen on %s: %w (is another gateway running? pick another with --listen)", g.cfg.Listen, err)
+	}
+	g.addr = ln.Addr().String()
+	g.ln = g.wrapTLS(ln)
+	handler, shutdown := g.mcp.Handler(mcp.HTTPOptions{})
+	g.shutdown = shutdown
+	g.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)} // TLS handshake errors and the like, structured
+	g.writeInfo()
+	return nil
+}
+
+// openTransport opens the broker transport, or the embedded one when no
+// broker is configured.
+func (g *Gateway) openTransport(ctx context.Context) error {
+	if g.cfg.Broker == "" {
+		tr, err := embedded.Open(filepath.Join(g.cfg.StateDir, queueName), embedded.Options{Logger: g.log, NoSync: g.cfg.NoSync})
+		if err != nil {
+			return err // no typed nil in g.tr: closeState would call it
+		}
+		g.tr = tr
+		return nil
+	}
+	if !strings.HasPrefix(g.cfg.Broker, "amqp://") && !strings.HasPrefix(g.cfg.Broker, "amqps://") {
+		return fmt.Errorf("gateway: --broker %q: use an amqp:// or amqps:// URL", g.cfg.Broker)
+	}
+	tlsConf, err := brokerTLS(g.cfg.BrokerCA, g.cfg.BrokerCert, g.cfg.BrokerKey)
+	if err != nil {
+		return err
+	}
+	tr, err := broker.Open(ctx, broker.Options{URL: g.cfg.Broker, TLS: tlsConf, Logger: g.log})
+	if err != nil {
+		return err
+	}
+	g.tr = tr
+	return nil
+}
+
+// coreConfig is the core's configuration: the tuning of Config.Core, the
+// configuration file's values where Core leaves them zero, and the state
+// Open opened.
+func (g *Gateway) coreConfig() bridge.Config {
+	cfg := g.cfg.Core
+	cfg.Host, cfg.Transport, cfg.Store, cfg.Logger = g.cfg.Host, g.tr, g.store, g.log
+	if cfg.InjectWait == 0 {
+		cfg.InjectWait = time.Duration(g.cfg.File.Herdr.InjectWait)
+	}
+	if cfg.ReceiptWait == 0 {
+		cfg.ReceiptWait = time.Duration(g.cfg.File.ReceiptWait)
+	}
+	if cfg.InboxMaxLength == 0 {
+		cfg.InboxMaxLength = g.cfg.File.InboxMaxLength
+	}
+	return cfg
+}
+
+// wireHerdr connects the core to herdr: the forward path into worker panes,
+// pane status following (run by Run), reminders typed into a primary's
+// pane, and spawn.
+func (g *Gateway) wireHerdr() {
+	hc := g.cfg.File.Herdr
+	if hc.Disabled {
+		g.log.Info("herdr integration disabled: briefs to workers in panes are held for bridge_poll")
+		g.mcp.SetSpawner(&spawnService{core: g.core, stateDir: g.cfg.StateDir}) // can still spawn on other hosts
+		return
+	}
+	g.herdr = &herdr.Client{Path: hc.Socket, Logger: g.log}
+	g.core.SetInjector(&herdr.Injector{Client: g.herdr, BriefDir: filepath.Join(g.cfg.StateDir, "briefs"),
+		MaxInline: hc.MaxInlineBrief, ReadyWait: time.Duration(hc.ReadyWait)})
+	nudgers := multiNudger{g.mcp}
+	if hc.PaneNudge == nil || *hc.PaneNudge {
+		g.nudger = &herdr.PaneNudger{Client: g.herdr, Log: g.log, Backoff: time.Duration(hc.NudgeBackoff), StillHeld: g.core.Held}
+		g.nudger.Start(g.life) // arms it: each reminder runs on its own goroutine until life ends, Close waits
+		nudgers = append(nudgers, g.nudger)
+	}
+	g.core.SetNudger(nudgers)
+	spawner := &spawnService{core: g.core, sp: &herdr.Spawner{Client: g.herdr, ReadyWait: time.Duration(hc.SpawnReadyWait)},
+		profiles: g.cfg.File.Profiles, stateDir: g.cfg.StateDir}
+	g.mcp.SetSpawner(spawner)
+	g.core.SetProfiles(spawner.Profiles)
+	g.core.SetSpawnHandler(spawner.handleRemote)
+	g.watcher = &herdr.Watcher{
+		Client:   g.herdr,
+		Log:      g.log,
+		Panes:    g.core.Panes,
+		OnStatus: g.core.PaneStatus,
+		OnClosed: func(pane string) { g.core.PaneClosed(g.life, pane) },
+	}
+}
+
+// multiNudger tells every nudger.
+type multiNudger []bridge.Nudger
+
+func (m multiNudger) Nudge(e bridge.Entity, h bridge.HeldSummary) {
+	for _, n := range m {
+		n.Nudge(e, h)
+	}
+}
+
+// Run serves MCP over HTTP and the admin socket, follows herdr's panes and
+// reloads the trust file, until ctx ends or Close is called; then it shuts
+// the servers down and returns once every goroutine it started has. Every
+// one of them runs under one errgroup: the first that fails stops the
+// others, and Run returns its error (nil on a requested stop, including a
+// Close before Run began).
+func (g *Gateway) Run(ctx context.Context) error {
+	g.mu.Lock()
+	switch {
+	case g.closed:
+		g.mu.Unlock()
+		return nil // Close won the race with a `go g.Run(ctx)`: a requested stop
+	case g.running != nil:
+		g.mu.Unlock()
+		return errors.New("gateway: Run called twice")
+	}
+	done := make(chan struct{})
+	g.running = done
+	g.mu.Unlock()
+	defer close(done)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopOnClose := context.AfterFunc(g.life, cancel)
+	defer stopOnClose()
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		if err := g.http.Serve(g.ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("gateway: http server: %w", err)
+		}
+		return nil
+	})
+	eg.Go(func() error { return g.acceptSocket(ctx, eg) })
+	if g.watcher != nil {
+		eg.Go(func() error { g.watcher.Run(ctx); return nil })
+	}
+	if g.ring != nil {
+		eg.Go(func() error { g.ring.Watch(ctx, g.cfg.TrustReload); return nil })
+	}
+	eg.Go(func() error {
+		<-ctx.Done()
+		g.stopServing()
+		return nil
+	})
+	transport := "embedded"
+	if g.cfg.Broker != "" {
+		transport = "broker"
+	}
+	g.log.Info("gateway serving", "url", g.URL(), "socket", g.SocketPath(), "stateDir", g.cfg.StateDir, "host", g.core.Host(), "transport", transport)
+	return eg.Wait()
+}
+
+// stopServing ends the MCP sessions and closes both listeners.
+func (g *Gateway) stopServing() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = g.shutdown(ctx)
+	_ = g.http.Shutdown(ctx)
+	_ = g.http.Close()
+	_ = g.ln.Close() // in case Serve had not taken it yet
+	_ = g.sock.Close()
+}
+
+func (g *Gateway) writeInfo() {
+	info, _ := json.Marshal(Info{URL: g.URL(), Host: g.core.Host(), PID: os.Getpid()})
+	if err := os.WriteFile(filepath.Join(g.cfg.StateDir, InfoName), info, 0o600); err != nil {
+		g.log.Warn("cannot write gateway.json", "err", err)
+	}
+}
+
+// checkLoopback refuses an HTTP listener that is not on loopback: bearer
+// tokens and message bodies would cross the network in clear (SPEC §8).
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("gateway: --listen %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("gateway: refusing to serve MCP on %q: only loopback addresses (127.0.0.1, ::1, localhost) are allowed until TLS is configured (--tls-cert FILE --tls-key FILE), since tokens would cross the network in clear", addr)
+}
+
+// URL is the HTTP base of the gateway.
+func (g *Gateway) URL() string {
+	if g.tlsConf != nil {
+		return "https://" + g.addr
+	}
+	return "http://" + g.addr
+}
+
+// Addr is the address the HTTP listener is bound to (Listen with its
+// port resolved).
+func (g *Gateway) Addr() string { return g.addr }
+
+// SocketPath is the admin socket.
+func (g *Gateway) SocketPath() string { return filepath.Join(g.cfg.StateDir, SocketName) }
+
+// StateDir is the gateway's state directory.
+func (g *Gateway) StateDir() string { return g.cfg.StateDir }
+
+// Host is this gateway's host id.
+func (g *Gateway) Host() string { return g.cfg.Host }
+
+// Core is the running bridge core.
+func (g *Gateway) Core() *bridge.Core { return g.core }
+
+// ReloadTrust rereads the trust file now, as the running gateway does
+// every TrustReload; a no-op on the embedded transport (nothing is signed).
+func (g *Gateway) ReloadTrust() error {
+	if g.ring == nil {
+		return nil
+	}
+	return g.ring.Reload()
+}
+
+// Close stops Run (and waits for it), then closes the core and the state.
+// Idempotent; safe whether or not Run was called.
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	running := g.running
+	g.mu.Unlock()
+	g.cancel()
+	if running != nil {
+		<-running
+	} else {
+		g.stopServing()
+	}
+	if g.nudger != nil {
+		g.nudger.Wait()
+	}
+	g.closeState()
+	_ = os.Remove(filepath.Join(g.cfg.StateDir, InfoName))
+	return nil
+}
+
+// closeState closes what open opened, in reverse; safe on a partial open.
+func (g *Gateway) closeState() {
+	if g.sock != nil {
+		_ = g.sock.Close()
+	}
+	if g.ln != nil {
+		_ = g.ln.Close()
+	}
+	if g.core != nil {
+		g.core.Close()
+	}
+	if g.audit != nil {
+		if err := g.audit.Close(); err != nil {
+			g.log.Error("audit log", "err", err)
+		}
+	}
+	if g.store != nil {
+		g.store.Close()
+	}
+	if g.tr != nil {
+		g.tr.Close()
+	}
+}

@@ -1,0 +1,241 @@
+package gateway
+
+// The admin socket: a 0600 unix socket in the state dir that local
+// commands (`herdbridge register`, `roster`, `stats`, `dlq`, `remove`,
+// `register --revoke`) and the stdio relay (`herdbridge mcp`) talk to. One
+// JSON request line, one JSON reply line; for "mcp" the connection then
+// carries the entity's MCP session. Both ends live here.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// Request is the first line a local client sends on the admin socket.
+type Request struct {
+	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke
+	Name   string   `json:"name,omitempty"`
+	Role   string   `json:"role,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+	PaneID string   `json:"paneId,omitempty"`
+	Limit  int      `json:"limit,omitempty"`
+}
+
+// Reply is the gateway's answer line.
+type Reply struct {
+	OK     bool                      `json:"ok"`
+	Error  string                    `json:"error,omitempty"`
+	Entity *bridge.Entity            `json:"entity,omitempty"`
+	Token  string                    `json:"token,omitempty"`
+	URL    string                    `json:"url,omitempty"`
+	Roster *bridge.RosterView        `json:"roster,omitempty"`
+	Dead   []bridge.DeadLetterRecord `json:"dead,omitempty"`
+	Tokens int                       `json:"tokens,omitempty"` // op revoke: how many tokens it revoked
+	Stats  *Stats                    `json:"stats,omitempty"`
+}
+
+// Stats is `herdbridge stats`: what a gateway refused, by reason (SPEC
+// §3's checks), and where its audit log is.
+type Stats struct {
+	Host         string            `json:"host"`
+	Key          string            `json:"key,omitempty"`
+	Signing      bool              `json:"signing"`
+	Refused      map[string]uint64 `json:"refused"`
+	Audit        string            `json:"audit"`
+	AuditDropped uint64            `json:"auditDropped"`
+	AuditError   string            `json:"auditError,omitempty"`
+}
+
+func (g *Gateway) listenSocket() error {
+	path := g.SocketPath()
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("gateway: a gateway already answers on %s", path)
+	}
+	_ = os.Remove(path) // stale from a crash
+	// No umask games: the umask is process-wide, and changing it even
+	// briefly gave files other goroutines created meanwhile (a test's go
+	// build output, once) the wrong mode. The socket is born inside the
+	// 0700 state dir, so no other user can reach it before the chmod.
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("gateway: unix socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("gateway: chmod %s: %w", path, err)
+	}
+	g.sock = ln
+	return nil
+}
+
+// acceptSocket serves the admin socket until it is closed; each
+// connection runs on eg, so Run waits for it.
+func (g *Gateway) acceptSocket(ctx context.Context, eg *errgroup.Group) error {
+	for {
+		c, err := g.sock.Accept()
+		if err != nil {
+			return nil // closed by stopServing
+		}
+		eg.Go(func() error {
+			if g.peerAllowed(c) { // closes c if not
+				g.serveSocket(ctx, c)
+			}
+			return nil
+		})
+	}
+}
+
+func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReaderSize(c, 64<<10)
+	line, err := br.ReadSlice('\n') // at most the buffer: a request line is small
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			raw, _ := json.Marshal(Reply{Error: "request line over 64 KiB"})
+			_, _ = c.Write(append(raw, '\n'))
+		}
+		return
+	}
+	line = append([]byte(nil), line...)
+	_ = c.SetReadDeadline(time.Time{})
+	var req Request
+	reply := func(r Reply) error {
+		raw, _ := json.Marshal(r)
+		_, err := c.Write(append(raw, '\n'))
+		return err
+	}
+	if err := json.Unmarshal(line, &req); err != nil {
+		_ = reply(Reply{Error: "bad request: " + err.Error()})
+		return
+	}
+	switch req.Op {
+	case "register", "mcp":
+		e, tok, err := g.core.Register(ctx, bridge.RegisterRequest{Name: req.Name, Role: bridge.Role(req.Role), Groups: req.Groups, PaneID: req.PaneID, NoToken: req.Op == "mcp"})
+		if err != nil {
+			_ = reply(Reply{Error: err.Error()})
+			return
+		}
+		r := Reply{OK: true, Entity: &e, URL: g.URL()}
+		if req.Op == "register" {
+			r.Token = tok
+		}
+		if reply(r) != nil || req.Op == "register" {
+			return
+		}
+		if err := g.mcp.ServeConn(ctx, e.GID, br, c); err != nil {
+			g.log.Debug("socket session ended", bridge.LogGID, e.GID, "err", err)
+		}
+	case "roster":
+		v := g.core.Roster()
+		_ = reply(Reply{OK: true, Roster: &v})
+	case "stats":
+		_ = reply(Reply{OK: true, Stats: g.stats()})
+	case "dlq":
+		d, err := g.core.DeadLetters(req.Limit)
+		if err != nil {
+			_ = reply(Reply{Error: err.Error()})
+			return
+		}
+		_ = reply(Reply{OK: true, Dead: d})
+	case "remove":
+		e, err := g.core.Resolve(req.Name)
+		if err == nil {
+			err = g.core.Remove(ctx, e.GID)
+		}
+		if err != nil {
+			_ = reply(Reply{Error: err.Error()})
+			return
+		}
+		_ = reply(Reply{OK: true, Entity: &e})
+	case "revoke":
+		_ = reply(g.sockRevoke(req.Name))
+	default:
+		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke)", req.Op)})
+	}
+}
+
+func (g *Gateway) stats() *Stats {
+	cc := g.core.Config()
+	st := &Stats{Host: g.cfg.Host, Key: cc.KeyFingerprint, Signing: cc.Signer != nil,
+		Refused: g.core.Refused(), Audit: filepath.Join(g.cfg.StateDir, auditName)}
+	if st.Refused == nil {
+		st.Refused = map[string]uint64{}
+	}
+	st.AuditDropped = g.audit.Dropped()
+	if err := g.audit.Err(); err != nil {
+		st.AuditError = err.Error()
+	}
+	return st
+}
+
+// Dial opens the admin socket of the gateway on stateDir and sends req.
+// On success the caller owns the connection (for op "mcp" it carries the
+// session; br holds what the gateway sent past the reply line).
+func Dial(stateDir string, req Request) (c net.Conn, br *bufio.Reader, r Reply, err error) {
+	path := filepath.Join(stateDir, SocketName)
+	c, err = net.DialTimeout("unix", path, 3*time.Second)
+	if err != nil {
+		return nil, nil, Reply{}, fmt.Errorf("no gateway answers on %s (%v): start one with `herdbridge gateway --state-dir %s`", path, err, stateDir)
+	}
+	raw, _ := json.Marshal(req)
+	if _, err := c.Write(append(raw, '\n')); err != nil {
+		c.Close()
+		return nil, nil, Reply{}, err
+	}
+	br = bufio.NewReaderSize(c, 64<<10)
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		c.Close()
+		return nil, nil, Reply{}, fmt.Errorf("gateway on %s closed the connection: %w", path, err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if err := json.Unmarshal(line, &r); err != nil {
+		c.Close()
+		return nil, nil, Reply{}, fmt.Errorf("gateway sent a bad reply: %w", err)
+	}
+	if !r.OK {
+		c.Close()
+		return nil, nil, r, errors.New(strings.TrimSpace(r.Error))
+	}
+	return c, br, r, nil
+}
+
+// Ask sends one request to the gateway on stateDir and returns its reply:
+// Dial for every op but "mcp".
+func Ask(stateDir string, req Request) (Reply, error) {
+	c, _, r, err := Dial(stateDir, req)
+	if err != nil {
+		return r, err
+	}
+	c.Close()
+	return r, nil
+}
+
+// Answers reports whether something listens on stateDir's admin socket;
+// false only when nothing does (no socket, or a stale one from a crash).
+func Answers(stateDir string) bool {
+	c, err := net.DialTimeout("unix", filepath.Join(stateDir, SocketName), 3*time.Second)
+	if err == nil {
+		c.Close()
+		return true
+	}
+	return !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED)
+}
