@@ -20,6 +20,7 @@ import (
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/bridge/embedded"
+	"github.com/herdbridge/herdbridge/bridge/store"
 	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/keys"
 	"github.com/herdbridge/herdbridge/mcp"
@@ -60,7 +61,7 @@ type Gateway struct {
 	watcher  *herdr.Watcher // nil: herdr disabled
 	nudger   *herdr.PaneNudger
 	tr       bridge.Transport
-	store    *bridge.Store
+	store    *store.Store
 	core     *bridge.Core
 	mcp      *mcp.Server
 	http     *http.Server
@@ -136,7 +137,7 @@ func (g *Gateway) open(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if g.store, err = bridge.OpenStore(filepath.Join(dir, stateName), 0); err != nil {
+	if g.store, err = store.Open(filepath.Join(dir, stateName), 0); err != nil {
 		return err
 	}
 	cfg := g.coreConfig()
@@ -149,12 +150,15 @@ func (g *Gateway) open(ctx context.Context) error {
 		return err
 	}
 	cfg.Audit = g.audit
+	g.wireHerdr(&cfg)
 	if g.core, err = bridge.New(cfg); err != nil {
 		return err
 	}
+	// the MCP server is built on the core, and is the core's first nudger:
+	// cfg.Nudger reaches it through g.mcp, set here before Start runs the
+	// nudge loop
 	g.mcp = mcp.New(g.core, g.log)
-	g.core.SetNudger(g.mcp)
-	g.wireHerdr()
+	g.watchPanes()
 	if err := g.core.Start(g.life); err != nil {
 		return err
 	}
@@ -219,46 +223,43 @@ func (g *Gateway) coreConfig() bridge.Config {
 	return cfg
 }
 
-// wireHerdr connects the core to herdr: the forward path into worker panes,
-// pane status following (run by Run), reminders typed into a primary's
-// pane, and spawn.
-func (g *Gateway) wireHerdr() {
+// wireHerdr gives the core what it needs of herdr, all in its Config: the
+// forward path into worker panes (Injector), spawn (Panes: the herdr
+// spawner with this host's profiles), and the nudgers — the MCP sessions,
+// and reminders typed into a primary's pane. With herdr disabled only the
+// MCP sessions are nudged (and this host can still spawn on others).
+func (g *Gateway) wireHerdr(cfg *bridge.Config) {
+	sessions := bridge.NudgerFunc(func(e bridge.Entity, h bridge.HeldSummary) { g.mcp.Nudge(e, h) })
+	cfg.Nudger = sessions
 	hc := g.cfg.File.Herdr
 	if hc.Disabled {
 		g.log.Info("herdr integration disabled: briefs to workers in panes are held for bridge_poll")
-		g.mcp.SetSpawner(&spawnService{core: g.core, stateDir: g.cfg.StateDir}) // can still spawn on other hosts
 		return
 	}
 	g.herdr = &herdr.Client{Path: hc.Socket, Logger: g.log}
-	g.core.SetInjector(&herdr.Injector{Client: g.herdr, BriefDir: filepath.Join(g.cfg.StateDir, "briefs"),
-		MaxInline: hc.MaxInlineBrief, ReadyWait: time.Duration(hc.ReadyWait)})
-	nudgers := multiNudger{g.mcp}
+	cfg.Injector = &herdr.Injector{Client: g.herdr, BriefDir: filepath.Join(g.cfg.StateDir, "briefs"),
+		MaxInline: hc.MaxInlineBrief, ReadyWait: time.Duration(hc.ReadyWait)}
+	cfg.Panes = &herdr.Spawner{Client: g.herdr, ReadyWait: time.Duration(hc.SpawnReadyWait), Profiles: g.cfg.File.Profiles, StateDir: g.cfg.StateDir}
 	if hc.PaneNudge == nil || *hc.PaneNudge {
-		g.nudger = &herdr.PaneNudger{Client: g.herdr, Log: g.log, Backoff: time.Duration(hc.NudgeBackoff), StillHeld: g.core.Held}
+		g.nudger = &herdr.PaneNudger{Client: g.herdr, Log: g.log, Backoff: time.Duration(hc.NudgeBackoff),
+			StillHeld: func(gid string) (bridge.HeldSummary, bool) { return g.core.Held(gid) }}
 		g.nudger.Start(g.life) // arms it: each reminder runs on its own goroutine until life ends, Close waits
-		nudgers = append(nudgers, g.nudger)
+		cfg.Nudger = bridge.Nudgers{sessions, g.nudger}
 	}
-	g.core.SetNudger(nudgers)
-	spawner := &spawnService{core: g.core, sp: &herdr.Spawner{Client: g.herdr, ReadyWait: time.Duration(hc.SpawnReadyWait)},
-		profiles: g.cfg.File.Profiles, stateDir: g.cfg.StateDir}
-	g.mcp.SetSpawner(spawner)
-	g.core.SetProfiles(spawner.Profiles)
-	g.core.SetSpawnHandler(spawner.handleRemote)
+}
+
+// watchPanes prepares the herdr pane watcher Run runs: pane status for the
+// roster, and a closed pane removes its entity.
+func (g *Gateway) watchPanes() {
+	if g.herdr == nil {
+		return
+	}
 	g.watcher = &herdr.Watcher{
 		Client:   g.herdr,
 		Log:      g.log,
 		Panes:    g.core.Panes,
 		OnStatus: g.core.PaneStatus,
 		OnClosed: func(pane string) { g.core.PaneClosed(g.life, pane) },
-	}
-}
-
-// multiNudger tells every nudger.
-type multiNudger []bridge.Nudger
-
-func (m multiNudger) Nudge(e bridge.Entity, h bridge.HeldSummary) {
-	for _, n := range m {
-		n.Nudge(e, h)
 	}
 }
 

@@ -49,7 +49,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*sessionInfo // MCP session id -> whose, and its open calls
-	reqs     httpRequests // HTTP requests in flight, cut off when their entity's tokens are revoked
+	reqs     httpRequests            // HTTP requests in flight, cut off when their entity's tokens are revoked
 }
 
 type sessionInfo struct {
