@@ -5,11 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/bridge/broker/brokertest"
 	"github.com/herdbridge/herdbridge/bridge/transporttest"
 )
+
+// TestMain checks that every connection, channel and consumer goroutine of
+// the broker transport ends with Close.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func brokerURL(t testing.TB) string { return brokertest.URL(t) }
 
