@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -239,6 +240,9 @@ func (c *Core) Broadcast(ctx context.Context, gid, message, group string) (*Resu
 	env := c.newEnv(KindBroadcast, gid, key, []byte(message), c.cfg.MessageTTL)
 	env.TraceID = uuid.NewString()
 	if err := c.publish(ctx, key, env, false); err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			return nil, userErr("broadcast to %s not sent: %v; send it again once the broker is back", key, err)
+		}
 		return nil, fmt.Errorf("bridge: broadcast: %w", err)
 	}
 	c.log.Info("broadcast", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogFrom, gid, LogTo, key)

@@ -97,6 +97,10 @@ var (
 	ErrConsumerExists = errors.New("bridge: inbox already has a consumer")
 	ErrNoInbox        = errors.New("bridge: no such inbox")
 	ErrClosed         = errors.New("bridge: transport closed")
+	// ErrUnavailable is a transport that cannot reach its broker within its
+	// bound: the message was not published (or, when the link dropped
+	// before the broker confirmed it, its fate is unknown: the error says).
+	ErrUnavailable = errors.New("bridge: transport unavailable")
 )
 
 // InboxQueueName is the broker name of gid's inbox (SPEC §5).

@@ -43,6 +43,10 @@ type Options struct {
 	Logger    *slog.Logger
 	// ConnectTimeout bounds the first dial (default 10s).
 	ConnectTimeout time.Duration
+	// DownWait bounds how long a publish waits for a broker that is down
+	// before it fails with bridge.ErrUnavailable (default 5s): a send never
+	// hangs until the MCP client gives up.
+	DownWait time.Duration
 }
 
 // Transport is the AMQP transport. Create it with Open.
@@ -80,6 +84,9 @@ func Open(ctx context.Context, opts Options) (*Transport, error) {
 	}
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = 10 * time.Second
+	}
+	if opts.DownWait <= 0 {
+		opts.DownWait = 5 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -317,6 +324,18 @@ func (t *Transport) waitUp(ctx context.Context) (*amqp.Connection, *amqp.Channel
 			return nil, nil, bridge.ErrClosed
 		}
 	}
+}
+
+// waitUpToPublish is waitUp bounded by DownWait: past it, the broker is
+// reported unreachable (bridge.ErrUnavailable) instead of waited for.
+func (t *Transport) waitUpToPublish(ctx context.Context) (*amqp.Connection, *amqp.Channel, error) {
+	wctx, cancel := context.WithTimeout(ctx, t.opts.DownWait)
+	defer cancel()
+	conn, pub, err := t.waitUp(wctx)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return nil, nil, fmt.Errorf("%w: the broker at %s has been unreachable for %v (the gateway keeps reconnecting)", bridge.ErrUnavailable, redact(t.opts.URL), t.opts.DownWait)
+	}
+	return conn, pub, err
 }
 
 // Close stops consumers and closes the connection. Idempotent.

@@ -18,7 +18,7 @@ func ControlQueue(host string) string { return "control." + host }
 // PublishControl implements bridge.ControlTransport: mandatory, so a host
 // that never ran a gateway on this broker is an immediate error.
 func (t *Transport) PublishControl(ctx context.Context, host string, env *bridge.Envelope) error {
-	_, pub, err := t.waitUp(ctx)
+	_, pub, err := t.waitUpToPublish(ctx)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -121,4 +122,61 @@ func TestPublishChannelException(t *testing.T) {
 	if err := tr.Publish(pctx, gid, env(), true); err != nil {
 		t.Fatalf("after the exchange is back: %v", err)
 	}
+}
+
+// TestPublishWhileDownFailsWithinBound: with the broker application
+// stopped, a publish whose caller would wait 30 s fails after DownWait with
+// ErrUnavailable and a reason naming the broker; once the broker is back,
+// publishing works again on the reconnected transport.
+func TestPublishWhileDownFailsWithinBound(t *testing.T) {
+	url := brokerURL(t)
+	ctx := context.Background()
+	tr, err := broker.Open(ctx, broker.Options{URL: url, Heartbeat: 2 * time.Second, DownWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	gid := uuid.NewString()
+	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 100}); err != nil {
+		t.Fatal(err)
+	}
+	send := func() (time.Duration, error) {
+		now := time.Now()
+		env := &bridge.Envelope{V: 1, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: uuid.NewString(), To: gid, Host: "h", TS: now, ExpiresAt: now.Add(time.Hour), Body: []byte("x")}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := tr.Publish(sctx, gid, env, true)
+		return time.Since(start), err
+	}
+	if _, err := send(); err != nil {
+		t.Fatal(err)
+	}
+	rmqctl(t, "stop_app")
+	restarted := false
+	defer func() {
+		if !restarted {
+			rmqctl(t, "start_app")
+		}
+	}()
+	took, err := send()
+	if !errors.Is(err, bridge.ErrUnavailable) || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("publish with the broker down: %v after %v, want ErrUnavailable saying the broker is unreachable", err, took)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("publish with the broker down failed after %v, want about DownWait (1s)", took)
+	}
+	rmqctl(t, "start_app")
+	restarted = true
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := send()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("publish after start_app: %v", err)
+		}
+	}
+	t.Logf("failed after %v while down; publishing again after start_app", took)
 }

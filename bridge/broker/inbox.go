@@ -138,7 +138,7 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 	}
 	chanErrs := 0
 	for attempt := 0; ; attempt++ {
-		conn, pub, err := t.waitUp(ctx)
+		conn, pub, err := t.waitUpToPublish(ctx)
 		if err != nil {
 			if attempt > 0 {
 				return fmt.Errorf("broker: publish %s: connection lost before the broker confirmed it, and not back: %w", env.MsgID, err)
