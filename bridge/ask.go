@@ -14,15 +14,32 @@ type AskRequest struct {
 	Timeout  time.Duration // lifetime of the ask (expiresAt); default AskTTL
 	TurnID   string        // resume waiting on this open ask
 	Wait     time.Duration // how long this call waits; default and cap MaxWait
+	// RequestID is optional: a repeat within RequestMemory asks nothing new.
+	RequestID string
 }
 
 // Ask is bridge_ask for the entity gid: a new ASK, or with TurnID the wait
-// on an open one resumed.
+// on an open one resumed. With RequestID, a repeat answers from the first
+// call (repeatAsk).
 func (c *Core) Ask(ctx context.Context, gid string, req AskRequest, prog Progress) (*Result, error) {
 	st, err := c.caller(gid)
 	if err != nil {
 		return nil, err
 	}
+	if req.TurnID != "" { // resuming publishes nothing: turn_id is its own idempotency key
+		if err := checkRequestID(req.RequestID); err != nil {
+			return nil, err
+		}
+		return c.ask(ctx, st, req, prog)
+	}
+	return c.idempotent(ctx, st, req.RequestID, "bridge_ask", []string{req.Question, req.Target},
+		func(ctx context.Context) (*Result, error) { return c.ask(ctx, st, req, prog) },
+		func(ctx context.Context, call *reqCall) (*Result, error) {
+			return c.repeatAsk(ctx, st, call, req, prog)
+		})
+}
+
+func (c *Core) ask(ctx context.Context, st *entState, req AskRequest, prog Progress) (*Result, error) {
 	var t *askTurn
 	if req.TurnID != "" {
 		st.mu.Lock()
@@ -31,8 +48,11 @@ func (c *Core) Ask(ctx context.Context, gid string, req AskRequest, prog Progres
 		if t == nil {
 			return nil, userErr("no open ask with turn_id %s: it was never made by you, or it ended more than a minute ago", req.TurnID)
 		}
-	} else if t, err = c.newAsk(ctx, st, req); err != nil {
-		return nil, err
+	} else {
+		var err error
+		if t, err = c.newAsk(ctx, st, req); err != nil {
+			return nil, err
+		}
 	}
 	return c.awaitAnswer(ctx, st, t, req.Wait, prog)
 }

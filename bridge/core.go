@@ -10,9 +10,10 @@
 // (entities by gid, name, token), each entity's inbox state (entState:
 // held, waiters, receipts, turns), the gate (verification and messages
 // waiting for presence), memory (the seen-set and sender bindings), the
-// ledger (briefs awaiting receipts), presence (other hosts), and the
-// nudge set. Lock order: regMu → presence.pub → an entity's mu → any one
-// leaf lock (registry, gate, memory, ledger, presence, nudges, spawns); a
+// ledger (briefs awaiting receipts), the requests (idempotent calls by
+// request_id), presence (other hosts), and the nudge set. Lock order:
+// regMu → presence.pub → an entity's mu → any one leaf lock (registry,
+// gate, memory, ledger, requests, presence, nudges, spawns); a
 // leaf lock is never held while another lock is taken.
 package bridge
 
@@ -38,6 +39,7 @@ type Core struct {
 	gate   *gate
 	mem    *memory
 	ledger *ledger
+	reqs   *requests
 	pres   *presence
 	nudges nudgeSet
 	spawns spawnClaims
@@ -66,7 +68,7 @@ func New(cfg Config) (*Core, error) {
 	return &Core{
 		cfg: cfg, log: cfg.Logger, tr: cfg.Transport, st: cfg.Store,
 		reg: newRegistry(), gate: newGate(), mem: newMemory(cfg.SeenSize, cfg.MessageTTL, cfg.ClockSkew),
-		ledger: newLedger(cfg.Store, cfg.Logger), pres: newPresence(),
+		ledger: newLedger(cfg.Store, cfg.Logger), reqs: newRequests(cfg.Store, cfg.Logger), pres: newPresence(),
 	}, nil
 }
 
@@ -124,6 +126,9 @@ func (c *Core) load() (int, error) {
 	}
 	if err := c.ledger.load(); err != nil {
 		return 0, fmt.Errorf("bridge: load briefs awaiting receipts: %w", err)
+	}
+	if err := c.reqs.load(c.cfg.Now()); err != nil {
+		return 0, fmt.Errorf("bridge: load remembered request ids: %w", err)
 	}
 	for _, se := range stored {
 		st := newEntState(entityOf(se))

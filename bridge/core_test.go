@@ -299,7 +299,7 @@ func TestStatuses(t *testing.T) {
 		}},
 		{name: "broadcast is confirmed", want: bridge.StatusConfirmed, run: func(t *testing.T, h *harness) string {
 			p, _ := pair(h)
-			res, err := h.c.Broadcast(context.Background(), p.GID, "hello all", "")
+			res, err := h.c.Broadcast(context.Background(), p.GID, bridge.BroadcastRequest{Message: "hello all"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -815,7 +815,10 @@ func TestUserErrors(t *testing.T) {
 			return err
 		}, "turn_id"},
 		{"poll unknown target", func() error { _, err := h.c.Poll(ctx, p.GID, bridge.PollRequest{Target: "ww"}, nil); return err }, "did you mean w"},
-		{"broadcast bad group", func() error { _, err := h.c.Broadcast(ctx, p.GID, "m", "Bad Group"); return err }, "group"},
+		{"broadcast bad group", func() error {
+			_, err := h.c.Broadcast(ctx, p.GID, bridge.BroadcastRequest{Message: "m", Group: "Bad Group"})
+			return err
+		}, "group"},
 		{"remove unknown", func() error { return h.c.Remove(ctx, uuid.NewString()) }, "no entity"},
 	}
 	for _, tc := range cases {
@@ -1030,7 +1033,7 @@ func TestBroadcast(t *testing.T) {
 	b := h.reg("b", bridge.RoleWorker, "team")
 	c := h.reg("c", bridge.RolePrimary)
 
-	res, err := h.c.Broadcast(context.Background(), a.GID, "team only", "team")
+	res, err := h.c.Broadcast(context.Background(), a.GID, bridge.BroadcastRequest{Message: "team only", Group: "team"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1051,7 +1054,7 @@ func TestBroadcast(t *testing.T) {
 		}
 	}
 
-	if _, err := h.c.Broadcast(context.Background(), a.GID, "everyone", ""); err != nil {
+	if _, err := h.c.Broadcast(context.Background(), a.GID, bridge.BroadcastRequest{Message: "everyone"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range []bridge.Entity{b, c} {

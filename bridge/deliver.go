@@ -44,6 +44,9 @@ func (c *Core) deliver(gid string, d Delivery) {
 		a = c.onMessage(st, env)
 	}
 	c.settleArrival(st, d, a)
+	if d.Env.Corr != "" { // a receipt or answer: keep its message's remembered status current
+		c.reqs.observe(gid, d.Env)
+	}
 }
 
 // verifyDelivery applies verify to a delivery into gid's inbox; false when

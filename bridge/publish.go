@@ -22,10 +22,11 @@ func (c *Core) publish(ctx context.Context, key string, env *Envelope, mandatory
 	err := c.tr.Publish(ctx, key, env, mandatory)
 	if err != nil {
 		c.auditEnv("out", env, key, "publish failed: "+err.Error())
-	} else {
-		c.auditEnv("out", env, key, "published")
+		return err
 	}
-	return err
+	c.auditEnv("out", env, key, "published")
+	c.publishedFor(ctx, env)
+	return nil
 }
 
 // outMsg is a publish decided under a lock and done after it.

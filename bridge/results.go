@@ -64,6 +64,9 @@ type Result struct {
 	Messages []Message    `json:"messages,omitempty"`
 	Held     *HeldSummary `json:"held,omitempty"` // what else waits for the caller
 	Next     string       `json:"next,omitempty"` // what to call next
+	// Deduped: a repeat of an earlier call with the same request_id; it
+	// published nothing, and shows that call's message and current status.
+	Deduped bool `json:"deduped,omitempty"`
 }
 
 // Progress is told, while a call waits, how long it has waited of how long.

@@ -13,10 +13,11 @@ import (
 
 // SendRequest is bridge_send.
 type SendRequest struct {
-	Target  string
-	Message string
-	Wait    time.Duration
-	TurnID  string
+	Target    string
+	Message   string
+	Wait      time.Duration
+	TurnID    string
+	RequestID string // optional: a repeat within RequestMemory publishes nothing
 }
 
 // openSend is a bridge_send between its publish and its result.
@@ -34,6 +35,7 @@ type openSend struct {
 
 // Send is bridge_send for the entity gid (SPEC §2): a SEND into a worker
 // (the forward path), a REPLY into a primary, or with TurnID an ANSWER.
+// With RequestID, a repeat answers from the first call (repeatSend).
 func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progress) (*Result, error) {
 	st, err := c.caller(gid)
 	if err != nil {
@@ -42,6 +44,14 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 	if err := c.checkBody(req.Message); err != nil {
 		return nil, err
 	}
+	return c.idempotent(ctx, st, req.RequestID, "bridge_send", []string{req.Target, req.Message, req.TurnID},
+		func(ctx context.Context) (*Result, error) { return c.send(ctx, st, req, prog) },
+		func(ctx context.Context, call *reqCall) (*Result, error) {
+			return c.repeatSend(ctx, st, call, req, prog)
+		})
+}
+
+func (c *Core) send(ctx context.Context, st *entState, req SendRequest, prog Progress) (*Result, error) {
 	if req.TurnID != "" {
 		return c.answer(ctx, st, req)
 	}
@@ -49,7 +59,7 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 	if err != nil {
 		return nil, err
 	}
-	if target.GID == gid {
+	if target.GID == st.GID {
 		return nil, userErr("%s is you: send to another entity", req.Target)
 	}
 	s := c.openSend(st, target, req)
@@ -83,22 +93,28 @@ func (c *Core) openSend(st *entState, target Entity, req SendRequest) *openSend 
 		s.env.TraceID = st.brief.traceID
 	}
 	if kind == KindSend && s.wait > 0 {
-		s.w = &waiter{
-			ch:     make(chan *heldMsg, 1),
-			isSend: true,
-			accept: func(e *Envelope) bool {
-				return e.Kind == KindAsk || (e.Kind == KindReply || e.Kind == KindSend) && e.From == target.GID
-			},
-			onHeld: func() {
-				select {
-				case s.nudged <- struct{}{}:
-				default:
-				}
-			},
-		}
+		s.w = s.replyWaiter()
 		st.addWaiter(s.w)
 	}
 	return s
+}
+
+// replyWaiter is the waiter of an open send into a worker: resolved by the
+// worker's reply or an ASK from any of the caller's workers.
+func (s *openSend) replyWaiter() *waiter {
+	return &waiter{
+		ch:     make(chan *heldMsg, 1),
+		isSend: true,
+		accept: func(e *Envelope) bool {
+			return e.Kind == KindAsk || (e.Kind == KindReply || e.Kind == KindSend) && e.From == s.target.GID
+		},
+		onHeld: func() {
+			select {
+			case s.nudged <- struct{}{}:
+			default:
+			}
+		},
+	}
 }
 
 // forwardsTo reports whether a SEND to target is typed into a pane, so a
@@ -224,20 +240,34 @@ func (c *Core) sendTimedOut(s *openSend, res *Result) *Result {
 	return res
 }
 
+// BroadcastRequest is bridge_broadcast.
+type BroadcastRequest struct {
+	Message   string
+	Group     string // "" or "all": everyone
+	RequestID string // optional: a repeat within RequestMemory publishes nothing
+}
+
 // Broadcast is bridge_broadcast: one publish, copied into every bound inbox
 // but the sender's.
-func (c *Core) Broadcast(ctx context.Context, gid, message, group string) (*Result, error) {
-	if _, err := c.caller(gid); err != nil {
+func (c *Core) Broadcast(ctx context.Context, gid string, req BroadcastRequest) (*Result, error) {
+	st, err := c.caller(gid)
+	if err != nil {
 		return nil, err
 	}
-	if err := c.checkBody(message); err != nil {
+	if err := c.checkBody(req.Message); err != nil {
 		return nil, err
 	}
-	if group != "" && group != "all" && !ValidGroup(group) {
+	if group := req.Group; group != "" && group != "all" && !ValidGroup(group) {
 		return nil, userErr("group %q is not valid: lowercase letters, digits, '_' or '-'", group)
 	}
-	key := BroadcastKey(group)
-	env := c.newEnv(KindBroadcast, gid, key, []byte(message), c.cfg.MessageTTL)
+	return c.idempotent(ctx, st, req.RequestID, "bridge_broadcast", []string{req.Message, req.Group},
+		func(ctx context.Context) (*Result, error) { return c.broadcast(ctx, gid, req) },
+		func(_ context.Context, call *reqCall) (*Result, error) { return c.dedupResult(st, call.rec), nil })
+}
+
+func (c *Core) broadcast(ctx context.Context, gid string, req BroadcastRequest) (*Result, error) {
+	key := BroadcastKey(req.Group)
+	env := c.newEnv(KindBroadcast, gid, key, []byte(req.Message), c.cfg.MessageTTL)
 	env.TraceID = uuid.NewString()
 	if err := c.publish(ctx, key, env, false); err != nil {
 		if errors.Is(err, ErrUnavailable) {

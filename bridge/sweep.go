@@ -25,6 +25,7 @@ func (c *Core) sweep() {
 	c.overdueReceipts(now)
 	c.expirePending(now)
 	c.mem.save(c.st, now, c.log)
+	c.reqs.prune(now)
 	for _, st := range c.reg.all() {
 		c.sweepEntity(st, now)
 	}

@@ -14,14 +14,17 @@ import (
 // Relay is `herdbridge mcp`: it registers over the gateway's admin socket
 // and relays the agent's stdio to the MCP session the gateway runs there.
 // When the gateway restarts it reconnects (same name, so the same entity
-// and inbox), replays the client's initialize handshake, and answers the
-// calls that were in flight with an error saying to retry them — the
-// agent's MCP server never has to be restarted by hand.
+// and inbox), replays the client's initialize handshake, and re-issues the
+// calls of bridge_send, bridge_broadcast and bridge_ask that were in
+// flight: the relay gives each such call a request_id, so the re-issued
+// call publishes nothing twice and the agent gets the real result. Other
+// calls in flight are answered with an error saying to call them again.
+// The agent's MCP server never has to be restarted by hand.
 func Relay(ctx context.Context, dir string, req Request, stdin io.Reader, stdout, log io.Writer) error {
 	if log == nil {
 		log = io.Discard
 	}
-	r := &relayer{dir: dir, req: req, out: stdout, pending: map[string]bool{}, log: log}
+	r := &relayer{dir: dir, req: req, out: stdout, pending: map[string][]byte{}, log: log}
 	return r.run(ctx, stdin)
 }
 
@@ -34,10 +37,10 @@ type relayer struct {
 	out   io.Writer
 
 	mu       sync.Mutex
-	pending  map[string]bool // ids of client requests not yet answered
-	initReq  []byte          // the client's initialize request, replayed on reconnect
-	initNote []byte          // its notifications/initialized
-	swallow  string          // id of a replayed initialize whose answer the client must not see
+	pending  map[string][]byte // client requests not yet answered by id: the line to re-issue, or nil
+	initReq  []byte            // the client's initialize request, replayed on reconnect
+	initNote []byte            // its notifications/initialized
+	swallow  string            // id of a replayed initialize whose answer the client must not see
 }
 
 type rpcProbe struct {
@@ -52,12 +55,14 @@ func (r *relayer) writeOut(line []byte) error {
 	return err
 }
 
-// fromClient records what a client line means for a reconnect.
-func (r *relayer) fromClient(line []byte) {
+// fromClient records what a client line means for a reconnect, and
+// returns the line to send (with a request_id stamped on a retried call).
+func (r *relayer) fromClient(line []byte) []byte {
 	var p rpcProbe
 	if json.Unmarshal(line, &p) != nil {
-		return
+		return line
 	}
+	line, retry := stampRequestID(line)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
@@ -67,8 +72,12 @@ func (r *relayer) fromClient(line []byte) {
 		r.initNote = append([]byte(nil), line...)
 	}
 	if p.Method != "" && len(p.ID) > 0 {
-		r.pending[string(p.ID)] = true
+		r.pending[string(p.ID)] = nil
+		if retry {
+			r.pending[string(p.ID)] = line
+		}
 	}
+	return line
 }
 
 // fromGateway reports whether a gateway line goes on to the client.
@@ -87,14 +96,17 @@ func (r *relayer) fromGateway(line []byte) bool {
 	return true
 }
 
-// failPending answers every call in flight when the gateway went away.
-func (r *relayer) failPending() {
+// failPending answers the calls in flight when the gateway went away:
+// all of them, or (retriable false) those that are not re-issued.
+func (r *relayer) failPending(retriable bool) {
 	r.mu.Lock()
-	ids := make([]string, 0, len(r.pending))
-	for id := range r.pending {
-		ids = append(ids, id)
+	var ids []string
+	for id, line := range r.pending {
+		if line == nil || retriable {
+			ids = append(ids, id)
+			delete(r.pending, id)
+		}
 	}
-	r.pending = map[string]bool{}
 	r.mu.Unlock()
 	for _, id := range ids {
 		msg, _ := json.Marshal(map[string]any{
@@ -141,6 +153,7 @@ func (r *relayer) run(ctx context.Context, stdin io.Reader) error {
 		}(br)
 		if reconnects > 0 {
 			r.replayInit(c)
+			r.reissue(c)
 		}
 		stop := r.pump(ctx, c, lines, stdinDone, gone)
 		c.Close()
@@ -148,9 +161,10 @@ func (r *relayer) run(ctx context.Context, stdin io.Reader) error {
 		if stop {
 			return nil
 		}
-		r.failPending()
+		r.failPending(false)
 		fmt.Fprintf(r.log, "herdbridge mcp: gateway connection lost; reconnecting\n")
 		if c, br, err = r.reconnect(ctx, stdinDone); err != nil || c == nil {
+			r.failPending(true)
 			return err
 		}
 		fmt.Fprintf(r.log, "herdbridge mcp: reconnected to the gateway\n")
@@ -165,7 +179,7 @@ func (r *relayer) pump(ctx context.Context, c net.Conn, lines <-chan []byte, std
 	for {
 		select {
 		case line := <-lines:
-			r.fromClient(line)
+			line = r.fromClient(line)
 			if _, err := c.Write(append(line, '\n')); err != nil {
 				return false
 			}
@@ -174,7 +188,7 @@ func (r *relayer) pump(ctx context.Context, c net.Conn, lines <-chan []byte, std
 			for {
 				select {
 				case line := <-lines:
-					r.fromClient(line)
+					line = r.fromClient(line)
 					_, _ = c.Write(append(line, '\n'))
 				default:
 					return true
@@ -207,6 +221,24 @@ func (r *relayer) reconnect(ctx context.Context, stdinDone <-chan struct{}) (net
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// reissue sends again the calls cut by the gateway restart, each with the
+// request_id it carried: what went out before is not sent twice.
+func (r *relayer) reissue(c net.Conn) {
+	r.mu.Lock()
+	var lines [][]byte
+	for _, line := range r.pending {
+		if line != nil {
+			lines = append(lines, line)
+		}
+	}
+	r.mu.Unlock()
+	for _, line := range lines {
+		if _, err := c.Write(append(line, '\n')); err != nil {
+			return // gone again: the next reconnect re-issues them
+		}
 	}
 }
 

@@ -136,7 +136,10 @@ func (s *Server) ServeConn(ctx context.Context, gid string, r io.Reader, w io.Wr
 			h := &bridge.Handover{}
 			resp := s.mcp.HandleMessage(bridge.WithHandover(ctx, h), raw)
 			delivered := false
-			if resp != nil {
+			// a call cut by the gateway's shutdown gets no answer here:
+			// the stdio relay re-issues it (bridge_send, _broadcast and
+			// _ask carry a request_id) or tells the client to call again
+			if resp != nil && ctx.Err() == nil {
 				if werr := write(resp); werr != nil {
 					cancel()
 				} else {

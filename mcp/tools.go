@@ -18,17 +18,19 @@ import (
 
 // Tool arguments. Fields without omitempty are required in the schema.
 type sendArgs struct {
-	Target  string   `json:"target" jsonschema:"Entity to send to: name, name@host or gid (bridge_roster lists them)"`
-	Message string   `json:"message" jsonschema:"The brief, reply or answer text"`
-	WaitS   *float64 `json:"wait_s,omitempty" jsonschema:"Seconds to stay open for the worker's reply (capped at 45; 0 returns at once)"`
-	TurnID  string   `json:"turn_id,omitempty" jsonschema:"Answer the open ask with this turn_id instead of sending a new message"`
+	Target    string   `json:"target" jsonschema:"Entity to send to: name, name@host or gid (bridge_roster lists them)"`
+	Message   string   `json:"message" jsonschema:"The brief, reply or answer text"`
+	WaitS     *float64 `json:"wait_s,omitempty" jsonschema:"Seconds to stay open for the worker's reply (capped at 45; 0 returns at once)"`
+	TurnID    string   `json:"turn_id,omitempty" jsonschema:"Answer the open ask with this turn_id instead of sending a new message"`
+	RequestID string   `json:"request_id,omitempty" jsonschema:"Makes a retry safe: a repeat with the same request_id within 24 h sends nothing and returns the first call's msgId and current status with deduped=true (at most 128 bytes, e.g. a UUID)"`
 }
 
 type askArgs struct {
-	Question string   `json:"question,omitempty" jsonschema:"The question (omit when resuming with turn_id)"`
-	Target   string   `json:"target,omitempty" jsonschema:"Who to ask (default: whoever sent you your current brief)"`
-	TimeoutS *float64 `json:"timeout_s,omitempty" jsonschema:"How long the ask stays valid in seconds (default 600)"`
-	TurnID   string   `json:"turn_id,omitempty" jsonschema:"Keep waiting on this open ask (from a pending result)"`
+	Question  string   `json:"question,omitempty" jsonschema:"The question (omit when resuming with turn_id)"`
+	Target    string   `json:"target,omitempty" jsonschema:"Who to ask (default: whoever sent you your current brief)"`
+	TimeoutS  *float64 `json:"timeout_s,omitempty" jsonschema:"How long the ask stays valid in seconds (default 600)"`
+	TurnID    string   `json:"turn_id,omitempty" jsonschema:"Keep waiting on this open ask (from a pending result)"`
+	RequestID string   `json:"request_id,omitempty" jsonschema:"Makes a retry safe: a repeat with the same request_id within 24 h sends nothing and returns the first call's msgId and current status with deduped=true (at most 128 bytes, e.g. a UUID)"`
 }
 
 type pollArgs struct {
@@ -39,8 +41,9 @@ type pollArgs struct {
 }
 
 type broadcastArgs struct {
-	Message string `json:"message" jsonschema:"Text for everyone (or the group)"`
-	Group   string `json:"group,omitempty" jsonschema:"Only entities in this group (default: all)"`
+	Message   string `json:"message" jsonschema:"Text for everyone (or the group)"`
+	Group     string `json:"group,omitempty" jsonschema:"Only entities in this group (default: all)"`
+	RequestID string `json:"request_id,omitempty" jsonschema:"Makes a retry safe: a repeat with the same request_id within 24 h sends nothing and returns the first call's msgId and current status with deduped=true (at most 128 bytes, e.g. a UUID)"`
 }
 
 type spawnArgs struct {
@@ -167,7 +170,7 @@ func (s *Server) sendTool() toolDef {
 		if a.TurnID == "" && a.Target == "" {
 			return nil, argErr(errors.New("target is required (or turn_id to answer an open ask)"))
 		}
-		return s.core.Send(ctx, gid, bridge.SendRequest{Target: a.Target, Message: a.Message, Wait: wait, TurnID: a.TurnID}, prog)
+		return s.core.Send(ctx, gid, bridge.SendRequest{Target: a.Target, Message: a.Message, Wait: wait, TurnID: a.TurnID, RequestID: a.RequestID}, prog)
 	})}
 }
 
@@ -195,7 +198,7 @@ func (s *Server) askTool() toolDef {
 		if a.TurnID == "" && strings.TrimSpace(a.Question) == "" {
 			return nil, argErr(errors.New("question is required (or turn_id to keep waiting on an open ask)"))
 		}
-		return s.core.Ask(ctx, gid, bridge.AskRequest{Question: a.Question, Target: a.Target, Timeout: timeout, TurnID: a.TurnID}, prog)
+		return s.core.Ask(ctx, gid, bridge.AskRequest{Question: a.Question, Target: a.Target, Timeout: timeout, TurnID: a.TurnID, RequestID: a.RequestID}, prog)
 	})}
 }
 
@@ -247,7 +250,7 @@ func (s *Server) broadcastTool() toolDef {
 		if err := decodeArgs(req, &a); err != nil {
 			return nil, argErr(err)
 		}
-		return s.core.Broadcast(ctx, gid, a.Message, a.Group)
+		return s.core.Broadcast(ctx, gid, bridge.BroadcastRequest{Message: a.Message, Group: a.Group, RequestID: a.RequestID})
 	})}
 }
 
@@ -316,6 +319,9 @@ func (s *Server) spawnTool() toolDef {
 func summary(r *bridge.Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "status: %s", r.Status)
+	if r.Deduped {
+		b.WriteString(" (deduped: a repeat of an earlier call with this request_id; nothing was sent again)")
+	}
 	if r.Target != "" {
 		fmt.Fprintf(&b, " (target %s)", r.Target)
 	}

@@ -68,7 +68,7 @@ func TestBroadcastAcrossHosts(t *testing.T) {
 	c.Converge(t)
 
 	for _, g := range []string{"", "build"} {
-		if r, err := a.Core.Broadcast(ctx, lead.GID, "to "+g, g); err != nil || r.Status != bridge.StatusConfirmed {
+		if r, err := a.Core.Broadcast(ctx, lead.GID, bridge.BroadcastRequest{Message: "to " + g, Group: g}); err != nil || r.Status != bridge.StatusConfirmed {
 			t.Fatalf("broadcast %q: %+v %v", g, r, err)
 		}
 	}
