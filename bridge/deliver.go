@@ -169,8 +169,9 @@ func (c *Core) expiredOnArrival(st *entState, d Delivery) {
 // onAsk: an ASK resolves an open waiter, or is answered NO_WAITER at once.
 func (c *Core) onAsk(st *entState, env *Envelope) arrival {
 	c.mem.markEnv(st.GID+env.MsgID, env)
+	rt := &recvTurn{turnID: env.TurnID, askMsgID: env.MsgID, asker: env.From, traceID: env.TraceID, expiresAt: env.ExpiresAt}
 	if st.match(&heldMsg{env: env, at: c.cfg.Now()}) {
-		st.turns[env.TurnID] = &recvTurn{turnID: env.TurnID, askMsgID: env.MsgID, asker: env.From, traceID: env.TraceID, expiresAt: env.ExpiresAt}
+		st.receive(rt)
 		return arrival{}
 	}
 	return arrival{out: []outMsg{c.noticeFor(KindNoWaiter, st.GID, env, "nobody is waiting: "+st.Name+" has no open bridge_send or bridge_poll")}}
@@ -194,7 +195,7 @@ func (c *Core) onAnswer(st *entState, env *Envelope) arrival {
 		kind, reason = KindTooLate, StatusAlreadyAnswered
 	default:
 		t.answer = env
-		t.finish(StatusAnswered, "")
+		st.endAsk(t, StatusAnswered, "")
 		kind, reason = KindInjected, "answer delivered to the waiting turn"
 	}
 	return arrival{out: []outMsg{c.noticeFor(kind, st.GID, env, reason)}}
@@ -239,17 +240,18 @@ func (c *Core) endsTurn(st *entState, env *Envelope) bool {
 	if t := st.askByMsg[env.Corr]; t != nil && t.status == "" {
 		switch env.Kind {
 		case KindNoWaiter:
-			t.finish(StatusNoWaiter, string(env.Body))
+			st.endAsk(t, StatusNoWaiter, string(env.Body))
 		case KindFailed:
-			t.finish(StatusFailed, string(env.Body))
+			st.endAsk(t, StatusFailed, string(env.Body))
 		case KindAbandoned:
-			t.finish(StatusAbandoned, string(env.Body))
+			st.endAsk(t, StatusAbandoned, string(env.Body))
 		}
 		return true
 	}
 	if env.Kind == KindAbandoned && env.TurnID != "" {
 		if rt := st.turns[env.TurnID]; rt != nil {
 			rt.abandoned = true
+			st.noteRecv(rt)
 			return true
 		}
 	}

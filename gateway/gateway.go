@@ -317,6 +317,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 // stopServing ends the MCP sessions and closes both listeners.
 func (g *Gateway) stopServing() {
+	g.core.Stopping() // the calls cut now are resumed after a restart, not abandoned
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = g.shutdown(ctx)
