@@ -55,6 +55,8 @@ func (c *Core) openTurn(st *entState, req SendRequest) (*recvTurn, *Result, erro
 	}
 	res := &Result{TurnID: rt.turnID, TraceID: rt.traceID}
 	switch {
+	case rt.missed:
+		res.Status, res.Reason = StatusTooLate, missedReason(c.nameOf(rt.asker))
 	case rt.abandoned:
 		res.Status, res.Reason = StatusAbandoned, "the asker stopped waiting"
 	case rt.late:

@@ -56,7 +56,7 @@ func askRecord(owner string, t *askTurn) store.Turn {
 
 func recvRecord(owner string, rt *recvTurn) store.Turn {
 	return store.Turn{Owner: owner, TurnID: rt.turnID, MsgID: rt.askMsgID, Peer: rt.asker, TraceID: rt.traceID, ExpiresAt: rt.expiresAt,
-		Answered: rt.answered, Abandoned: rt.abandoned, Late: rt.late}
+		Answered: rt.answered, Abandoned: rt.abandoned, Late: rt.late, Missed: rt.missed}
 }
 
 // askTurnOf rebuilds a persisted ask; its answer, if it took one, as the
@@ -73,7 +73,7 @@ func askTurnOf(r store.Turn) *askTurn {
 
 func recvTurnOf(r store.Turn) *recvTurn {
 	return &recvTurn{turnID: r.TurnID, askMsgID: r.MsgID, asker: r.Peer, traceID: r.TraceID, expiresAt: r.ExpiresAt,
-		answered: r.Answered, abandoned: r.Abandoned, late: r.Late}
+		answered: r.Answered, abandoned: r.Abandoned, late: r.Late, missed: r.Missed}
 }
 
 // loadTurns restores the persisted turns of the registered entities, before

@@ -41,6 +41,9 @@ type recvTurn struct {
 	turnID, askMsgID, asker, traceID string
 	expiresAt                        time.Time
 	answered, abandoned, late        bool
+	// missed: nobody was waiting, the asker heard NO_WAITER and the entity
+	// holds a MISSED_ASK; answering it is too late (missed.go)
+	missed bool
 }
 
 // openAsk records t as asked by st.
@@ -90,10 +93,13 @@ func (st *entState) dropRecv(id string) {
 
 // abandonTurns turns what is pending on st into ABANDONED for the
 // counterparts: asks it received and did not answer, asks it sent (mu
-// held).
+// held). A missed ask stays: its asker already heard NO_WAITER.
 func (c *Core) abandonTurns(st *entState) []outMsg {
 	var out []outMsg
 	for id, rt := range st.turns {
+		if rt.missed {
+			continue
+		}
 		if !rt.answered && !rt.abandoned {
 			out = append(out, c.notice(KindAbandoned, st.GID, rt.asker, rt.askMsgID, rt.turnID, rt.traceID, st.Name+" went away before answering"))
 		}

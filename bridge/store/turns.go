@@ -32,6 +32,7 @@ type Turn struct {
 	Answered  bool `json:"answered,omitempty"`
 	Abandoned bool `json:"abandoned,omitempty"`
 	Late      bool `json:"late,omitempty"`
+	Missed    bool `json:"missed,omitempty"` // answered NO_WAITER on arrival
 }
 
 // TurnAnswer is the ANSWER an asked turn took.
