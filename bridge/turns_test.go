@@ -44,6 +44,16 @@ func resume(h *harness, w bridge.Entity, turn string) <-chan outcome {
 	})
 }
 
+// restartAttached restarts the gateway and re-attaches es at once, as
+// their relays do.
+func (h *harness) restartAttached(es ...bridge.Entity) {
+	h.t.Helper()
+	h.restart()
+	for _, e := range es {
+		h.c.Attach(e.GID)
+	}
+}
+
 // storedTurns is what the state store keeps of turns.
 func (h *harness) storedTurns() []store.Turn {
 	h.t.Helper()
@@ -110,17 +120,20 @@ func TestPersistedTurnsExpire(t *testing.T) {
 	h := newHarness(t, nil)
 	p, w := pair(h)
 	turn := pendingAsk(t, h, p, w, time.Minute)
-	h.restart()
-	h.c.Attach(p.GID)
-	h.c.Attach(w.GID)
+	h.restartAttached(p, w)
 	h.clk.Advance(time.Minute)
 	wantStatus(t, "resumed after expiry", awaitOK(t, "resume", resume(h, w, turn)), bridge.StatusExpired)
 	wantStatus(t, "answer after expiry", h.answer(p, turn, "late"), bridge.StatusTooLate)
 
 	h.clk.Advance(2 * time.Minute) // past the linger: forgotten, in memory and on disk
 	eventually(t, "expired turns deleted", func() bool { return len(h.storedTurns()) == 0 })
-	_, err := h.c.Ask(context.Background(), w.GID, bridge.AskRequest{TurnID: turn}, nil)
-	if !isUserError(err) {
+	forgotten(t, h, w, turn)
+}
+
+// forgotten checks that w's turn is gone: resuming it is a user error.
+func forgotten(t *testing.T, h *harness, w bridge.Entity, turn string) {
+	t.Helper()
+	if _, err := h.c.Ask(context.Background(), w.GID, bridge.AskRequest{TurnID: turn}, nil); !isUserError(err) {
 		t.Fatalf("resume of a forgotten turn: %v, want a user error", err)
 	}
 }
@@ -138,9 +151,7 @@ func TestTurnsExpiredWhileDownDropped(t *testing.T) {
 	if got := h.storedTurns(); len(got) != 0 {
 		t.Fatalf("%d turns left after a start past their expiry", len(got))
 	}
-	if _, err := h.c.Ask(context.Background(), w.GID, bridge.AskRequest{TurnID: turn}, nil); !isUserError(err) {
-		t.Fatalf("resume: %v, want a user error", err)
-	}
+	forgotten(t, h, w, turn)
 }
 
 // A restart detaches everyone: re-attaching within ReattachGrace keeps the
@@ -150,9 +161,7 @@ func TestRestartCountsReattachGrace(t *testing.T) {
 		h := newHarness(t, nil)
 		p, w := pair(h)
 		turn := pendingAsk(t, h, p, w, time.Hour)
-		h.restart()
-		h.c.Attach(p.GID)
-		h.c.Attach(w.GID)
+		h.restartAttached(p, w)
 		markSweep(h, p, w)
 		h.clk.Advance(h.c.Config().ReattachGrace + time.Second)
 		h.heldFor("p", 0)

@@ -44,38 +44,30 @@ func answered(t *testing.T, h *memnettest.Host, w bridge.Entity, turn, body stri
 }
 
 // TestAskSurvivesRestartAcrossHosts: a worker on b asks a primary on a;
-// each side's gateway restarts mid-turn in turn, and the turn still ends
+// either side's gateway restarts mid-turn, and the turn still ends
 // answered on both sides.
 func TestAskSurvivesRestartAcrossHosts(t *testing.T) {
-	t.Run("the asked primary's gateway restarts", func(t *testing.T) {
-		c := memnettest.New(t, "a", "b")
-		a, b := c.Hosts()[0], c.Hosts()[1]
-		lead, w := a.Register(t, "lead", bridge.RolePrimary), b.Register(t, "w", bridge.RoleWorker)
-		c.Converge(t)
-		turn := crossAsk(t, a, b, lead, w)
-		a = c.Restart(a)
-		a.Register(t, "lead", bridge.RolePrimary) // its relay re-attaches: same entity
-		c.Converge(t)
-		res, err := a.Core.Send(ctx, lead.GID, bridge.SendRequest{Message: "postgres", TurnID: turn}, nil)
-		if err != nil || res.Status != bridge.StatusDelivered {
-			t.Fatalf("answer after a's restart: %+v, %v; want delivered", res, err)
-		}
-		answered(t, b, w, turn, "postgres")
-	})
-	t.Run("the asking worker's gateway restarts", func(t *testing.T) {
-		c := memnettest.New(t, "a", "b")
-		a, b := c.Hosts()[0], c.Hosts()[1]
-		lead, w := a.Register(t, "lead", bridge.RolePrimary), b.Register(t, "w", bridge.RoleWorker)
-		c.Converge(t)
-		turn := crossAsk(t, a, b, lead, w)
-		b = c.Restart(b)
-		c.Converge(t)
-		res, err := a.Core.Send(ctx, lead.GID, bridge.SendRequest{Message: "postgres", TurnID: turn}, nil)
-		if err != nil || res.Status != bridge.StatusDelivered {
-			t.Fatalf("answer after b's restart: %+v, %v; want delivered", res, err)
-		}
-		answered(t, b, w, turn, "postgres")
-	})
+	for _, restart := range []string{"a", "b"} {
+		t.Run("the gateway of "+restart+" restarts", func(t *testing.T) {
+			c := memnettest.New(t, "a", "b")
+			a, b := c.Hosts()[0], c.Hosts()[1]
+			lead, w := a.Register(t, "lead", bridge.RolePrimary), b.Register(t, "w", bridge.RoleWorker)
+			c.Converge(t)
+			turn := crossAsk(t, a, b, lead, w)
+			if restart == "a" {
+				a = c.Restart(a)
+				a.Register(t, "lead", bridge.RolePrimary) // its relay re-attaches: same entity
+			} else {
+				b = c.Restart(b)
+			}
+			c.Converge(t)
+			res, err := a.Core.Send(ctx, lead.GID, bridge.SendRequest{Message: "postgres", TurnID: turn}, nil)
+			if err != nil || res.Status != bridge.StatusDelivered {
+				t.Fatalf("answer after %s's restart: %+v, %v; want delivered", restart, res, err)
+			}
+			answered(t, b, w, turn, "postgres")
+		})
+	}
 }
 
 // TestMissedAskAcrossHosts: a worker on b asks a primary on a that has no
