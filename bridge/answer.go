@@ -21,6 +21,7 @@ func (c *Core) answer(ctx context.Context, st *entState, req SendRequest) (*Resu
 		return res, nil
 	}
 	rt.answered = true
+	st.noteRecv(rt)
 	st.mu.Unlock()
 	receipts, done := st.expectReceipt(env.MsgID)
 	defer done()
@@ -28,6 +29,7 @@ func (c *Core) answer(ctx context.Context, st *entState, req SendRequest) (*Resu
 	if err := c.publish(ctx, rt.asker, env, true); err != nil {
 		st.mu.Lock()
 		rt.answered = false
+		st.noteRecv(rt)
 		st.mu.Unlock()
 		if errors.Is(err, ErrUnroutable) {
 			res.Status, res.Reason = StatusAbandoned, "the asker is gone"
@@ -53,6 +55,8 @@ func (c *Core) openTurn(st *entState, req SendRequest) (*recvTurn, *Result, erro
 	}
 	res := &Result{TurnID: rt.turnID, TraceID: rt.traceID}
 	switch {
+	case rt.missed:
+		res.Status, res.Reason = StatusTooLate, missedReason(c.nameOf(rt.asker))
 	case rt.abandoned:
 		res.Status, res.Reason = StatusAbandoned, "the asker stopped waiting"
 	case rt.late:
@@ -103,11 +107,13 @@ func (c *Core) applyAnswerReceipt(st *entState, rt *recvTurn, r *Envelope, res *
 		res.Status, res.Reason = StatusTooLate, string(r.Body)
 		st.mu.Lock()
 		rt.late = true
+		st.noteRecv(rt)
 		st.mu.Unlock()
 	case KindAbandoned:
 		res.Status, res.Reason = StatusAbandoned, string(r.Body)
 		st.mu.Lock()
 		rt.abandoned = true
+		st.noteRecv(rt)
 		st.mu.Unlock()
 	case KindFailed:
 		res.Status, res.Reason = StatusFailed, string(r.Body)

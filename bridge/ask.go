@@ -125,7 +125,9 @@ func (c *Core) awaitAnswer(ctx context.Context, st *entState, t *askTurn, wait t
 	}
 	_, err := c.await(ctx, waitSpec{st: st, d: c.capWait(wait), done: ended, wake: t.wake, prog: prog, what: "waiting for an answer from " + res.Target})
 	if err != nil {
-		c.abandonAsk(st, t, "the asking call was cancelled")
+		if !c.isStopping() { // cut by a gateway stop, the ask is resumed after it
+			c.abandonAsk(st, t, "the asking call was cancelled")
+		}
 		return nil, err
 	}
 	st.mu.Lock()
@@ -148,7 +150,7 @@ func (c *Core) abandonAsk(st *entState, t *askTurn, why string) {
 	var out []outMsg
 	st.mu.Lock()
 	if t.status == "" {
-		t.finish(StatusAbandoned, why)
+		st.endAsk(t, StatusAbandoned, why)
 		out = append(out, c.notice(KindAbandoned, st.GID, t.target, t.msgID, t.turnID, t.traceID, st.Name+" stopped waiting for the answer"))
 	}
 	st.mu.Unlock()

@@ -13,8 +13,9 @@
 // ledger (briefs awaiting receipts), the requests (idempotent calls by
 // request_id), presence (other hosts), and the nudge set. Lock order:
 // regMu → presence.pub → an entity's mu → any one leaf lock (registry,
-// gate, memory, ledger, requests, presence, nudges, spawns); a
-// leaf lock is never held while another lock is taken.
+// gate, memory, ledger, requests, presence, nudges, spawns, and the
+// store's own, which turn records are written under); a leaf lock is
+// never held while another lock is taken.
 package bridge
 
 import (
@@ -40,6 +41,7 @@ type Core struct {
 	mem    *memory
 	ledger *ledger
 	reqs   *requests
+	turns  *turnBook
 	pres   *presence
 	nudges nudgeSet
 	spawns spawnClaims
@@ -48,6 +50,7 @@ type Core struct {
 
 	lifeMu    sync.Mutex
 	started   bool
+	stopping  bool // the gateway cuts every call now: cut asks stay open (Stopping)
 	closed    bool
 	startedAt time.Time // set by Start, read-only after
 	ctx       context.Context
@@ -68,7 +71,8 @@ func New(cfg Config) (*Core, error) {
 	return &Core{
 		cfg: cfg, log: cfg.Logger, tr: cfg.Transport, st: cfg.Store,
 		reg: newRegistry(), gate: newGate(), mem: newMemory(cfg.SeenSize, cfg.MessageTTL, cfg.ClockSkew),
-		ledger: newLedger(cfg.Store, cfg.Logger), reqs: newRequests(cfg.Store, cfg.Logger), pres: newPresence(),
+		ledger: newLedger(cfg.Store, cfg.Logger), reqs: newRequests(cfg.Store, cfg.Logger),
+		turns: &turnBook{st: cfg.Store, log: cfg.Logger}, pres: newPresence(),
 	}, nil
 }
 
@@ -113,9 +117,9 @@ func (c *Core) Start(ctx context.Context) error {
 }
 
 // load restores what the store keeps: verification's memory, the ledger
-// (before the inboxes attach: a receipt delivered at once must find its
-// record, or it would be reported again), and the registry with a
-// consumer on every inbox.
+// and the turns (before the inboxes attach: a receipt delivered at once
+// must find its record, or it would be reported again; an ANSWER, its
+// turn), and the registry with a consumer on every inbox.
 func (c *Core) load() (int, error) {
 	stored, err := c.st.LoadEntities()
 	if err != nil {
@@ -130,10 +134,17 @@ func (c *Core) load() (int, error) {
 	if err := c.reqs.load(c.cfg.Now()); err != nil {
 		return 0, fmt.Errorf("bridge: load remembered request ids: %w", err)
 	}
+	sts := make([]*entState, 0, len(stored))
 	for _, se := range stored {
-		st := newEntState(entityOf(se))
+		st := newEntState(entityOf(se), c.turns)
 		st.tokens = se.Tokens
 		c.reg.put(st, se.Tokens)
+		sts = append(sts, st)
+	}
+	if err := c.loadTurns(c.startedAt); err != nil {
+		return 0, fmt.Errorf("bridge: load open turns: %w", err)
+	}
+	for _, st := range sts {
 		if err := c.attachInbox(st); err != nil {
 			return 0, err
 		}
@@ -175,6 +186,23 @@ func (c *Core) addSub(s Subscription) {
 	c.lifeMu.Lock()
 	c.subs = append(c.subs, s)
 	c.lifeMu.Unlock()
+}
+
+// Stopping says the gateway is about to cut every call (it stops serving,
+// then closes the core): an ask whose call is cut from now on stays open
+// (persisted, to be resumed after the restart) instead of being abandoned.
+// Close implies it.
+func (c *Core) Stopping() {
+	c.lifeMu.Lock()
+	c.stopping = true
+	c.lifeMu.Unlock()
+}
+
+// isStopping reports whether Stopping (or Close) was called.
+func (c *Core) isStopping() bool {
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	return c.stopping || c.closed
 }
 
 // Close stops consumers and loops. Held messages stay unacked in the

@@ -12,11 +12,12 @@ import "strings"
 var failedKinds = map[Kind]bool{KindSend: true, KindReply: true, KindAsk: true, KindAnswer: true}
 
 // heldKinds are the kinds a pull entity keeps until it drains them.
-var heldKinds = map[Kind]bool{KindSend: true, KindReply: true, KindBroadcast: true, KindFailed: true, KindTooLate: true, KindAbandoned: true}
+var heldKinds = map[Kind]bool{KindSend: true, KindReply: true, KindBroadcast: true, KindFailed: true, KindTooLate: true, KindAbandoned: true, KindMissedAsk: true}
 
 // arrival is what a handler decided for one message, under the entity's
 // lock; settleArrival carries it out.
 type arrival struct {
+	first   []outMsg // published before the message is acked: it must outlive it (a MISSED_ASK)
 	out     []outMsg // notices to publish once the lock is released
 	hold    bool     // keep it for the entity (reply path: acked once drained)
 	forward bool     // type it into the pane (forward path: acked first)
@@ -40,6 +41,8 @@ func (c *Core) deliver(gid string, d Delivery) {
 		a = c.onAnswer(st, env)
 	case KindInjected, KindFailed, KindNoWaiter, KindTooLate, KindAbandoned:
 		a = c.onNotice(st, env)
+	case KindMissedAsk: // never typed into a pane: held for every role
+		a = arrival{hold: true}
 	default: // SEND, REPLY, BROADCAST
 		a = c.onMessage(st, env)
 	}
@@ -62,6 +65,9 @@ func (c *Core) verifyDelivery(gid string, d Delivery) bool {
 	if wait {
 		c.waitForPresence(d, where, gid+d.Env.MsgID, func(d Delivery) { c.deliver(gid, d) })
 		return false
+	}
+	if reason == "" {
+		reason, detail = missedAskFromElsewhere(d.Env, c.cfg.Host)
 	}
 	if reason == "" {
 		return true
@@ -169,14 +175,16 @@ func (c *Core) expiredOnArrival(st *entState, d Delivery) {
 	}
 }
 
-// onAsk: an ASK resolves an open waiter, or is answered NO_WAITER at once.
+// onAsk: an ASK resolves an open waiter, or is answered NO_WAITER at once
+// and leaves a MISSED_ASK (missed.go).
 func (c *Core) onAsk(st *entState, env *Envelope) arrival {
 	c.mem.markEnv(st.GID+env.MsgID, env)
+	rt := &recvTurn{turnID: env.TurnID, askMsgID: env.MsgID, asker: env.From, traceID: env.TraceID, expiresAt: env.ExpiresAt}
 	if st.match(&heldMsg{env: env, at: c.cfg.Now()}) {
-		st.turns[env.TurnID] = &recvTurn{turnID: env.TurnID, askMsgID: env.MsgID, asker: env.From, traceID: env.TraceID, expiresAt: env.ExpiresAt}
+		st.receive(rt)
 		return arrival{}
 	}
-	return arrival{out: []outMsg{c.noticeFor(KindNoWaiter, st.GID, env, "nobody is waiting: "+st.Name+" has no open bridge_send or bridge_poll")}}
+	return c.missedAsk(st, env, rt)
 }
 
 // onAnswer: an ANSWER reaches its turn only if that turn still waits, and
@@ -197,7 +205,7 @@ func (c *Core) onAnswer(st *entState, env *Envelope) arrival {
 		kind, reason = KindTooLate, StatusAlreadyAnswered
 	default:
 		t.answer = env
-		t.finish(StatusAnswered, "")
+		st.endAsk(t, StatusAnswered, "")
 		kind, reason = KindInjected, "answer delivered to the waiting turn"
 	}
 	return arrival{out: []outMsg{c.noticeFor(kind, st.GID, env, reason)}}
@@ -242,17 +250,18 @@ func (c *Core) endsTurn(st *entState, env *Envelope) bool {
 	if t := st.askByMsg[env.Corr]; t != nil && t.status == "" {
 		switch env.Kind {
 		case KindNoWaiter:
-			t.finish(StatusNoWaiter, string(env.Body))
+			st.endAsk(t, StatusNoWaiter, string(env.Body))
 		case KindFailed:
-			t.finish(StatusFailed, string(env.Body))
+			st.endAsk(t, StatusFailed, string(env.Body))
 		case KindAbandoned:
-			t.finish(StatusAbandoned, string(env.Body))
+			st.endAsk(t, StatusAbandoned, string(env.Body))
 		}
 		return true
 	}
 	if env.Kind == KindAbandoned && env.TurnID != "" {
 		if rt := st.turns[env.TurnID]; rt != nil {
 			rt.abandoned = true
+			st.noteRecv(rt)
 			return true
 		}
 	}
@@ -290,6 +299,9 @@ func (c *Core) settleArrival(st *entState, d Delivery, a arrival) {
 		st.mu.Unlock()
 	default:
 		st.mu.Unlock()
+		// durable in the transport before the message leaves it: a crash
+		// between the two costs a copy (refused by msgId), never the notice
+		c.publishAll(a.first)
 		c.ack(d)
 	}
 	c.publishAll(a.out)

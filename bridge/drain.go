@@ -68,7 +68,7 @@ func (c *Core) unclaim(st *entState, hms []*heldMsg) {
 	for _, hm := range hms {
 		if hm.env.Kind == KindAsk {
 			if rt := st.turns[hm.env.TurnID]; rt != nil && !rt.answered {
-				delete(st.turns, hm.env.TurnID)
+				st.dropRecv(hm.env.TurnID)
 				out = append(out, c.noticeFor(KindAbandoned, st.GID, hm.env, "the waiting call went away before the question was read"))
 			}
 			continue

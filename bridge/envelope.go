@@ -37,22 +37,25 @@ const (
 	KindBroadcast Kind = "BROADCAST"
 	KindPresence  Kind = "PRESENCE"
 	KindSpawn     Kind = "SPAWN"
+	// KindMissedAsk is the notice a gateway leaves in its own entity's
+	// inbox for an ASK it answered NO_WAITER (SPEC §10, bridge/missed.go).
+	KindMissedAsk Kind = "MISSED_ASK"
 )
 
 var kinds = map[Kind]bool{
 	KindSend: true, KindReply: true, KindAsk: true, KindAnswer: true, KindTooLate: true,
 	KindNoWaiter: true, KindAbandoned: true, KindFailed: true, KindInjected: true,
-	KindBroadcast: true, KindPresence: true, KindSpawn: true,
+	KindBroadcast: true, KindPresence: true, KindSpawn: true, KindMissedAsk: true,
 }
 
 // needsCorr lists the kinds that answer another message and so must name it.
 var needsCorr = map[Kind]bool{
 	KindInjected: true, KindFailed: true, KindNoWaiter: true, KindTooLate: true,
-	KindAbandoned: true, KindAnswer: true,
+	KindAbandoned: true, KindAnswer: true, KindMissedAsk: true,
 }
 
 // needsTurn lists the kinds that belong to an ASK/ANSWER conversation.
-var needsTurn = map[Kind]bool{KindAsk: true, KindAnswer: true, KindTooLate: true}
+var needsTurn = map[Kind]bool{KindAsk: true, KindAnswer: true, KindTooLate: true, KindMissedAsk: true}
 
 // Envelope is one message on the fabric: the header fields of SPEC §3 and
 // the opaque body. Times are carried with millisecond precision.

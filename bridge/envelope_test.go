@@ -26,7 +26,7 @@ var update = flag.Bool("update", false, "rewrite testdata/signing_input.{golden,
 var allKinds = []bridge.Kind{
 	bridge.KindSend, bridge.KindReply, bridge.KindAsk, bridge.KindAnswer, bridge.KindTooLate,
 	bridge.KindNoWaiter, bridge.KindAbandoned, bridge.KindFailed, bridge.KindInjected,
-	bridge.KindBroadcast, bridge.KindPresence, bridge.KindSpawn,
+	bridge.KindBroadcast, bridge.KindPresence, bridge.KindSpawn, bridge.KindMissedAsk,
 }
 
 const (
@@ -64,11 +64,11 @@ func validEnvelope(kind bridge.Kind) *bridge.Envelope {
 	}
 	switch kind {
 	case bridge.KindInjected, bridge.KindFailed, bridge.KindNoWaiter, bridge.KindTooLate,
-		bridge.KindAbandoned, bridge.KindAnswer:
+		bridge.KindAbandoned, bridge.KindAnswer, bridge.KindMissedAsk:
 		e.Corr = uCorr
 	}
 	switch kind {
-	case bridge.KindAsk, bridge.KindAnswer, bridge.KindTooLate:
+	case bridge.KindAsk, bridge.KindAnswer, bridge.KindTooLate, bridge.KindMissedAsk:
 		e.TurnID = uTurn
 	}
 	return e
@@ -282,6 +282,8 @@ func TestFromHeadersMalformed(t *testing.T) {
 		{"FAILED without corr", bridge.KindFailed, del(bridge.HdrCorr)},
 		{"NO_WAITER without corr", bridge.KindNoWaiter, del(bridge.HdrCorr)},
 		{"ABANDONED without corr", bridge.KindAbandoned, del(bridge.HdrCorr)},
+		{"MISSED_ASK without corr", bridge.KindMissedAsk, del(bridge.HdrCorr)},
+		{"MISSED_ASK without turnId", bridge.KindMissedAsk, del(bridge.HdrTurnID)},
 		{"SPAWN without spawnId", bridge.KindSpawn, del(bridge.HdrSpawnID)},
 		{"SPAWN with bad spawnId", bridge.KindSpawn, set(bridge.HdrSpawnID, "s-1")},
 		{"SPAWN from not a gid", bridge.KindSpawn, set(bridge.HdrFrom, "gateway")},

@@ -26,6 +26,7 @@ type entState struct {
 	askByMsg map[string]*askTurn       // the same, by the ASK's msgId
 	turns    map[string]*recvTurn      // asks this entity received and may answer, by turnId
 	brief    briefRef                  // the brief it is working on: default target of bridge_ask
+	book     *turnBook                 // persists asks and turns; nil: kept in memory only
 
 	sessions   int
 	paneStatus string // live herdr agent status, for the roster
@@ -37,9 +38,10 @@ type briefRef struct {
 	from, msgID, traceID string
 }
 
-func newEntState(e Entity) *entState {
+func newEntState(e Entity, book *turnBook) *entState {
 	return &entState{
 		Entity:   e,
+		book:     book,
 		receipts: map[string]chan *Envelope{},
 		asks:     map[string]*askTurn{},
 		askByMsg: map[string]*askTurn{},

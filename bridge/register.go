@@ -101,7 +101,7 @@ func (c *Core) entityFor(req RegisterRequest, groups []string) (*entState, error
 	if other := c.reg.get(gid); other != nil {
 		return nil, userErr("gid %s is taken by %s", gid, other.Name)
 	}
-	return newEntState(Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC()}), nil
+	return newEntState(Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC()}, c.turns), nil
 }
 
 func normGroups(in []string) ([]string, error) {
@@ -130,6 +130,7 @@ func (c *Core) Remove(ctx context.Context, gid string) error {
 	}
 	st.mu.Lock()
 	out := c.abandonTurns(st)
+	st.forgetTurns()
 	if b := st.brief; b.from != "" { // the brief it was working on will get no reply
 		out = append(out, c.notice(KindAbandoned, gid, b.from, b.msgID, "", b.traceID, st.Name+" went away (removed or its pane closed) before replying"))
 	}

@@ -92,12 +92,18 @@ func flows(t *testing.T, p, w *gatewaytest.Conn) {
 	p.MustStatus("bridge_send", map[string]any{"target": "worker-1", "message": "dev", "turn_id": sent.TurnID}, "already_answered")
 	_ = ans
 
-	// ask with nobody waiting → no_waiter at once
+	// ask with nobody waiting → no_waiter at once, and the primary finds a
+	// MISSED_ASK it drains; answering its turn is too late
 	start := time.Now()
-	w.MustStatus("bridge_ask", map[string]any{"question": "anyone?"}, "no_waiter")
+	missed := w.MustStatus("bridge_ask", map[string]any{"question": "anyone?"}, "no_waiter")
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("no_waiter took %v", d)
 	}
+	trace := p.MustStatus("bridge_poll", map[string]any{"target": "worker-1"}, "drained")
+	if m := trace.Messages; len(m) != 1 || m[0].Kind != "MISSED_ASK" || m[0].Body != "anyone?" || m[0].FromName != "worker-1" || m[0].TurnID != missed.TurnID {
+		t.Fatalf("primary drained %+v, want the MISSED_ASK of turn %s", trace.Result, missed.TurnID)
+	}
+	p.MustStatus("bridge_send", map[string]any{"target": "worker-1", "message": "yes", "turn_id": missed.TurnID}, "too_late")
 
 	// late answer → too_late: the ask expires while the primary holds it
 	wg.Add(1)

@@ -289,13 +289,17 @@ func (g *Gateway) Run(ctx context.Context) error {
 	stopOnClose := context.AfterFunc(g.life, cancel)
 	defer stopOnClose()
 	eg, ctx := errgroup.WithContext(ctx)
+	// socket sessions end only after the core was told it is stopping, so
+	// the calls they cut leave their asks open for after a restart
+	serveCtx, stopSessions := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSessions()
 	eg.Go(func() error {
 		if err := g.http.Serve(g.ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("gateway: http server: %w", err)
 		}
 		return nil
 	})
-	eg.Go(func() error { return g.acceptSocket(ctx, eg) })
+	eg.Go(func() error { return g.acceptSocket(serveCtx, eg) })
 	if g.watcher != nil {
 		eg.Go(func() error { g.watcher.Run(ctx); return nil })
 	}
@@ -304,6 +308,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	eg.Go(func() error {
 		<-ctx.Done()
+		g.core.Stopping()
+		stopSessions()
 		g.stopServing()
 		return nil
 	})
@@ -317,6 +323,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 // stopServing ends the MCP sessions and closes both listeners.
 func (g *Gateway) stopServing() {
+	g.core.Stopping() // the asks of the calls cut now are resumed after a restart, not abandoned
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = g.shutdown(ctx)

@@ -165,10 +165,15 @@ async function main() {
   check(a.messages?.[0]?.body === 'main', `ask answer ${clip(a.messages)}, want "main"`);
   check(a.turnId === r2.turnId, `ask turnId ${JSON.stringify(a.turnId)}, want ${JSON.stringify(r2.turnId)}`);
 
-  // 3. Ask with nobody waiting: no_waiter at once.
+  // 3. Ask with nobody waiting: no_waiter at once, and the primary drains
+  // the MISSED_ASK it left.
   const t0 = Date.now();
-  await call('worker', worker, 'bridge_ask', { question: 'anyone there?' }, 'no_waiter');
+  const missed = await call('worker', worker, 'bridge_ask', { question: 'anyone there?' }, 'no_waiter');
   check(Date.now() - t0 < 5_000, `no_waiter took ${Date.now() - t0} ms`);
+  const trace = await call('primary', primary, 'bridge_poll', { target: WORKER }, 'drained');
+  const m = trace.messages?.[0];
+  check(trace.messages?.length === 1 && m.kind === 'MISSED_ASK' && m.body === 'anyone there?' && m.turnId === missed.turnId,
+    `primary drained ${clip(trace.messages)}, want the MISSED_ASK of turn ${missed.turnId}`);
 
   // 4. Broadcast from the primary reaches the worker, not the sender.
   await call('primary', primary, 'bridge_broadcast', { message: 'sdk all hands' }, 'confirmed');

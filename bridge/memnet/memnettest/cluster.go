@@ -99,10 +99,31 @@ func (c *Cluster) TryStart(host string, tune ...func(*bridge.Config)) (*Host, er
 	}
 	h := &Host{ID: host, Key: key, Dir: dir}
 	c.join(h) // trust before traffic, as operators do
-	if h.ring, err = keys.NewRing(dir, host, c.Logger); err != nil {
+	return c.boot(h, tune...)
+}
+
+// Restart stops h's gateway and starts a new one in its state directory
+// (same host key, trust and state store, a new connection): a gateway
+// restart, as the others see it. It returns the new Host.
+func (c *Cluster) Restart(h *Host, tune ...func(*bridge.Config)) *Host {
+	c.t.Helper()
+	c.Stop(h)
+	n, err := c.boot(&Host{ID: h.ID, Key: h.Key, Dir: h.Dir}, tune...)
+	if err != nil {
+		c.t.Fatalf("restart gateway %s: %v", h.ID, err)
+	}
+	return n
+}
+
+// boot opens h's ring and store in h.Dir, connects it and starts its core.
+func (c *Cluster) boot(h *Host, tune ...func(*bridge.Config)) (*Host, error) {
+	c.t.Helper()
+	host, key := h.ID, h.Key
+	var err error
+	if h.ring, err = keys.NewRing(h.Dir, host, c.Logger); err != nil {
 		c.t.Fatalf("trust ring of %s: %v", host, err)
 	}
-	if h.store, err = store.Open(filepath.Join(dir, "bridge.db"), 0); err != nil {
+	if h.store, err = store.Open(filepath.Join(h.Dir, "bridge.db"), 0); err != nil {
 		c.t.Fatalf("store of %s: %v", host, err)
 	}
 	h.Transport = c.Net.Connect()

@@ -1,0 +1,92 @@
+package memnettest_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/memnet/memnettest"
+)
+
+// crossAsk has w on b ask lead on a while lead long-polls, and returns the
+// turn lead received. The ask call's wait runs out at once: the turn stays
+// open, to be resumed by turn_id.
+func crossAsk(t *testing.T, a, b *memnettest.Host, lead, w bridge.Entity) string {
+	t.Helper()
+	polled := make(chan *bridge.Result, 1)
+	go func() {
+		r, err := a.Core.Poll(ctx, lead.GID, bridge.PollRequest{Wait: memnettest.MaxWait}, nil)
+		if err != nil {
+			t.Errorf("poll: %v", err)
+		}
+		polled <- r
+	}()
+	memnettest.Eventually(t, "lead long-polls", func() bool { _, waiting := a.Core.Held(lead.GID); return waiting })
+	res, err := b.Core.Ask(ctx, w.GID, bridge.AskRequest{Question: "which db?", Target: "lead@a", Wait: time.Millisecond}, nil)
+	if err != nil || res.Status != bridge.StatusPending {
+		t.Fatalf("ask: %+v, %v; want pending", res, err)
+	}
+	got := <-polled
+	if got == nil || got.TurnID != res.TurnID || !slices.Equal(bodies(got.Messages), []string{"which db?"}) {
+		t.Fatalf("lead polled %+v, want the ASK of turn %s", got, res.TurnID)
+	}
+	return res.TurnID
+}
+
+// answered resumes w's ask of turn on h and checks it took body.
+func answered(t *testing.T, h *memnettest.Host, w bridge.Entity, turn, body string) {
+	t.Helper()
+	res, err := h.Core.Ask(ctx, w.GID, bridge.AskRequest{TurnID: turn, Wait: memnettest.MaxWait}, nil)
+	if err != nil || res.Status != bridge.StatusAnswered || !slices.Equal(bodies(res.Messages), []string{body}) {
+		t.Fatalf("resumed ask on %s: %+v, %v; want answered %q", h.ID, res, err, body)
+	}
+}
+
+// TestAskSurvivesRestartAcrossHosts: a worker on b asks a primary on a;
+// either side's gateway restarts mid-turn, and the turn still ends
+// answered on both sides.
+func TestAskSurvivesRestartAcrossHosts(t *testing.T) {
+	for _, restart := range []string{"a", "b"} {
+		t.Run("the gateway of "+restart+" restarts", func(t *testing.T) {
+			c := memnettest.New(t, "a", "b")
+			a, b := c.Hosts()[0], c.Hosts()[1]
+			lead, w := a.Register(t, "lead", bridge.RolePrimary), b.Register(t, "w", bridge.RoleWorker)
+			c.Converge(t)
+			turn := crossAsk(t, a, b, lead, w)
+			if restart == "a" {
+				a = c.Restart(a)
+				a.Register(t, "lead", bridge.RolePrimary) // its relay re-attaches: same entity
+			} else {
+				b = c.Restart(b)
+			}
+			c.Converge(t)
+			res, err := a.Core.Send(ctx, lead.GID, bridge.SendRequest{Message: "postgres", TurnID: turn}, nil)
+			if err != nil || res.Status != bridge.StatusDelivered {
+				t.Fatalf("answer after %s's restart: %+v, %v; want delivered", restart, res, err)
+			}
+			answered(t, b, w, turn, "postgres")
+		})
+	}
+}
+
+// TestMissedAskAcrossHosts: a worker on b asks a primary on a that has no
+// waiter: it hears no_waiter, and a's gateway leaves the primary a signed
+// MISSED_ASK from the remote asker that its own verification accepts.
+func TestMissedAskAcrossHosts(t *testing.T) {
+	c := memnettest.New(t, "a", "b")
+	a, b := c.Hosts()[0], c.Hosts()[1]
+	lead, w := a.Register(t, "lead", bridge.RolePrimary), b.Register(t, "w", bridge.RoleWorker)
+	c.Converge(t)
+	res, err := b.Core.Ask(ctx, w.GID, bridge.AskRequest{Question: "which db?", Target: "lead@a", Wait: memnettest.MaxWait}, nil)
+	if err != nil || res.Status != bridge.StatusNoWaiter {
+		t.Fatalf("ask: %+v, %v; want no_waiter", res, err)
+	}
+	got := drainUntil(t, a, lead.GID, "which db?")
+	if len(got) != 1 || got[0].Kind != bridge.KindMissedAsk || got[0].From != w.GID || got[0].FromName != "w@b" || got[0].TurnID != res.TurnID {
+		t.Fatalf("lead drained %+v, want w@b's MISSED_ASK of turn %s", got, res.TurnID)
+	}
+	if r := a.Core.Refused(); len(r) != 0 {
+		t.Fatalf("a refused %v", r)
+	}
+}
