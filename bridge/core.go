@@ -10,10 +10,12 @@
 // (entities by gid, name, token), each entity's inbox state (entState:
 // held, waiters, receipts, turns), the gate (verification and messages
 // waiting for presence), memory (the seen-set and sender bindings), the
-// ledger (briefs awaiting receipts), presence (other hosts), and the
-// nudge set. Lock order: regMu → presence.pub → an entity's mu → any one
-// leaf lock (registry, gate, memory, ledger, presence, nudges, spawns); a
-// leaf lock is never held while another lock is taken.
+// ledger (briefs awaiting receipts), presence (other hosts), the nudge
+// set, and the pane queues (briefs waiting for their pane, each typed by
+// its pane's one runner goroutine). Lock order: regMu → presence.pub → an
+// entity's mu → any one leaf lock (registry, gate, memory, ledger,
+// presence, nudges, spawns, pane queues); a leaf lock is never held while
+// another lock is taken.
 package bridge
 
 import (
@@ -41,6 +43,7 @@ type Core struct {
 	pres   *presence
 	nudges nudgeSet
 	spawns spawnClaims
+	queues paneQueues
 
 	regMu sync.Mutex // serializes Register, Remove and RevokeTokens (they do transport and store I/O)
 
@@ -102,6 +105,9 @@ func (c *Core) Start(ctx context.Context) error {
 	}
 	if err := c.consumeHost(); err != nil {
 		return err
+	}
+	if err := c.startQueues(); err != nil {
+		return fmt.Errorf("bridge: restart the pane queues: %w", err)
 	}
 	c.wg.Add(2)
 	go c.sweepLoop()
