@@ -92,8 +92,9 @@ func (q *paneQueues) done(pane string) bool {
 func (c *Core) enqueue(e Entity, env *Envelope) {
 	raw, err := json.Marshal(env)
 	q := store.QueuedBrief{Pane: e.PaneID, To: e.GID, Env: raw}
+	ahead := 0
 	if err == nil {
-		err = c.st.PutQueued(&q)
+		ahead, err = c.st.PutQueued(&q, waitsBehind)
 	}
 	if err != nil {
 		// acked, so this was its only copy: a loss, told at once
@@ -103,6 +104,12 @@ func (c *Core) enqueue(e Entity, env *Envelope) {
 				"brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: its gateway could not queue it ("+err.Error()+")")})
 		}
 		return
+	}
+	if ahead > 0 && env.Kind == KindSend {
+		// the runner may be busy typing the head for seconds: the sender
+		// hears now that its brief waits, not after a bound
+		c.publishAll([]outMsg{c.receiptFor(KindInjected, e.GID, env, c.queuedReason(queued{QueuedBrief: q, env: env},
+			e.Name+" has "+strconv.Itoa(ahead)+" earlier brief(s) ahead of this one (its agent is "+c.paneStatusOf(e.GID)+")", ahead+1))})
 	}
 	c.runPane(e.PaneID)
 }
@@ -133,8 +140,7 @@ func (c *Core) startQueues() error {
 }
 
 // paneRunner is the one writer of pane: round after round it settles what
-// expired, tells the senders of briefs waiting behind others, and tries
-// the head; it sleeps when the head is not ready and ends when the queue
+// expired and tries the head; it sleeps when the head is not ready and ends when the queue
 // is empty.
 func (c *Core) paneRunner(pane string) {
 	defer c.wg.Done()
@@ -151,11 +157,8 @@ func (c *Core) paneRunner(pane string) {
 			}
 			continue
 		}
-		if err == nil {
-			c.tellBehind(qs)
-			if c.tryHead(qs[0]) {
-				continue
-			}
+		if err == nil && c.tryHead(qs[0]) {
+			continue
 		}
 		t := time.NewTimer(c.cfg.PaneRecheck)
 		select {
@@ -237,29 +240,21 @@ func (c *Core) dequeue(r store.QueuedBrief) {
 	}
 }
 
-// tellBehind tells the sender of each brief waiting behind the head, once,
-// that it is queued and where.
-func (c *Core) tellBehind(qs []store.QueuedBrief) {
-	for i := 1; i < len(qs); i++ {
-		q, ok := decodeQueued(qs[i])
-		if !ok || q.Told != "" || q.env.Kind != KindSend {
-			continue
-		}
-		name, status := c.nameOf(q.To), c.paneStatusOf(q.To)
-		c.tellQueued(q, waitsBehind, name+" is "+status+" with earlier briefs", i+1)
-	}
-}
-
 // tellQueued sends q's sender an INJECTED with rung queued, and records
 // what it was told.
 func (c *Core) tellQueued(q queued, waits, why string, place int) {
-	reason := StatusQueued + ": " + why + "; place " + strconv.Itoa(place) + " in the queue of " + c.nameOf(q.To) + "'s pane. It is typed once the pane is ready; " +
-		"its receipt will be held for you (FAILED if still queued at " + q.env.ExpiresAt.UTC().Format(time.RFC3339) + ")"
-	c.publishAll([]outMsg{c.receiptFor(KindInjected, q.To, q.env, reason)})
+	c.publishAll([]outMsg{c.receiptFor(KindInjected, q.To, q.env, c.queuedReason(q, why, place))})
 	q.Told = waits
 	if err := c.st.UpdateQueued(q.QueuedBrief); err != nil {
 		c.log.Warn("cannot record that a queued brief's sender was told", LogMsgID, q.env.MsgID, "err", err)
 	}
+}
+
+// queuedReason is the body of the INJECTED telling q's sender it is
+// queued: why, its place, and what comes next.
+func (c *Core) queuedReason(q queued, why string, place int) string {
+	return StatusQueued + ": " + why + "; place " + strconv.Itoa(place) + " in the queue of " + c.nameOf(q.To) + "'s pane. It is typed once the pane is ready; " +
+		"its receipt will be held for you (FAILED if still queued at " + q.env.ExpiresAt.UTC().Format(time.RFC3339) + ")"
 }
 
 // paneStatusOf is the live herdr status of gid's pane, for what the

@@ -32,18 +32,30 @@ func queueKey(pane string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(append([]byte(pane), 0), seq)
 }
 
-// PutQueued appends q to its pane's queue and sets q.Seq.
-func (s *Store) PutQueued(q *QueuedBrief) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+// PutQueued appends q to its pane's queue, sets q.Seq and reports how
+// many briefs are ahead of it. When some are, q.Told is set to
+// toldIfBehind in the same transaction: its sender is told at once, and
+// the pane's runner, which reads the record after, does not tell it again.
+func (s *Store) PutQueued(q *QueuedBrief, toldIfBehind string) (ahead int, err error) {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bktPaneQueue)
 		if err != nil {
 			return err
+		}
+		prefix := append([]byte(q.Pane), 0)
+		c := b.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			ahead++
+		}
+		if ahead > 0 {
+			q.Told = toldIfBehind
 		}
 		if q.Seq, err = b.NextSequence(); err != nil {
 			return err
 		}
 		return putQueued(b, *q)
 	})
+	return ahead, err
 }
 
 // UpdateQueued rewrites q in place (what its sender was told).
