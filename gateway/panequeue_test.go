@@ -25,6 +25,11 @@ func writesWith(f *herdrtest.Server, pane, text string) int {
 	return n
 }
 
+// requests counts fake's requests of method: how often the gateway looked.
+func requests(f *herdrtest.Server, method string) func() int {
+	return func() int { return strings.Count(strings.Join(f.Requests(), "\n"), `"method":"`+method+`"`) }
+}
+
 // queueSetup is a gateway on a fake herdr with a primary "lead" and a
 // worker "w" in a pane.
 func queueSetup(t *testing.T, fake *herdrtest.Server, tune func(*gateway.Config)) (p *gatewaytest.Conn, pane string) {
@@ -206,7 +211,7 @@ func TestPaneQueueUserDraft(t *testing.T) {
 		t.Fatalf("queued reason %q", r.Reason)
 	}
 	// the queue looks again (every 200 ms here) and still leaves the draft alone
-	reads := func() int { return strings.Count(strings.Join(fake.Requests(), "\n"), `"method":"pane.read"`) }
+	reads := requests(fake, "pane.read")
 	seen := reads()
 	gatewaytest.Eventually(t, 5*time.Second, "three more looks at the pane", func() bool { return reads() >= seen+3 })
 	if c := fake.Composer(pane); c != "half-typed thought" || writesWith(fake, pane, "Do not merge me") != 0 {
@@ -229,7 +234,7 @@ func TestPaneQueueBroadcast(t *testing.T) {
 	p, pane := queueSetup(t, fake, nil)
 	fake.SetStatus(pane, "working")
 	p.MustStatus("bridge_broadcast", map[string]any{"message": "Freeze merges"}, "confirmed")
-	reads := func() int { return strings.Count(strings.Join(fake.Requests(), "\n"), `"method":"agent.get"`) }
+	reads := requests(fake, "agent.get")
 	seen := reads()
 	gatewaytest.Eventually(t, 5*time.Second, "the queue looked at the busy pane", func() bool { return reads() >= seen+2 })
 	if n := len(fake.Submitted(pane)); n != 0 {

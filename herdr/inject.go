@@ -111,34 +111,54 @@ func (in *Injector) Prompt(b bridge.Brief) (string, error) {
 // own text still sitting in a composer.
 const promptMark = "[herdbridge]"
 
-// Inject implements bridge.Injector.
-func (in *Injector) Inject(ctx context.Context, b bridge.Brief) bridge.InjectReceipt {
+// attempt is one go at a pane found ready, under its writer lock.
+type attempt struct {
+	pane, text string // the pane, and the prompt of the brief
+	modern     bool   // protocol 17+: agent.prompt, agent.wait
+	before     agentState
+}
+
+// begin takes the writer lock of b's pane, prepares b's prompt and judges
+// the pane ready (with checkDraft, a draft makes it not ready). A receipt
+// ends the attempt there; otherwise the caller calls unlock.
+func (in *Injector) begin(ctx context.Context, b bridge.Brief, checkDraft bool) (a attempt, unlock func(), end *bridge.InjectReceipt) {
 	in.once.Do(in.defaults)
-	pane := b.To.PaneID
-	unlock, ok := in.lockPane(ctx, pane)
+	a.pane = b.To.PaneID
+	unlock, ok := in.lockPane(ctx, a.pane)
 	if !ok {
-		return failed("another brief was still being typed into pane %s when the bound ran out", pane)
+		return a, nil, ptr(failed("another writer kept pane %s busy until the bound ran out", a.pane))
 	}
-	defer unlock()
-	text, err := in.Prompt(b)
-	if err != nil {
-		return failed("cannot prepare the brief: %v", err)
+	var err error
+	if a.text, err = in.Prompt(b); err != nil {
+		unlock()
+		return a, nil, ptr(failed("cannot prepare the brief: %v", err))
 	}
 	proto, err := in.Client.Protocol(ctx)
 	if err != nil {
-		return failed("%v", err)
+		unlock()
+		return a, nil, ptr(failed("%v", err))
 	}
-	modern := proto >= 17
-	before, wait := in.ready(ctx, b.To, modern, true)
-	if wait != nil {
-		return *wait
+	a.modern = proto >= 17
+	if a.before, end = in.ready(ctx, b.To, a.modern, checkDraft); end != nil {
+		unlock()
+		return a, nil, end
 	}
+	return a, unlock, nil
+}
+
+// Inject implements bridge.Injector.
+func (in *Injector) Inject(ctx context.Context, b bridge.Brief) bridge.InjectReceipt {
+	a, unlock, end := in.begin(ctx, b, true)
+	if end != nil {
+		return *end
+	}
+	defer unlock()
 	if b.Typing != nil {
 		if err := b.Typing(); err != nil {
 			return failed("cannot record that typing begins (%v): nothing was typed", err)
 		}
 	}
-	return in.typeAndVerify(ctx, pane, text, modern, before)
+	return in.typeAndVerify(ctx, a.pane, a.text, a.modern, a.before)
 }
 
 // typeAndVerify types text into a ready pane and watches the turn start;
@@ -184,30 +204,15 @@ func (in *Injector) typeAndVerify(ctx context.Context, pane, text string, modern
 // holds exactly b's prompt, one Enter (never a second paste) and a look
 // for the turn starting.
 func (in *Injector) Resubmit(ctx context.Context, b bridge.Brief) bridge.InjectReceipt {
-	in.once.Do(in.defaults)
-	pane := b.To.PaneID
-	unlock, ok := in.lockPane(ctx, pane)
-	if !ok {
-		return failed("pane %s stayed busy with another writer", pane)
+	a, unlock, end := in.begin(ctx, b, false)
+	if end != nil {
+		return *end
 	}
 	defer unlock()
-	text, err := in.Prompt(b)
-	if err != nil {
-		return failed("cannot prepare the brief: %v", err)
+	if !SameText(in.draft(ctx, a.pane), a.text) {
+		return failed("the composer of pane %s does not hold the brief", a.pane)
 	}
-	proto, err := in.Client.Protocol(ctx)
-	if err != nil {
-		return failed("%v", err)
-	}
-	modern := proto >= 17
-	before, wait := in.ready(ctx, b.To, modern, false)
-	if wait != nil {
-		return *wait
-	}
-	if !SameText(in.draft(ctx, pane), text) {
-		return failed("the composer of pane %s does not hold the brief", pane)
-	}
-	if in.pressEnter(ctx, pane, modern) == nil && in.turnStarted(ctx, pane, modern, before, in.VerifyWait) {
+	if in.pressEnter(ctx, a.pane, a.modern) == nil && in.turnStarted(ctx, a.pane, a.modern, a.before, in.VerifyWait) {
 		return bridge.InjectReceipt{Status: bridge.StatusSubmitted, Reason: "found in the composer; one Enter pressed"}
 	}
 	return bridge.InjectReceipt{Status: bridge.StatusUncertain, Reason: "found in the composer; one Enter pressed, but the agent was not seen starting the turn"}

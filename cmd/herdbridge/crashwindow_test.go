@@ -3,17 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 	"github.com/herdbridge/herdbridge/herdr/herdrtest"
 )
@@ -39,21 +36,11 @@ func TestForwardCrashWindow(t *testing.T) {
 	fake := herdrtest.New(t, herdrtest.WithTurnDuration(50*time.Millisecond))
 	pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude", Seen: true})
 	bin := buildBinary(t)
-	dir := gatewaytest.TempDir(t)
-	cfg, _ := json.Marshal(map[string]any{
-		"herdr":       map[string]any{"socket": fake.SocketPath(), "injectWait": injectWait.String(), "readyWait": "1s", "paneNudge": false},
+	gp, p := startPaneGateway(t, bin, fake, pane, map[string]any{
+		"herdr":       map[string]any{"socket": fake.SocketPath(), "injectWait": injectWait.String(), "paneNudge": false},
 		"receiptWait": receiptWait.String(),
 	})
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gp := startGatewayProc(t, bin, dir)
-	c, _, _, err := gateway.Dial(dir, gateway.Request{Op: "register", Name: "w", Role: "worker", PaneID: pane})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	p := procConn(t, gp, "lead", "primary")
+	dir := gp.dir
 
 	count := func(pred func(string) bool) int {
 		n := 0

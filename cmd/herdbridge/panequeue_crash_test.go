@@ -31,21 +31,11 @@ func TestPaneQueueCrash(t *testing.T) {
 	fake := herdrtest.New(t, herdrtest.WithTurnDuration(100*time.Millisecond))
 	pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude", Seen: true})
 	bin := buildBinary(t)
-	dir := gatewaytest.TempDir(t)
-	cfg, _ := json.Marshal(map[string]any{
+	gp, p := startPaneGateway(t, bin, fake, pane, map[string]any{
 		"herdr":       map[string]any{"socket": fake.SocketPath(), "injectWait": "30s", "paneNudge": false},
 		"receiptWait": "2s",
 	})
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gp := startGatewayProc(t, bin, dir)
-	c, _, _, err := gateway.Dial(dir, gateway.Request{Op: "register", Name: "w", Role: "worker", PaneID: pane})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	p := procConn(t, gp, "lead", "primary")
+	dir := gp.dir
 
 	// the first brief is typed (herdr runs agent.prompt) but its reply is
 	// held back: the gateway is inside the inject when it dies
@@ -113,6 +103,24 @@ func TestPaneQueueCrash(t *testing.T) {
 	}
 	t.Logf("kill -9 with 1 brief being typed and %d queued: typed twice %d, queued ones typed after restart %d/%d (receipts held %d), in flight reported uncertain %d",
 		queuedN, twice, max(0, len(subs)-1), queuedN, len(receipts), uncertain)
+}
+
+// startPaneGateway runs a gateway process with config in a new state dir,
+// with a worker "w" registered in pane and a primary "lead" connected.
+func startPaneGateway(t *testing.T, bin string, fake *herdrtest.Server, pane string, config map[string]any) (*gatewayProc, *gatewaytest.Conn) {
+	t.Helper()
+	dir := gatewaytest.TempDir(t)
+	cfg, _ := json.Marshal(config)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gp := startGatewayProc(t, bin, dir)
+	c, _, _, err := gateway.Dial(dir, gateway.Request{Op: "register", Name: "w", Role: "worker", PaneID: pane})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	return gp, procConn(t, gp, "lead", "primary")
 }
 
 func sortedValues(m map[string]string) []string {
