@@ -56,7 +56,7 @@ func TestForwardCrashWindow(t *testing.T) {
 	}
 	sentAt := map[string]time.Time{}
 	var acceptedMu sync.Mutex
-	accepted := map[string]bool{} // the send call returned a result
+	accepted := map[string]string{} // the send call's result: status and reason
 	points := []string{"reading status", "typing", "after typing"}
 	start := time.Now()
 	for i := 0; i < trials; i++ {
@@ -82,7 +82,7 @@ func TestForwardCrashWindow(t *testing.T) {
 			defer cancel()
 			if r, err := p.CallCtx(ctx, "bridge_send", map[string]any{"target": "w", "message": body}); err == nil && !r.IsError {
 				acceptedMu.Lock()
-				accepted[body] = true
+				accepted[body] = r.Status + ": " + r.Reason
 				acceptedMu.Unlock()
 			}
 		}()
@@ -169,10 +169,13 @@ func TestForwardCrashWindow(t *testing.T) {
 		default:
 			lost++
 			acceptedMu.Lock()
-			ok := accepted[body]
+			res, ok := accepted[body]
 			acceptedMu.Unlock()
+			if strings.HasPrefix(res, "failed") {
+				reported = true // its call returned the FAILED
+			}
 			if !reported && ok {
-				t.Errorf("%s was accepted, never typed and never reported", body)
+				t.Errorf("%s was accepted (%s), never typed and never reported", body, res)
 			}
 			if !reported && !ok {
 				// the gateway died before the send reached it: the caller saw
