@@ -31,7 +31,8 @@ type Config struct {
 	SeenSize        int           // msgId seen-set bound (default 65536)
 	NudgeEvery      time.Duration // minimum gap between nudges of one entity (default 2s)
 	ReattachGrace   time.Duration // how long a detached entity keeps its open turns (default 30s)
-	InjectWait      time.Duration // bound of the forward path, brief to INJECTED (default 30s)
+	InjectWait      time.Duration // bound of typing one brief into a ready pane, to its INJECTED (default 30s)
+	PaneRecheck     time.Duration // how often a pane with queued briefs is looked at without a status event (default 2s)
 	PresenceEvery   time.Duration // heartbeat period across hosts (default 5s)
 	PresenceTTL     time.Duration // a remote entry without a heartbeat this long is gone (default 3 heartbeats)
 
@@ -76,6 +77,7 @@ func (c *Config) defaults() {
 	d(&c.NudgeEvery, 2*time.Second)
 	d(&c.ReattachGrace, 30*time.Second)
 	d(&c.InjectWait, 30*time.Second)
+	d(&c.PaneRecheck, 2*time.Second)
 	d(&c.PresenceEvery, 5*time.Second)
 	d(&c.PresenceTTL, 3*c.PresenceEvery)
 	d(&c.ClockSkew, 2*time.Minute)

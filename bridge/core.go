@@ -11,11 +11,12 @@
 // held, waiters, receipts, turns), the gate (verification and messages
 // waiting for presence), memory (the seen-set and sender bindings), the
 // ledger (briefs awaiting receipts), the requests (idempotent calls by
-// request_id), presence (other hosts), and the nudge set. Lock order:
-// regMu → presence.pub → an entity's mu → any one leaf lock (registry,
-// gate, memory, ledger, requests, presence, nudges, spawns, and the
-// store's own, which turn records are written under); a leaf lock is
-// never held while another lock is taken.
+// request_id), presence (other hosts), the nudge set, and the pane queues
+// (briefs waiting for their pane, each typed by its pane's one runner
+// goroutine). Lock order: regMu → presence.pub → an entity's mu → any one
+// leaf lock (registry, gate, memory, ledger, requests, presence, nudges,
+// spawns, pane queues, and the store's own, which turn records are written
+// under); a leaf lock is never held while another lock is taken.
 package bridge
 
 import (
@@ -45,6 +46,7 @@ type Core struct {
 	pres   *presence
 	nudges nudgeSet
 	spawns spawnClaims
+	queues paneQueues
 
 	regMu sync.Mutex // serializes Register, Remove and RevokeTokens (they do transport and store I/O)
 
@@ -108,6 +110,9 @@ func (c *Core) Start(ctx context.Context) error {
 	}
 	if err := c.consumeHost(); err != nil {
 		return err
+	}
+	if err := c.startQueues(); err != nil {
+		return fmt.Errorf("bridge: restart the pane queues: %w", err)
 	}
 	c.wg.Add(2)
 	go c.sweepLoop()

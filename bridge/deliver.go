@@ -218,7 +218,14 @@ func (c *Core) onNotice(st *entState, env *Envelope) arrival {
 	c.mem.markEnv(st.GID+env.MsgID, env)
 	var a arrival
 	awaited := c.ledger.awaiting(env.Corr)
-	if awaited && env.Kind != KindNoWaiter && env.Kind != KindTooLate && c.ledger.take(env.Corr) {
+	rung, reason := "", ""
+	if env.Kind == KindInjected {
+		rung, reason = injectedRung(string(env.Body))
+	}
+	if rung == StatusQueued {
+		// waiting at the worker's pane is no loss: its deadline is its expiry
+		c.ledger.queued(env.Corr, c.cfg.ReceiptWait)
+	} else if awaited && env.Kind != KindNoWaiter && env.Kind != KindTooLate && c.ledger.take(env.Corr) {
 		// taken under the sender's lock, the lock the sweeper's overdue
 		// check holds: a receipt that came is never also reported FAILED
 		a.after = func() { c.ledger.forget(env.Corr, "cannot forget a settled brief") }
@@ -234,8 +241,8 @@ func (c *Core) onNotice(st *entState, env *Envelope) arrival {
 		return a
 	}
 	a.hold = heldKinds[env.Kind]
-	if env.Kind == KindInjected && (awaited || strings.HasPrefix(string(env.Body), StatusUncertain)) {
-		a.hold = true // the sender's call is gone, but it must learn how its brief landed
+	if env.Kind == KindInjected && (awaited || rung == StatusUncertain || rung == StatusQueued || strings.HasPrefix(reason, LateReceipt)) {
+		a.hold = true // the sender's call is gone, but it must learn how its brief landed (or why it waits)
 	}
 	if !a.hold {
 		c.log.Debug("receipt with nothing waiting dropped", LogKind, env.Kind, LogMsgID, env.MsgID, "corr", env.Corr, LogGID, st.GID)
@@ -310,9 +317,9 @@ func (c *Core) settleArrival(st *entState, d Delivery, a arrival) {
 	}
 }
 
-// forwardAcked acks a brief for the forward path and starts typing it; a
-// brief whose ack failed is not typed (it could be typed twice) and its
-// sender hears FAILED.
+// forwardAcked acks a brief for the forward path and queues it for its
+// pane (panequeue.go); a brief whose ack failed is not typed (it could be
+// typed twice) and its sender hears FAILED.
 func (c *Core) forwardAcked(e Entity, d Delivery) {
 	env := d.Env
 	if err := d.Acker.Ack(); err != nil {
@@ -323,8 +330,7 @@ func (c *Core) forwardAcked(e Entity, d Delivery) {
 		}
 		return
 	}
-	c.wg.Add(1)
-	go c.forward(e, env)
+	c.enqueue(e, env)
 }
 
 // ack settles a delivery the entity needs no more.

@@ -8,13 +8,24 @@ import (
 )
 
 // Injector types briefs into a worker's herdr pane: the forward path of
-// SPEC §4. The herdr package implements it. Inject is called once per brief,
-// after the brief was acked (at-most-once: a crash loses it visibly, never
-// types it twice); it blocks until the brief was typed or failed, bounded by
-// ctx, and reports the highest rung it observed. It may be called
-// concurrently for different panes and must serialize writes to one pane.
+// SPEC §4. The herdr package implements it; the core decides what waits
+// and in which order (the pane queues, panequeue.go), the Injector only
+// how a pane is judged ready and how a brief is typed. The core calls it
+// from the one goroutine that owns a pane's queue, so calls for one pane
+// never overlap; calls for different panes run concurrently.
 type Injector interface {
+	// Inject types b once the pane is ready, after calling b.Typing, and
+	// reports the highest rung it observed. A pane that is not ready (the
+	// agent busy, a dialog open, a draft someone typed in the composer) is
+	// reported StatusNotReady with nothing typed: the brief stays queued.
+	// Bounded by ctx.
 	Inject(ctx context.Context, b Brief) InjectReceipt
+	// Resubmit is for b, typed earlier and reported uncertain: if the pane
+	// is ready and its composer holds exactly b's text, it presses Enter
+	// once (never pastes again) and reports StatusSubmitted when the turn
+	// started. StatusNotReady: look again later; anything else: b is not
+	// (or no longer) in the composer, or the Enter did not start a turn.
+	Resubmit(ctx context.Context, b Brief) InjectReceipt
 }
 
 // Brief is one message for the forward path.
@@ -23,16 +34,30 @@ type Brief struct {
 	Env      *Envelope // SEND or BROADCAST
 	FromName string    // the sender's name, for the prompt's header
 	// Typing must be called right before the first byte is typed: the
-	// core records it, so a crash from then on is reported "uncertain"
-	// (maybe typed) rather than "failed".
-	Typing func()
+	// core records durably that typing began, so a crash from then on
+	// reports the brief "uncertain" and never types it again. If it
+	// returns an error, nothing may be typed.
+	Typing func() error
 }
+
+// StatusNotReady is an Injector's "nothing typed: the pane is not ready";
+// it is never a tool status (the sender hears StatusQueued).
+const StatusNotReady = "not_ready"
 
 // InjectReceipt is what the forward path observed.
 type InjectReceipt struct {
-	Status string // StatusInjected | StatusSubmitted | StatusUncertain | StatusFailed
+	Status string // StatusSubmitted | StatusInjected | StatusUncertain | StatusFailed | StatusNotReady
+	// Reason is a sentence for the sender; for StatusNotReady it names
+	// the worker's state ("w is working", "w waits on a dialog", …).
 	Reason string
+	// Waits is, for StatusNotReady, what the pane waits on: the agent's
+	// status ("working", "blocked", …) or WaitsDraft.
+	Waits string
 }
+
+// WaitsDraft is InjectReceipt.Waits for a composer holding a draft that
+// is not ours: never typed over.
+const WaitsDraft = "draft"
 
 // forwards reports whether st's briefs go through the forward path. Called
 // with st.mu held.
@@ -40,39 +65,109 @@ func (c *Core) forwards(st *entState) bool {
 	return c.cfg.Injector != nil && st.PaneID != "" && st.Role == RoleWorker
 }
 
-// forward runs the forward path for one brief already acked: inject, then
-// tell the sender INJECTED (its body the rung observed) or FAILED.
-func (c *Core) forward(e Entity, env *Envelope) {
-	defer c.wg.Done()
+// tryHead tries the head of a pane's queue and reports whether it was
+// settled (typed, failed, dropped): false means wait, the pane is not
+// ready (or a brief typed earlier may still sit in its composer).
+func (c *Core) tryHead(r store.QueuedBrief) bool {
+	q, ok := decodeQueued(r)
+	if !ok {
+		c.dequeue(r)
+		return true
+	}
+	e, live := c.workerOf(q)
+	switch {
+	case !live:
+		c.settleQueued(q, KindFailed, "brief "+Excerpt(string(q.env.Body))+" not typed: "+c.nameOf(q.To)+
+			" left pane "+q.Pane+" (closed or removed) while the brief was queued")
+		return true
+	case q.Typed:
+		return c.recoverHead(e, q)
+	}
+	return c.typeHead(e, q)
+}
+
+// typeHead types q into e's pane, then tells the sender the rung observed
+// (INJECTED) or FAILED; a pane not ready keeps it queued and tells the
+// sender why. A brief reported uncertain stays at the head, typed: its
+// text may sit in the composer (recoverHead).
+func (c *Core) typeHead(e Entity, q queued) bool {
+	env := q.env
 	// not tied to c.ctx: a graceful stop lets an inject in flight finish
 	// (bounded) and send its receipt, instead of cutting it mid-typing
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.InjectWait)
 	defer cancel()
 	start := c.cfg.Now()
 	rec := store.Await{MsgID: env.MsgID, From: env.From, To: e.GID, ToName: e.Name, TraceID: env.TraceID, Excerpt: Excerpt(string(env.Body))}
-	typing := false
-	r := c.cfg.Injector.Inject(ctx, Brief{To: e, Env: env, FromName: c.nameOf(env.From), Typing: func() {
-		if env.Kind != KindSend || typing {
-			return
+	typed := false
+	r := c.cfg.Injector.Inject(ctx, Brief{To: e, Env: env, FromName: c.nameOf(env.From), Typing: func() error {
+		var typing *store.Await
+		if env.Kind == KindSend {
+			typing = &rec
 		}
-		typing = true
-		if err := c.st.PutTyping(rec); err != nil {
-			c.log.Warn("cannot record a brief being typed", LogMsgID, env.MsgID, "err", err)
-		}
+		err := c.st.MarkTyped(q.QueuedBrief, typing)
+		typed = err == nil
+		return err
 	}})
+	if r.Status == StatusNotReady {
+		c.tellNotReady(q, r)
+		return false
+	}
 	c.log.Info("forward path", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID, "status", r.Status, LogReason, r.Reason, "ms", time.Since(start).Milliseconds())
-	if env.Kind != KindSend {
-		return // broadcasts are typed but not receipted
+	stuck := typed && r.Status == StatusUncertain
+	if !stuck {
+		c.dequeue(q.QueuedBrief)
 	}
-	if c.publishAll([]outMsg{c.injectReceipt(e, env, r)}) > 0 {
-		return // the receipt did not go out: the typing record stays, and a restart reports it uncertain
-	}
-	if typing {
+	if env.Kind == KindSend && c.publishAll([]outMsg{c.injectReceipt(e, env, r)}) == 0 && typed {
 		if err := c.st.DeleteTyping(env.MsgID); err != nil {
 			c.log.Warn("cannot forget a typed brief", LogMsgID, env.MsgID, "err", err)
 		}
-	}
+	} // else the receipt did not go out: the typing record stays, and a restart reports it uncertain
+	return !stuck
 }
+
+// tellNotReady tells q's sender its brief is queued, and why: at first,
+// and again when the pane turns to a dialog or a draft (something the
+// sender may want to act on).
+func (c *Core) tellNotReady(q queued, r InjectReceipt) {
+	if q.env.Kind != KindSend || q.Told == r.Waits {
+		return
+	}
+	if q.Told != "" && r.Waits != WaitsDraft && r.Waits != WaitsDialog {
+		return
+	}
+	c.tellQueued(q, r.Waits, r.Reason, 1)
+}
+
+// recoverHead is own-draft recovery: q was typed and reported uncertain
+// (its Enter swallowed, or the gateway died typing it); when the pane is
+// ready and the composer holds exactly its text, one Enter submits it, and
+// its sender gets a late receipt. Anything else drops it from the queue.
+func (c *Core) recoverHead(e Entity, q queued) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.InjectWait)
+	defer cancel()
+	r := c.cfg.Injector.Resubmit(ctx, Brief{To: e, Env: q.env, FromName: c.nameOf(q.env.From)})
+	switch r.Status {
+	case StatusNotReady:
+		return false
+	case StatusSubmitted:
+		c.log.Info("a brief reported uncertain was found in the composer and submitted", LogMsgID, q.env.MsgID, LogGID, e.GID)
+		c.settleQueued(q, KindInjected, StatusSubmitted+": "+LateReceipt+"brief "+Excerpt(string(q.env.Body))+
+			" was found unsent in the composer of "+e.Name+"'s pane (reported uncertain before); one Enter was pressed and the agent started the turn")
+	default:
+		c.log.Info("a brief reported uncertain is not in its composer: left as reported", LogMsgID, q.env.MsgID, LogGID, e.GID, LogReason, r.Reason)
+		c.dequeue(q.QueuedBrief)
+	}
+	return true
+}
+
+// LateReceipt opens the reason of an INJECTED that comes after the brief
+// was already reported (uncertain, then found in the composer and
+// submitted): held for the sender like any receipt it awaits.
+const LateReceipt = "late receipt: "
+
+// WaitsDialog is InjectReceipt.Waits for an agent whose dialog waits for
+// an answer (herdr's status blocked).
+const WaitsDialog = "blocked"
 
 // injectReceipt is the INJECTED (its body the rung observed) or FAILED
 // that tells the sender how its brief landed.

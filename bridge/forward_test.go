@@ -29,6 +29,10 @@ func (f *fakeInjector) Inject(ctx context.Context, b bridge.Brief) bridge.Inject
 	return f.receipt
 }
 
+func (f *fakeInjector) Resubmit(context.Context, bridge.Brief) bridge.InjectReceipt {
+	return bridge.InjectReceipt{Status: bridge.StatusFailed, Reason: "not in the composer"}
+}
+
 // forwardCore is a core whose workers in panes take briefs through inj;
 // with typed false nothing is typed (every entity pulls) and inj only
 // lends its transport to the test.
@@ -131,6 +135,10 @@ func (b *blockingInjector) Inject(ctx context.Context, _ bridge.Brief) bridge.In
 	close(b.started)
 	<-ctx.Done()
 	return bridge.InjectReceipt{Status: bridge.StatusFailed, Reason: "cancelled"}
+}
+
+func (b *blockingInjector) Resubmit(context.Context, bridge.Brief) bridge.InjectReceipt {
+	return bridge.InjectReceipt{Status: bridge.StatusFailed, Reason: "not in the composer"}
 }
 
 // TestForwardPathCrashReportsFailed: the gateway dies between the ack and

@@ -49,6 +49,26 @@ func (l *ledger) expect(a store.Await) {
 	}
 }
 
+// queued moves the deadline of the brief corr, reported queued at its
+// worker's pane, to its expiresAt plus grace: waiting there is no loss.
+func (l *ledger) queued(corr string, grace time.Duration) {
+	l.mu.Lock()
+	a, ok := l.awaits[corr]
+	if ok && !a.ExpiresAt.IsZero() && a.ExpiresAt.Add(grace).After(a.Deadline) {
+		a.Deadline = a.ExpiresAt.Add(grace)
+		l.awaits[corr] = a
+	} else {
+		ok = false
+	}
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := l.st.PutAwait(a); err != nil {
+		l.log.Warn("cannot persist the deadline of a queued brief", LogMsgID, a.MsgID, "err", err)
+	}
+}
+
 // awaits reports whether the brief corr still awaits its receipt.
 func (l *ledger) awaiting(corr string) bool {
 	l.mu.Lock()

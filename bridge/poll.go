@@ -96,7 +96,9 @@ func (c *Core) drain(ctx context.Context, st *entState, filter func(*Envelope) b
 	taken := st.claimHeld(filter, req.Max)
 	if len(taken) == 0 && wait > 0 {
 		w = &waiter{ch: make(chan *heldMsg, 1), accept: func(e *Envelope) bool {
-			return filter(e) && (heldKinds[e.Kind] || e.Kind == KindAsk)
+			// an INJECTED is offered only when it is held (a late or
+			// uncertain receipt, one for a queued brief): it ends the wait too
+			return filter(e) && (heldKinds[e.Kind] || e.Kind == KindAsk || e.Kind == KindInjected)
 		}}
 		st.addWaiter(w)
 	}

@@ -208,7 +208,7 @@ func (c *Core) Detach(gid string) {
 }
 
 // PaneStatus records the live herdr status of the entity in pane (shown by
-// the roster).
+// the roster), and wakes the pane's queue: its agent may be ready now.
 func (c *Core) PaneStatus(pane, status string) {
 	for _, st := range c.reg.all() {
 		st.mu.Lock()
@@ -217,6 +217,7 @@ func (c *Core) PaneStatus(pane, status string) {
 		}
 		st.mu.Unlock()
 	}
+	c.queues.wake(pane)
 }
 
 // Panes lists the herdr panes of local entities.
@@ -251,4 +252,5 @@ func (c *Core) PaneClosed(ctx context.Context, pane string) {
 		}
 		c.log.Info("pane closed: entity removed", LogGID, gid, "pane", pane)
 	}
+	c.queues.wake(pane) // its queued briefs fail now, not at the next recheck
 }

@@ -286,14 +286,22 @@ type gateInjector struct {
 	release chan struct{}
 }
 
-func (g *gateInjector) Inject(ctx context.Context, _ bridge.Brief) bridge.InjectReceipt {
+func (g *gateInjector) Inject(ctx context.Context, b bridge.Brief) bridge.InjectReceipt {
 	g.started <- struct{}{}
+	if err := b.Typing(); err != nil {
+		return bridge.InjectReceipt{Status: bridge.StatusFailed, Reason: err.Error()}
+	}
 	select {
 	case <-g.release:
 		return bridge.InjectReceipt{Status: bridge.StatusSubmitted}
 	case <-ctx.Done():
 		return bridge.InjectReceipt{Status: bridge.StatusFailed, Reason: "cancelled"}
 	}
+}
+
+// Resubmit: this injector never leaves a brief in the composer.
+func (g *gateInjector) Resubmit(context.Context, bridge.Brief) bridge.InjectReceipt {
+	return bridge.InjectReceipt{Status: bridge.StatusFailed, Reason: "not in the composer"}
 }
 
 // TestRequestIDStatusFollowsReceipts: a brief's first call is cut before

@@ -11,6 +11,7 @@ import (
 // Statuses carried by tool results.
 const (
 	StatusConfirmed       = "confirmed"        // the transport accepted it
+	StatusQueued          = "queued"           // accepted; waits in the worker's pane queue until it is ready
 	StatusInjected        = "injected"         // typed into the worker's pane
 	StatusSubmitted       = "submitted"        // the worker started the turn
 	StatusUncertain       = "uncertain"        // typed, turn start not observed
@@ -123,7 +124,7 @@ func Excerpt(body string) string {
 func injectedRung(body string) (string, string) {
 	status, reason, _ := strings.Cut(body, ": ")
 	switch status {
-	case StatusInjected, StatusSubmitted, StatusUncertain:
+	case StatusQueued, StatusInjected, StatusSubmitted, StatusUncertain:
 		return status, reason
 	}
 	return StatusInjected, body

@@ -142,7 +142,7 @@ func (c *Core) publishSend(ctx context.Context, s *openSend, body string) error 
 	env := s.env
 	if s.forwarded {
 		c.ledger.expect(store.Await{MsgID: env.MsgID, From: s.st.GID, To: s.target.GID, ToName: s.target.Name, TraceID: env.TraceID, Excerpt: Excerpt(body),
-			Deadline: c.cfg.Now().Add(c.cfg.InjectWait + c.cfg.ReceiptWait)})
+			Deadline: c.cfg.Now().Add(c.cfg.InjectWait + c.cfg.ReceiptWait), ExpiresAt: env.ExpiresAt})
 	}
 	if err := c.publish(ctx, s.target.GID, env, true); err != nil {
 		if s.forwarded {
@@ -184,6 +184,7 @@ func (c *Core) awaitSend(ctx context.Context, s *openSend, res *Result, prog Pro
 	case hm != nil:
 		return c.sendAnswered(ctx, s.st, res, hm), nil
 	case over:
+		queuedNext(res, s.target)
 		return res, nil
 	}
 	return c.sendTimedOut(s, res), nil
@@ -207,6 +208,14 @@ func applySendReceipt(res *Result, r *Envelope, noReply bool) bool {
 	return false
 }
 
+// queuedNext says what to do after a brief was queued at its worker's
+// pane: its receipt, and any reply, will be held for the caller.
+func queuedNext(res *Result, target Entity) {
+	if res.Status == StatusQueued {
+		res.Next = "bridge_poll(target=" + target.Name + ") later: the brief's receipt (INJECTED or FAILED, corr " + res.MsgID + ") and the reply will be held for you"
+	}
+}
+
 // sendAnswered hands over the reply (or the ASK) that resolved the send.
 func (c *Core) sendAnswered(ctx context.Context, st *entState, res *Result, hm *heldMsg) *Result {
 	c.handOver(ctx, st, []*heldMsg{hm})
@@ -225,6 +234,10 @@ func (c *Core) sendAnswered(ctx context.Context, st *entState, res *Result, hm *
 // to call next.
 func (c *Core) sendTimedOut(s *openSend, res *Result) *Result {
 	res.Held = c.heldFor(s.st)
+	if res.Status == StatusQueued {
+		queuedNext(res, s.target)
+		return res
+	}
 	if s.forwarded && res.Status == StatusConfirmed {
 		// not a guess either way: the receipt (or the FAILED the
 		// sweeper sends when it never comes) will be held for the caller

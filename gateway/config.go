@@ -36,7 +36,9 @@ type HerdrConfig struct {
 	Disabled bool `json:"disabled,omitempty"`
 	// Socket is herdr's API socket (default: found as herdr's CLI does).
 	Socket string `json:"socket,omitempty"`
-	// ReadyWait bounds the wait for a worker to be idle before typing (default 20s).
+	// ReadyWait is accepted for older config files and ignored: a brief
+	// for a worker that is not ready no longer fails after a bound, it
+	// waits in the pane's queue until the worker is ready or it expires.
 	ReadyWait Duration `json:"readyWait,omitempty"`
 	// MaxInlineBrief is the largest brief typed inline (default 8192 bytes);
 	// a larger one is written to a file the prompt names.

@@ -238,7 +238,7 @@ func (g *Gateway) wireHerdr(cfg *bridge.Config) {
 	}
 	g.herdr = &herdr.Client{Path: hc.Socket, Logger: g.log}
 	cfg.Injector = &herdr.Injector{Client: g.herdr, BriefDir: filepath.Join(g.cfg.StateDir, "briefs"),
-		MaxInline: hc.MaxInlineBrief, ReadyWait: time.Duration(hc.ReadyWait)}
+		MaxInline: hc.MaxInlineBrief}
 	cfg.Panes = &herdr.Spawner{Client: g.herdr, ReadyWait: time.Duration(hc.SpawnReadyWait), Profiles: g.cfg.File.Profiles, StateDir: g.cfg.StateDir}
 	if hc.PaneNudge == nil || *hc.PaneNudge {
 		g.nudger = &herdr.PaneNudger{Client: g.herdr, Log: g.log, Backoff: time.Duration(hc.NudgeBackoff),

@@ -16,10 +16,13 @@ import (
 var _ bridge.Injector = (*Injector)(nil)
 
 // Injector is the forward path into herdr panes (SPEC §4): it types a brief
-// into a worker's pane only when the agent is ready, never into a dialog,
-// and reports the highest rung it actually observed — submitted (the turn
-// started), uncertain (typed, turn start not seen even after one Enter
-// retry) or failed (with the reason). One writer per pane at a time.
+// into a worker's pane only when the agent is ready — never into a dialog,
+// never over a draft — and reports the highest rung it actually observed:
+// submitted (the turn started), uncertain (typed, turn start not seen even
+// after one Enter retry), failed (with the reason), or not ready (nothing
+// typed; the core keeps the brief queued and asks again). It does not wait
+// for readiness: the core's pane queue does, woken by herdr's status
+// events. One writer per pane at a time.
 type Injector struct {
 	Client *Client
 	// BriefDir receives briefs larger than MaxInline; the prompt then names
@@ -28,8 +31,6 @@ type Injector struct {
 	// MaxInline is the largest brief typed inline (default 8 KiB): very
 	// long pastes are where agents misbehave.
 	MaxInline int
-	// ReadyWait bounds the wait for the agent to be idle/done (default 20s).
-	ReadyWait time.Duration
 	// VerifyWait bounds each look for the turn starting (default 3s).
 	VerifyWait time.Duration
 	// Poll is the status polling period (default 50ms).
@@ -43,9 +44,6 @@ type Injector struct {
 func (in *Injector) defaults() {
 	if in.MaxInline <= 0 {
 		in.MaxInline = 8 << 10
-	}
-	if in.ReadyWait <= 0 {
-		in.ReadyWait = 20 * time.Second
 	}
 	if in.VerifyWait <= 0 {
 		in.VerifyWait = 3 * time.Second
@@ -113,47 +111,65 @@ func (in *Injector) Prompt(b bridge.Brief) (string, error) {
 // own text still sitting in a composer.
 const promptMark = "[herdbridge]"
 
-// Inject implements bridge.Injector.
-func (in *Injector) Inject(ctx context.Context, b bridge.Brief) bridge.InjectReceipt {
+// attempt is one go at a pane found ready, under its writer lock.
+type attempt struct {
+	pane, text string // the pane, and the prompt of the brief
+	modern     bool   // protocol 17+: agent.prompt, agent.wait
+	before     agentState
+}
+
+// begin takes the writer lock of b's pane, prepares b's prompt and judges
+// the pane ready (with checkDraft, a draft makes it not ready). A receipt
+// ends the attempt there; otherwise the caller calls unlock.
+func (in *Injector) begin(ctx context.Context, b bridge.Brief, checkDraft bool) (a attempt, unlock func(), end *bridge.InjectReceipt) {
 	in.once.Do(in.defaults)
-	pane := b.To.PaneID
-	unlock, ok := in.lockPane(ctx, pane)
+	a.pane = b.To.PaneID
+	unlock, ok := in.lockPane(ctx, a.pane)
 	if !ok {
-		return failed("another brief was still being typed into pane %s when the bound ran out", pane)
+		return a, nil, ptr(failed("another writer kept pane %s busy until the bound ran out", a.pane))
 	}
-	defer unlock()
-	text, err := in.Prompt(b)
-	if err != nil {
-		return failed("cannot prepare the brief: %v", err)
+	var err error
+	if a.text, err = in.Prompt(b); err != nil {
+		unlock()
+		return a, nil, ptr(failed("cannot prepare the brief: %v", err))
 	}
 	proto, err := in.Client.Protocol(ctx)
 	if err != nil {
-		return failed("%v", err)
+		unlock()
+		return a, nil, ptr(failed("%v", err))
 	}
-	modern := proto >= 17
-	if _, err := in.waitReady(ctx, pane, modern); err != nil {
-		return failed("%v", err)
+	a.modern = proto >= 17
+	if a.before, end = in.ready(ctx, b.To, a.modern, checkDraft); end != nil {
+		unlock()
+		return a, nil, end
 	}
-	if draft := in.draft(ctx, pane); draft != "" {
-		return failed("the composer of pane %s holds an unsent draft (%q): not typed, so the brief is not merged into it; clear it and resend", pane, clip(draft, 40))
+	return a, unlock, nil
+}
+
+// Inject implements bridge.Injector.
+func (in *Injector) Inject(ctx context.Context, b bridge.Brief) bridge.InjectReceipt {
+	a, unlock, end := in.begin(ctx, b, true)
+	if end != nil {
+		return *end
 	}
-	// the baseline is taken right before typing; before protocol 20
-	// agent.prompt does not refuse a blocked agent, so look once more
-	before, err := in.state(ctx, pane, modern)
-	if err != nil {
-		return failed("pane %s: %v", pane, err)
-	}
-	if !Ready(before.status) {
-		return failed("the agent in pane %s turned %s just before typing; nothing was typed", pane, before.status)
-	}
+	defer unlock()
 	if b.Typing != nil {
-		b.Typing()
+		if err := b.Typing(); err != nil {
+			return failed("cannot record that typing begins (%v): nothing was typed", err)
+		}
 	}
-	custom := false
+	return in.typeAndVerify(ctx, a.pane, a.text, a.modern, a.before)
+}
+
+// typeAndVerify types text into a ready pane and watches the turn start;
+// herdr presses Enter 300 ms after agent.prompt's text, and if the turn is
+// not seen starting while the text still sits in the composer, Enter is
+// pressed once more. Never re-pasted.
+func (in *Injector) typeAndVerify(ctx context.Context, pane, text string, modern bool, before agentState) bridge.InjectReceipt {
+	var err error
 	if modern {
 		_, err = in.Client.AgentPrompt(ctx, pane, text)
 		if errors.Is(err, ErrAgentNotReady) { // a custom agent herdr does not drive: type and press Enter ourselves
-			custom = true
 			err = in.Client.PaneSendInput(ctx, pane, text, "enter")
 		}
 	} else {
@@ -168,9 +184,6 @@ func (in *Injector) Inject(ctx context.Context, b bridge.Brief) bridge.InjectRec
 		}
 		return bridge.InjectReceipt{Status: bridge.StatusUncertain, Reason: fmt.Sprintf("typing into pane %s failed midway (%v): it may or may not have reached the agent", pane, err)}
 	}
-	// herdr presses Enter 300 ms after agent.prompt's text: look for the
-	// turn starting, then — only if the text still sits in the composer —
-	// press Enter once more. Never re-paste.
 	if in.turnStarted(ctx, pane, modern, before, 300*time.Millisecond+in.VerifyWait) {
 		return bridge.InjectReceipt{Status: bridge.StatusSubmitted}
 	}
@@ -180,15 +193,42 @@ func (in *Injector) Inject(ctx context.Context, b bridge.Brief) bridge.InjectRec
 	if !strings.Contains(in.draft(ctx, pane), promptMark) {
 		return bridge.InjectReceipt{Status: bridge.StatusUncertain, Reason: "typed, and gone from the composer, but the agent was not seen starting the turn"}
 	}
-	if modern && !custom {
-		err = in.Client.AgentSendKeys(ctx, pane, "enter")
-	} else {
-		err = in.Client.PaneSendKeys(ctx, pane, "enter")
-	}
-	if err == nil && in.turnStarted(ctx, pane, modern, before, in.VerifyWait) {
+	if in.pressEnter(ctx, pane, modern) == nil && in.turnStarted(ctx, pane, modern, before, in.VerifyWait) {
 		return bridge.InjectReceipt{Status: bridge.StatusSubmitted, Reason: "after one Enter retry"}
 	}
-	return bridge.InjectReceipt{Status: bridge.StatusUncertain, Reason: "typed, but the agent was not seen starting the turn, even after one Enter retry"}
+	return bridge.InjectReceipt{Status: bridge.StatusUncertain, Reason: "typed, but the agent was not seen starting the turn, even after one Enter retry; its text may still sit in the composer, where it is submitted with one Enter once the agent is ready"}
+}
+
+// Resubmit implements bridge.Injector: own-draft recovery. b was typed
+// earlier and reported uncertain; if the pane is ready and its composer
+// holds exactly b's prompt, one Enter (never a second paste) and a look
+// for the turn starting.
+func (in *Injector) Resubmit(ctx context.Context, b bridge.Brief) bridge.InjectReceipt {
+	a, unlock, end := in.begin(ctx, b, false)
+	if end != nil {
+		return *end
+	}
+	defer unlock()
+	if !SameText(in.draft(ctx, a.pane), a.text) {
+		return failed("the composer of pane %s does not hold the brief", a.pane)
+	}
+	if in.pressEnter(ctx, a.pane, a.modern) == nil && in.turnStarted(ctx, a.pane, a.modern, a.before, in.VerifyWait) {
+		return bridge.InjectReceipt{Status: bridge.StatusSubmitted, Reason: "found in the composer; one Enter pressed"}
+	}
+	return bridge.InjectReceipt{Status: bridge.StatusUncertain, Reason: "found in the composer; one Enter pressed, but the agent was not seen starting the turn"}
+}
+
+// pressEnter presses Enter once: through agent.send_keys where herdr
+// drives the agent, else (a custom agent, or herdr before protocol 17)
+// through pane.send_keys.
+func (in *Injector) pressEnter(ctx context.Context, pane string, modern bool) error {
+	if modern {
+		err := in.Client.AgentSendKeys(ctx, pane, "enter")
+		if !errors.Is(err, ErrAgentNotReady) {
+			return err
+		}
+	}
+	return in.Client.PaneSendKeys(ctx, pane, "enter")
 }
 
 // agentState is what the gate and the verification compare.
@@ -213,47 +253,6 @@ func (in *Injector) state(ctx context.Context, pane string, modern bool) (agentS
 		return agentState{}, err
 	}
 	return agentState{status: p.AgentStatus}, nil
-}
-
-// waitReady waits, bounded by ReadyWait, until the agent is idle or done.
-// A blocked agent (a dialog) is waited on too, and never typed into.
-func (in *Injector) waitReady(ctx context.Context, pane string, modern bool) (agentState, error) {
-	deadline := time.Now().Add(in.ReadyWait)
-	var last agentState
-	for {
-		st, err := in.state(ctx, pane, modern)
-		switch {
-		case errors.Is(err, ErrPaneNotFound):
-			return st, fmt.Errorf("pane %s is gone", pane)
-		case errors.Is(err, ErrAgentNotFound):
-			return st, fmt.Errorf("no recognised agent runs in pane %s: the forward path types only into a recognised agent", pane)
-		case err != nil:
-			return st, err
-		}
-		if Ready(st.status) {
-			return st, nil
-		}
-		last = st
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			why := ""
-			if last.status == StatusBlocked {
-				why = " (a dialog waits for an answer in the pane)"
-			}
-			return st, fmt.Errorf("the agent in pane %s did not become ready within %s: stuck in status %s%s; nothing was typed", pane, in.ReadyWait, last.status, why)
-		}
-		if modern && last.status != "launch_pending" {
-			// event-driven wait, bounded by what is left
-			if left := time.Until(deadline); left > 0 {
-				if _, err := in.Client.AgentWait(ctx, pane, []string{StatusIdle, StatusDone}, left); err == nil || errors.Is(err, ErrTimeout) {
-					continue
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(in.Poll):
-		}
-	}
 }
 
 // turnStarted watches until the turn is seen starting: the status went
@@ -295,38 +294,4 @@ func (in *Injector) turnStarted(ctx context.Context, pane string, modern bool, b
 		case <-time.After(in.Poll):
 		}
 	}
-}
-
-// draft reads what sits unsent in the agent's composer: the last prompt
-// line of the screen ("> …", "❯ …", "│ > … │"). Empty when none is seen
-// (or the screen cannot be read: herdr has no composer API, so this is a
-// best-effort guard, not a guarantee).
-func (in *Injector) draft(ctx context.Context, pane string) string {
-	r, err := in.Client.PaneRead(ctx, pane, SourceVisible, 0)
-	if err != nil {
-		return ""
-	}
-	return ComposerDraft(r.Text)
-}
-
-// ComposerDraft finds the draft in a screen's last prompt line.
-func ComposerDraft(screen string) string {
-	lines := strings.Split(strings.TrimRight(screen, "\n "), "\n")
-	for i := len(lines) - 1; i >= 0 && i >= len(lines)-6; i-- {
-		l := strings.TrimSpace(lines[i])
-		l = strings.TrimSpace(strings.Trim(l, "│|"))
-		for _, p := range []string{"> ", "❯ ", ">", "❯"} {
-			if rest, ok := strings.CutPrefix(l, p); ok {
-				return strings.TrimSpace(rest)
-			}
-		}
-	}
-	return ""
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

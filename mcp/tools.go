@@ -148,6 +148,7 @@ func argErr(err error) error { return &bridge.UserError{Msg: err.Error()} }
 func (s *Server) sendTool() toolDef {
 	t := mcpgo.NewTool("bridge_send",
 		mcpgo.WithDescription("Send a message. To a worker it is a brief: returns once the transport has it (status confirmed/injected), "+
+			"or once it waits in the queue of a busy worker's pane (queued: its receipt, INJECTED or FAILED, is held for you later), "+
 			"and with wait_s stays open until the worker replies (replied), asks you something (asked, with turn_id), or wait_s runs out (pending: bridge_poll(target) later). "+
 			"To a primary or orchestrator it is a reply (confirmed). With turn_id it answers that open ask (delivered, too_late, abandoned, already_answered)."),
 		mcpgo.WithInputSchema[sendArgs](),

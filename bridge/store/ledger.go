@@ -19,6 +19,9 @@ type Await struct {
 	TraceID  string    `json:"traceId"`
 	Excerpt  string    `json:"excerpt"` // the brief's start, so the FAILED says which brief
 	Deadline time.Time `json:"deadline"`
+	// ExpiresAt is the brief's: a brief queued at its worker's pane waits
+	// until then, so its deadline moves there (zero in older records).
+	ExpiresAt time.Time `json:"expiresAt"`
 }
 
 // PutAwait records a brief awaiting its receipt.

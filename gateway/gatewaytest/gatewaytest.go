@@ -50,7 +50,7 @@ func HerdrConfig(t testing.TB, fake *herdrtest.Server) gateway.Config {
 	cfg := LocalConfig(t, "")
 	cfg.Core.InjectWait = 8 * time.Second
 	cfg.File.Herdr.Disabled = false
-	cfg.File.Herdr.ReadyWait = gateway.Duration(1500 * time.Millisecond)
+	cfg.Core.PaneRecheck = 200 * time.Millisecond
 	cfg.File.Herdr.NudgeBackoff = gateway.Duration(500 * time.Millisecond)
 	if fake != nil {
 		cfg.File.Herdr.Socket = fake.SocketPath()

@@ -19,11 +19,17 @@ type panes struct {
 }
 
 func (p *panes) Inject(_ context.Context, b bridge.Brief) bridge.InjectReceipt {
-	b.Typing()
+	if err := b.Typing(); err != nil {
+		return bridge.InjectReceipt{Status: bridge.StatusFailed, Reason: err.Error()}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.typed = append(p.typed, b)
 	return p.result[b.To.PaneID]
+}
+
+func (p *panes) Resubmit(context.Context, bridge.Brief) bridge.InjectReceipt {
+	return bridge.InjectReceipt{Status: bridge.StatusFailed, Reason: "not in the composer"}
 }
 
 func (p *panes) briefs() []bridge.Brief {

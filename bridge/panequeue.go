@@ -1,0 +1,284 @@
+package bridge
+
+import (
+	"encoding/json"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/herdbridge/herdbridge/bridge/store"
+)
+
+// The pane queues (SPEC §10, "briefs never give up on a busy worker"). A
+// brief or broadcast acked from a pane worker's inbox has no other copy,
+// so it is appended to its pane's queue in the store, and one runner
+// goroutine per pane with a queue types the briefs in order, each when the
+// agent is ready (the Injector judges that), until each is typed, fails,
+// or passes its expiresAt (FAILED to its sender). A brief that cannot be
+// typed at once is reported queued to its sender (an INJECTED whose rung
+// is StatusQueued); its receipt follows when it is typed. A runner is the
+// only writer of its pane and of its queue's records; it is woken by the
+// pane's herdr status (Core.PaneStatus), by a new brief, and every
+// PaneRecheck, owned by the core's WaitGroup and stopped with its context,
+// and restarted from the store at Start.
+
+// paneQueues tracks which panes have a running runner. Its lock is a leaf.
+type paneQueues struct {
+	mu      sync.Mutex
+	runners map[string]*paneRunner
+}
+
+type paneRunner struct {
+	wake chan struct{} // capacity 1
+	kick bool          // a brief was queued since the runner last looked
+}
+
+// start reports whether pane needs a new runner (and then counts it as
+// running); otherwise the running one is told to look again.
+func (q *paneQueues) start(pane string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if r := q.runners[pane]; r != nil {
+		r.kick = true
+		r.signal()
+		return false
+	}
+	if q.runners == nil {
+		q.runners = map[string]*paneRunner{}
+	}
+	q.runners[pane] = &paneRunner{wake: make(chan struct{}, 1)}
+	return true
+}
+
+func (r *paneRunner) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wake makes pane's runner, if any, look again now.
+func (q *paneQueues) wake(pane string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if r := q.runners[pane]; r != nil {
+		r.signal()
+	}
+}
+
+// look starts a runner's round: what was queued before it is in the store.
+func (q *paneQueues) look(pane string) *paneRunner {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r := q.runners[pane]
+	r.kick = false
+	return r
+}
+
+// done ends pane's runner when nothing was queued since its last look;
+// false: look again.
+func (q *paneQueues) done(pane string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.runners[pane].kick {
+		return false
+	}
+	delete(q.runners, pane)
+	return true
+}
+
+// enqueue appends a brief acked for the forward path to its pane's queue
+// and makes sure the pane's runner runs.
+func (c *Core) enqueue(e Entity, env *Envelope) {
+	raw, err := json.Marshal(env)
+	q := store.QueuedBrief{Pane: e.PaneID, To: e.GID, Env: raw}
+	ahead := 0
+	if err == nil {
+		ahead, err = c.st.PutQueued(&q, waitsBehind)
+	}
+	if err != nil {
+		// acked, so this was its only copy: a loss, told at once
+		c.log.Warn("brief not queued for its pane", LogMsgID, env.MsgID, LogGID, e.GID, "err", err)
+		if env.Kind == KindSend {
+			c.publishAll([]outMsg{c.receiptFor(KindFailed, e.GID, env,
+				"brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: its gateway could not queue it ("+err.Error()+")")})
+		}
+		return
+	}
+	if ahead > 0 && env.Kind == KindSend {
+		// the runner may be busy typing the head for seconds: the sender
+		// hears now that its brief waits, not after a bound
+		c.publishAll([]outMsg{c.receiptFor(KindInjected, e.GID, env, c.queuedReason(queued{QueuedBrief: q, env: env},
+			e.Name+" has "+strconv.Itoa(ahead)+" earlier brief(s) ahead of this one (its agent is "+c.paneStatusOf(e.GID)+")", ahead+1))})
+	}
+	c.runPane(e.PaneID)
+}
+
+// runPane starts pane's runner unless it runs (then it looks again). After
+// Close the queue stays in the store for the next Start.
+func (c *Core) runPane(pane string) {
+	if c.ctx.Err() != nil || c.cfg.Injector == nil || !c.queues.start(pane) {
+		return
+	}
+	c.wg.Add(1)
+	go c.paneRunner(pane)
+}
+
+// startQueues restarts the runner of every pane with queued briefs.
+func (c *Core) startQueues() error {
+	panes, err := c.st.QueuedPanes()
+	if err != nil {
+		return err
+	}
+	if len(panes) > 0 && c.cfg.Injector == nil {
+		c.log.Warn("briefs are queued for panes but herdr is disabled: they wait until it is enabled", "panes", len(panes))
+	}
+	for _, p := range panes {
+		c.runPane(p)
+	}
+	return nil
+}
+
+// paneRunner is the one writer of pane: round after round it settles what
+// expired and tries the head; it sleeps when the head is not ready and ends when the queue
+// is empty.
+func (c *Core) paneRunner(pane string) {
+	defer c.wg.Done()
+	for c.ctx.Err() == nil {
+		r := c.queues.look(pane)
+		qs, err := c.st.QueuedFor(pane)
+		if err != nil {
+			c.log.Warn("cannot read a pane's queue", "pane", pane, "err", err)
+		}
+		qs = c.dropExpired(qs)
+		if err == nil && len(qs) == 0 {
+			if c.queues.done(pane) {
+				return
+			}
+			continue
+		}
+		if err == nil && c.tryHead(qs[0]) {
+			continue
+		}
+		t := time.NewTimer(c.cfg.PaneRecheck)
+		select {
+		case <-c.ctx.Done():
+		case <-r.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	c.queues.mu.Lock()
+	delete(c.queues.runners, pane)
+	c.queues.mu.Unlock()
+}
+
+// queued is a queue record with its envelope decoded.
+type queued struct {
+	store.QueuedBrief
+	env *Envelope
+}
+
+func decodeQueued(q store.QueuedBrief) (queued, bool) {
+	var env Envelope
+	if json.Unmarshal(q.Env, &env) != nil || env.MsgID == "" {
+		return queued{}, false
+	}
+	return queued{QueuedBrief: q, env: &env}, true
+}
+
+// dropExpired settles the briefs past their expiresAt (FAILED to the
+// sender; one typed earlier was already reported) and returns the rest.
+func (c *Core) dropExpired(qs []store.QueuedBrief) []store.QueuedBrief {
+	now := c.cfg.Now()
+	keep := qs[:0]
+	for _, r := range qs {
+		q, ok := decodeQueued(r)
+		switch {
+		case !ok:
+			c.log.Warn("unreadable brief dropped from a pane's queue", "pane", r.Pane, "seq", r.Seq)
+		case !q.env.Expired(now):
+			keep = append(keep, r)
+			continue
+		case !q.Typed:
+			c.settleQueued(q, KindFailed, "brief "+Excerpt(string(q.env.Body))+" expired at "+q.env.ExpiresAt.UTC().Format(time.RFC3339)+
+				" still queued for "+c.nameOf(q.To)+"'s pane ("+waitsText(q.Told)+"); send it again if it still matters")
+			continue
+		}
+		c.dequeue(r)
+	}
+	return keep
+}
+
+func waitsText(told string) string {
+	switch told {
+	case "":
+		return "never typed"
+	case waitsBehind:
+		return "waiting behind earlier briefs"
+	case WaitsDraft:
+		return "a draft someone typed sat in its composer"
+	}
+	return "the worker stayed " + told
+}
+
+// waitsBehind is QueuedBrief.Told for a brief told it waits behind others.
+const waitsBehind = "behind"
+
+// settleQueued takes q out of its queue, telling its sender (a SEND's)
+// kind with reason.
+func (c *Core) settleQueued(q queued, kind Kind, reason string) {
+	if q.env.Kind == KindSend {
+		c.publishAll([]outMsg{c.receiptFor(kind, q.To, q.env, reason)})
+	}
+	c.dequeue(q.QueuedBrief)
+}
+
+func (c *Core) dequeue(r store.QueuedBrief) {
+	if err := c.st.DeleteQueued(r.Pane, r.Seq); err != nil {
+		c.log.Warn("cannot take a brief out of its pane's queue", "pane", r.Pane, "seq", r.Seq, "err", err)
+	}
+}
+
+// tellQueued sends q's sender an INJECTED with rung queued, and records
+// what it was told.
+func (c *Core) tellQueued(q queued, waits, why string, place int) {
+	c.publishAll([]outMsg{c.receiptFor(KindInjected, q.To, q.env, c.queuedReason(q, why, place))})
+	q.Told = waits
+	if err := c.st.UpdateQueued(q.QueuedBrief); err != nil {
+		c.log.Warn("cannot record that a queued brief's sender was told", LogMsgID, q.env.MsgID, "err", err)
+	}
+}
+
+// queuedReason is the body of the INJECTED telling q's sender it is
+// queued: why, its place, and what comes next.
+func (c *Core) queuedReason(q queued, why string, place int) string {
+	return StatusQueued + ": " + why + "; place " + strconv.Itoa(place) + " in the queue of " + c.nameOf(q.To) + "'s pane. It is typed once the pane is ready; " +
+		"its receipt will be held for you (FAILED if still queued at " + q.env.ExpiresAt.UTC().Format(time.RFC3339) + ")"
+}
+
+// paneStatusOf is the live herdr status of gid's pane, for what the
+// sender is told.
+func (c *Core) paneStatusOf(gid string) string {
+	st := c.reg.get(gid)
+	if st == nil {
+		return "gone"
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.paneStatus == "" {
+		return "busy"
+	}
+	return st.paneStatus
+}
+
+// workerOf is q's worker while it still lives in q's pane.
+func (c *Core) workerOf(q queued) (Entity, bool) {
+	st := c.reg.get(q.To)
+	if st == nil {
+		return Entity{}, false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.snapshot(), !st.removed && st.PaneID == q.Pane
+}

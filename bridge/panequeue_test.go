@@ -1,0 +1,92 @@
+package bridge_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/embedded"
+	"github.com/herdbridge/herdbridge/bridge/store"
+)
+
+// busyInjector reports its pane not ready until ready is set.
+type busyInjector struct {
+	ready atomic.Bool
+	mu    sync.Mutex
+	typed []string
+}
+
+func (b *busyInjector) Inject(_ context.Context, br bridge.Brief) bridge.InjectReceipt {
+	if !b.ready.Load() {
+		return bridge.InjectReceipt{Status: bridge.StatusNotReady, Waits: "working", Reason: br.To.Name + " is working"}
+	}
+	if err := br.Typing(); err != nil {
+		return bridge.InjectReceipt{Status: bridge.StatusFailed, Reason: err.Error()}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.typed = append(b.typed, string(br.Env.Body))
+	return bridge.InjectReceipt{Status: bridge.StatusSubmitted}
+}
+
+func (b *busyInjector) Resubmit(context.Context, bridge.Brief) bridge.InjectReceipt {
+	return bridge.InjectReceipt{Status: bridge.StatusFailed, Reason: "not in the composer"}
+}
+
+// TestQueuedBriefIsNotOverdue: a brief queued at a busy pane is not
+// reported FAILED by the sender's overdue check once the inject bound and
+// the receipt wait have passed (on the core's clock): its deadline is its
+// expiresAt. When the pane is ready it is typed, and its receipt is held.
+func TestQueuedBriefIsNotOverdue(t *testing.T) {
+	dir := t.TempDir()
+	tr, err := embedded.Open(filepath.Join(dir, "t.db"), embedded.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(dir, "s.db"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offset atomic.Int64 // the core's clock runs ahead by this much
+	inj := &busyInjector{}
+	c, err := bridge.New(bridge.Config{Host: "h1", Transport: tr, Store: st, Injector: inj, MaxWait: 3 * time.Second,
+		InjectWait: time.Second, ReceiptWait: time.Second, SweepEvery: 20 * time.Millisecond, PaneRecheck: time.Hour,
+		Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); st.Close(); tr.Close() })
+	p, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if _, _, err := c.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Send(ctx, p.GID, bridge.SendRequest{Target: "w", Message: "brief"}, nil)
+	if err != nil || res.Status != bridge.StatusQueued || !strings.Contains(res.Reason, "w is working") || !strings.Contains(res.Reason, "place 1") {
+		t.Fatalf("send: %+v (%v)", res, err)
+	}
+	offset.Store(int64(time.Hour)) // far past InjectWait + ReceiptWait, well before expiresAt (24h)
+	if r, _ := c.Poll(ctx, p.GID, bridge.PollRequest{Wait: 500 * time.Millisecond}, nil); r.Status != bridge.StatusEmpty {
+		t.Fatalf("a queued brief was reported: %+v", r)
+	}
+	inj.ready.Store(true)
+	c.PaneStatus("p1", "idle") // herdr's status event wakes the pane's runner (the re-check is an hour)
+	r, err := c.Poll(ctx, p.GID, bridge.PollRequest{Wait: 3 * time.Second}, nil)
+	if err != nil || r.Status != bridge.StatusDrained || r.Messages[0].Kind != bridge.KindInjected || r.Messages[0].Corr != res.MsgID ||
+		!strings.HasPrefix(r.Messages[0].Body, bridge.StatusSubmitted) {
+		t.Fatalf("receipt after the pane was ready: %+v held %+v (%v)", r, r.Held, err)
+	}
+	inj.mu.Lock()
+	defer inj.mu.Unlock()
+	if len(inj.typed) != 1 {
+		t.Fatalf("typed %q", inj.typed)
+	}
+}

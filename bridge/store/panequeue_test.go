@@ -1,0 +1,56 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/herdbridge/herdbridge/bridge/store"
+)
+
+// TestPaneQueueOrderAndTyping: each pane's queue keeps arrival order across
+// panes whose ids prefix each other; a brief behind others is stored with
+// what its sender is told; MarkTyped writes the typing record with it; the
+// queue outlives a reopen.
+func TestPaneQueueOrderAndTyping(t *testing.T) {
+	s, path := open(t, 0)
+	put := func(pane, env string) store.QueuedBrief {
+		q := store.QueuedBrief{Pane: pane, To: "w", Env: []byte(env)}
+		ahead, err := s.PutQueued(&q, "behind")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (ahead > 0) != (q.Told == "behind") {
+			t.Fatalf("%s: %d ahead, told %q", env, ahead, q.Told)
+		}
+		return q
+	}
+	a1 := put("w1:p1", "a1")
+	put("w1:p10", "b1")
+	put("w1:p1", "a2")
+	put("w1:p1", "a3")
+	got, err := s.QueuedFor("w1:p1")
+	if err != nil || len(got) != 3 || string(got[0].Env) != "a1" || string(got[2].Env) != "a3" || got[0].Told != "" || got[1].Told != "behind" {
+		t.Fatalf("queue of w1:p1: %+v (%v)", got, err)
+	}
+	if err := s.MarkTyped(a1, &store.Await{MsgID: "m-a1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteQueued("w1:p1", got[1].Seq); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2, err := store.Open(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if panes, _ := s2.QueuedPanes(); len(panes) != 2 || panes[0] != "w1:p1" || panes[1] != "w1:p10" {
+		t.Fatalf("panes %q", panes)
+	}
+	got, _ = s2.QueuedFor("w1:p1")
+	if len(got) != 2 || !got[0].Typed || string(got[1].Env) != "a3" {
+		t.Fatalf("after reopen: %+v", got)
+	}
+	if typing, _ := s2.LoadTyping(); len(typing) != 1 || typing[0].MsgID != "m-a1" {
+		t.Fatalf("typing records %+v", typing)
+	}
+}
