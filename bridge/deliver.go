@@ -29,6 +29,12 @@ func (c *Core) deliver(gid string, d Delivery) {
 	if !c.verifyDelivery(gid, d) {
 		return
 	}
+	if d.Env.Corr != "" && d.Env.To == gid {
+		// a receipt or answer: its message's remembered status is current
+		// before anyone can see the receipt (a retry right after it must
+		// not report the status from before)
+		c.reqs.observe(gid, d.Env)
+	}
 	st := c.admit(gid, d)
 	if st == nil {
 		return
@@ -47,9 +53,6 @@ func (c *Core) deliver(gid string, d Delivery) {
 		a = c.onMessage(st, env)
 	}
 	c.settleArrival(st, d, a)
-	if d.Env.Corr != "" { // a receipt or answer: keep its message's remembered status current
-		c.reqs.observe(gid, d.Env)
-	}
 }
 
 // verifyDelivery applies verify to a delivery into gid's inbox; false when
@@ -281,10 +284,8 @@ func (c *Core) onMessage(st *entState, env *Envelope) arrival {
 	if env.Kind == KindReply || !c.forwards(st) {
 		return arrival{hold: true}
 	}
-	if env.Kind == KindSend { // typed into the pane: the brief it works on
-		st.brief = briefRef{from: env.From, msgID: env.MsgID, traceID: env.TraceID}
-	}
-	// forward path: ack first, then inject (SPEC §4) — and only if the ack
+	// forward path (the brief becomes the one the worker works on when it
+	// is typed, not while it waits in the pane's queue: see workingOn): ack first, then inject (SPEC §4) — and only if the ack
 	// held: a brief still in the inbox could be typed twice
 	c.mem.markEnv(st.GID+env.MsgID, env)
 	return arrival{forward: true}

@@ -76,6 +76,9 @@ func (c *Core) tryHead(r store.QueuedBrief) bool {
 	}
 	e, live := c.workerOf(q)
 	switch {
+	case !live && q.Typed: // typed and reported (uncertain) before the pane went: nothing new to say
+		c.dequeue(q.QueuedBrief)
+		return true
 	case !live:
 		c.settleQueued(q, KindFailed, "brief "+Excerpt(string(q.env.Body))+" not typed: "+c.nameOf(q.To)+
 			" left pane "+q.Pane+" (closed or removed) while the brief was queued")
@@ -105,7 +108,9 @@ func (c *Core) typeHead(e Entity, q queued) bool {
 			typing = &rec
 		}
 		err := c.st.MarkTyped(q.QueuedBrief, typing)
-		typed = err == nil
+		if typed = err == nil; typed {
+			c.workingOn(e.GID, env) // before the first byte: the agent may ask back at once
+		}
 		return err
 	}})
 	if r.Status == StatusNotReady {
@@ -151,6 +156,7 @@ func (c *Core) recoverHead(e Entity, q queued) bool {
 		return false
 	case StatusSubmitted:
 		c.log.Info("a brief reported uncertain was found in the composer and submitted", LogMsgID, q.env.MsgID, LogGID, e.GID)
+		c.workingOn(e.GID, q.env)
 		c.settleQueued(q, KindInjected, StatusSubmitted+": "+LateReceipt+"brief "+Excerpt(string(q.env.Body))+
 			" was found unsent in the composer of "+e.Name+"'s pane (reported uncertain before); one Enter was pressed and the agent started the turn")
 	default:
@@ -158,6 +164,19 @@ func (c *Core) recoverHead(e Entity, q queued) bool {
 		c.dequeue(q.QueuedBrief)
 	}
 	return true
+}
+
+// workingOn records env, a SEND just typed into gid's pane, as the brief
+// the worker works on: the default target of its bridge_ask, and whose
+// sender hears ABANDONED if the worker goes away before replying.
+func (c *Core) workingOn(gid string, env *Envelope) {
+	st := c.reg.get(gid)
+	if st == nil || env.Kind != KindSend {
+		return
+	}
+	st.mu.Lock()
+	st.brief = briefRef{from: env.From, msgID: env.MsgID, traceID: env.TraceID}
+	st.mu.Unlock()
 }
 
 // LateReceipt opens the reason of an INJECTED that comes after the brief

@@ -90,3 +90,88 @@ func TestQueuedBriefIsNotOverdue(t *testing.T) {
 		t.Fatalf("typed %q", inj.typed)
 	}
 }
+
+// queueCore is a core on the embedded transport whose pane workers take
+// briefs through inj; the pane re-check is an hour, so only status events
+// wake a pane's runner.
+func queueCore(t *testing.T, inj bridge.Injector) *bridge.Core {
+	t.Helper()
+	dir := t.TempDir()
+	tr, err := embedded.Open(filepath.Join(dir, "t.db"), embedded.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(dir, "s.db"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := bridge.New(bridge.Config{Host: "h1", Transport: tr, Store: st, Injector: inj, MaxWait: 3 * time.Second,
+		InjectWait: time.Second, ReceiptWait: time.Second, SweepEvery: 20 * time.Millisecond, PaneRecheck: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); st.Close(); tr.Close() })
+	return c
+}
+
+// TestQueuedBriefIsNotTheCurrentBrief: the brief a worker works on is the
+// one typed into its pane, not one still waiting in the queue — so its
+// bridge_ask with no target goes to whoever briefed it last by typing.
+func TestQueuedBriefIsNotTheCurrentBrief(t *testing.T) {
+	inj := &busyInjector{}
+	inj.ready.Store(true)
+	c := queueCore(t, inj)
+	ctx := context.Background()
+	a, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "a", Role: bridge.RolePrimary})
+	b, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "b", Role: bridge.RolePrimary})
+	w, _, err := c.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Send(ctx, a.GID, bridge.SendRequest{Target: "w", Message: "from a"}, nil); err != nil || r.Status != bridge.StatusSubmitted {
+		t.Fatalf("a's brief: %+v %v", r, err)
+	}
+	inj.ready.Store(false)
+	if r, err := c.Send(ctx, b.GID, bridge.SendRequest{Target: "w", Message: "from b"}, nil); err != nil || r.Status != bridge.StatusQueued {
+		t.Fatalf("b's brief: %+v %v", r, err)
+	}
+	r, err := c.Ask(ctx, w.GID, bridge.AskRequest{Question: "which one?", Wait: 50 * time.Millisecond}, nil)
+	if err != nil || r.Target != "a@h1" {
+		t.Fatalf("the worker's ask went to %q (%+v, %v), want a@h1: b's brief is only queued", r.Target, r, err)
+	}
+}
+
+// TestQueuedRequestStatusMoves: a request_id repeat of a brief that was
+// queued reports its status as it is now — submitted once it was typed —
+// not the queued it had when the first call returned.
+func TestQueuedRequestStatusMoves(t *testing.T) {
+	inj := &busyInjector{}
+	c := queueCore(t, inj)
+	ctx := context.Background()
+	p, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if _, _, err := c.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	req := bridge.SendRequest{Target: "w", Message: "brief", RequestID: "q-1"}
+	first, err := c.Send(ctx, p.GID, req, nil)
+	if err != nil || first.Status != bridge.StatusQueued {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	inj.ready.Store(true)
+	c.PaneStatus("p1", "idle")
+	if r, err := c.Poll(ctx, p.GID, bridge.PollRequest{Wait: 3 * time.Second}, nil); err != nil || len(r.Messages) != 1 || r.Messages[0].Kind != bridge.KindInjected {
+		t.Fatalf("receipt: %+v %v", r, err)
+	}
+	again, err := c.Send(ctx, p.GID, req, nil)
+	if err != nil || !again.Deduped || again.MsgID != first.MsgID || again.Status != bridge.StatusSubmitted {
+		t.Fatalf("repeat after the brief was typed: %+v %v, want submitted", again, err)
+	}
+	inj.mu.Lock()
+	defer inj.mu.Unlock()
+	if len(inj.typed) != 1 {
+		t.Fatalf("typed %q", inj.typed)
+	}
+}

@@ -30,7 +30,9 @@ func (c *Core) repeatSend(ctx context.Context, st *entState, call *reqCall, req 
 	}
 	s := &openSend{st: st, target: target, wait: c.capWait(req.Wait), nudged: make(chan struct{}, 1),
 		env: &Envelope{Kind: KindSend, MsgID: rec.MsgID, TraceID: rec.TraceID}}
-	s.forwarded = c.ledger.awaiting(rec.MsgID) // its receipt is still to come
+	// its receipt is still to come — soon, unless the brief waits in its
+	// pane's queue (then the wait is the caller's, not stretched for it)
+	s.forwarded = c.ledger.awaiting(rec.MsgID) && rec.Status != StatusQueued
 	s.receipts, s.done = st.expectReceipt(rec.MsgID)
 	s.w = s.replyWaiter()
 	st.mu.Lock()

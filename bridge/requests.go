@@ -290,7 +290,7 @@ func receiptStatus(k Kind, env *Envelope) (string, string) {
 // INJECTED after the reply) never moves it back. Ends rank highest.
 func statusRank(s string) int {
 	switch s {
-	case StatusConfirmed, StatusPending:
+	case StatusConfirmed, StatusPending, StatusQueued: // queued: the brief waits for its pane; its receipt comes later
 		return 0
 	case StatusInjected:
 		return 1

@@ -148,13 +148,15 @@ func TestHerdrOldProtocol(t *testing.T) {
 	}
 }
 
-// TestHerdrNotRunning: a clear error that says how to start herdr.
+// TestHerdrNotRunning: a brief for a pane whose herdr is not running waits
+// in the pane's queue (a herdr restart must not fail every queued brief);
+// the sender is told why, with how to start herdr.
 func TestHerdrNotRunning(t *testing.T) {
 	g := startHerdrGateway(t, nil, nil)
 	p := gatewaytest.HTTPConn(t, g, "lead", "primary")
 	gatewaytest.PaneConn(t, g, "w", "worker", "w1:p1")
 	r := p.Call("bridge_send", map[string]any{"target": "w", "message": "hello"})
-	if r.Status != "failed" || !strings.Contains(r.Reason, "herdr is not running") || !strings.Contains(r.Reason, "start it with") {
+	if r.Status != "queued" || !strings.Contains(r.Reason, "herdr is not running") || !strings.Contains(r.Reason, "start it with") {
 		t.Fatalf("receipt %q %q", r.Status, r.Reason)
 	}
 }

@@ -34,8 +34,8 @@ func stampRequestID(line []byte) ([]byte, bool) {
 			return line, false // not an object: the gateway will say so
 		}
 	}
-	if _, ok := args["request_id"]; ok {
-		return line, true
+	if id, ok := args["request_id"]; ok && string(id) != "null" && string(id) != `""` {
+		return line, true // the client's own id
 	}
 	if args == nil {
 		args = map[string]json.RawMessage{}

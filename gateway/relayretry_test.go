@@ -17,6 +17,8 @@ func TestStampRequestID(t *testing.T) {
 	}{
 		{"send without id", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bridge_send","arguments":{"target":"w","message":"m"}}}`, true, ""},
 		{"ask with id", `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"bridge_ask","arguments":{"question":"q","request_id":"mine"}}}`, true, "mine"},
+		{"empty id stamped", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"bridge_send","arguments":{"target":"w","message":"m","request_id":""}}}`, true, ""},
+		{"null id stamped", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"bridge_ask","arguments":{"question":"q","request_id":null}}}`, true, ""},
 		{"broadcast without arguments", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"bridge_broadcast"}}`, true, ""},
 		{"poll", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bridge_poll","arguments":{}}}`, false, "-"},
 		{"notification", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"bridge_send","arguments":{}}}`, false, "-"},

@@ -136,7 +136,7 @@ func (in *Injector) begin(ctx context.Context, b bridge.Brief, checkDraft bool) 
 	proto, err := in.Client.Protocol(ctx)
 	if err != nil {
 		unlock()
-		return a, nil, ptr(failed("%v", err))
+		return a, nil, ptr(unreachable(b.To, err))
 	}
 	a.modern = proto >= 17
 	if a.before, end = in.ready(ctx, b.To, a.modern, checkDraft); end != nil {

@@ -26,7 +26,7 @@ func (in *Injector) ready(ctx context.Context, e bridge.Entity, modern, checkDra
 		case errors.Is(err, ErrAgentNotFound):
 			return st, ptr(failed("no recognised agent runs in pane %s: the forward path types only into a recognised agent", pane))
 		case err != nil:
-			return st, ptr(failed("%v", err))
+			return st, ptr(unreachable(e, err))
 		case !Ready(st.status):
 			return st, ptr(notReady(e, st.status))
 		}
@@ -43,6 +43,23 @@ func (in *Injector) ready(ctx context.Context, e bridge.Entity, modern, checkDra
 }
 
 func ptr(r bridge.InjectReceipt) *bridge.InjectReceipt { return &r }
+
+// WaitsHerdr is InjectReceipt.Waits for a pane whose herdr cannot be asked
+// right now (not running, restarting, too slow to answer).
+const WaitsHerdr = "herdr"
+
+// unreachable judges an error asking herdr about e's pane: herdr not
+// answering at all (not running, restarting, timing out) keeps the brief
+// queued — a herdr restart must not fail every queued brief — while an
+// error herdr answered fails it.
+func unreachable(e bridge.Entity, err error) bridge.InjectReceipt {
+	var answered *Error
+	if errors.As(err, &answered) && !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrServerUnavailable) {
+		return failed("%v", err)
+	}
+	return bridge.InjectReceipt{Status: bridge.StatusNotReady, Waits: WaitsHerdr,
+		Reason: fmt.Sprintf("herdr cannot be asked about %s's pane %s right now (%v); the brief waits in the pane's queue", e.Name, e.PaneID, err)}
+}
 
 // notReady says, for the sender, what the agent in e's pane is doing.
 func notReady(e bridge.Entity, status string) bridge.InjectReceipt {
