@@ -43,28 +43,12 @@ func (b *busyInjector) Resubmit(context.Context, bridge.Brief) bridge.InjectRece
 // the receipt wait have passed (on the core's clock): its deadline is its
 // expiresAt. When the pane is ready it is typed, and its receipt is held.
 func TestQueuedBriefIsNotOverdue(t *testing.T) {
-	dir := t.TempDir()
-	tr, err := embedded.Open(filepath.Join(dir, "t.db"), embedded.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(filepath.Join(dir, "s.db"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var offset atomic.Int64 // the core's clock runs ahead by this much
 	inj := &busyInjector{}
-	c, err := bridge.New(bridge.Config{Host: "h1", Transport: tr, Store: st, Injector: inj, MaxWait: 3 * time.Second,
-		InjectWait: time.Second, ReceiptWait: time.Second, SweepEvery: 20 * time.Millisecond, PaneRecheck: time.Hour,
-		Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := queueCore(t, inj, func(cfg *bridge.Config) {
+		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	})
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); st.Close(); tr.Close() })
 	p, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
 	if _, _, err := c.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"}); err != nil {
 		t.Fatal(err)
@@ -94,7 +78,7 @@ func TestQueuedBriefIsNotOverdue(t *testing.T) {
 // queueCore is a core on the embedded transport whose pane workers take
 // briefs through inj; the pane re-check is an hour, so only status events
 // wake a pane's runner.
-func queueCore(t *testing.T, inj bridge.Injector) *bridge.Core {
+func queueCore(t *testing.T, inj bridge.Injector, mod ...func(*bridge.Config)) *bridge.Core {
 	t.Helper()
 	dir := t.TempDir()
 	tr, err := embedded.Open(filepath.Join(dir, "t.db"), embedded.Options{NoSync: true})
@@ -105,8 +89,12 @@ func queueCore(t *testing.T, inj bridge.Injector) *bridge.Core {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := bridge.New(bridge.Config{Host: "h1", Transport: tr, Store: st, Injector: inj, MaxWait: 3 * time.Second,
-		InjectWait: time.Second, ReceiptWait: time.Second, SweepEvery: 20 * time.Millisecond, PaneRecheck: time.Hour})
+	cfg := bridge.Config{Host: "h1", Transport: tr, Store: st, Injector: inj, MaxWait: 3 * time.Second,
+		InjectWait: time.Second, ReceiptWait: time.Second, SweepEvery: 20 * time.Millisecond, PaneRecheck: time.Hour}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	c, err := bridge.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
