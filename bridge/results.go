@@ -104,7 +104,7 @@ func (c *Core) publishErr(err error, target Entity) error {
 	case errors.Is(err, ErrInboxFull):
 		return userErr("inbox of %s is full (%d messages unread): it must drain before it can take more", target.Addr(), c.cfg.InboxMaxLength)
 	case errors.Is(err, ErrUnavailable):
-		return userErr("message to %s not sent: %v; send it again once the broker is back", target.Addr(), err)
+		return userErr("message to %s: %v; send it again once the broker is back", target.Addr(), err)
 	}
 	return fmt.Errorf("bridge: publish: %w", err)
 }

@@ -284,7 +284,7 @@ func (c *Core) broadcast(ctx context.Context, gid string, req BroadcastRequest) 
 	env.TraceID = uuid.NewString()
 	if err := c.publish(ctx, key, env, false); err != nil {
 		if errors.Is(err, ErrUnavailable) {
-			return nil, userErr("broadcast to %s not sent: %v; send it again once the broker is back", key, err)
+			return nil, userErr("broadcast to %s: %v; send it again once the broker is back", key, err)
 		}
 		return nil, fmt.Errorf("bridge: broadcast: %w", err)
 	}

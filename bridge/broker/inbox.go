@@ -141,7 +141,10 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 		conn, pub, err := t.waitUpToPublish(ctx)
 		if err != nil {
 			if attempt > 0 {
-				return fmt.Errorf("broker: publish %s: connection lost before the broker confirmed it, and not back: %w", env.MsgID, err)
+				return fmt.Errorf("broker: publish %s: connection lost before the broker confirmed it, and not back (it may or may not have been delivered): %w", env.MsgID, err)
+			}
+			if errors.Is(err, bridge.ErrUnavailable) {
+				return fmt.Errorf("broker: publish %s: not published: %w", env.MsgID, err)
 			}
 			return err
 		}

@@ -125,6 +125,25 @@ func (s *Store) QueuedFor(pane string) ([]QueuedBrief, error) {
 	return out, err
 }
 
+// QueueHead returns the first brief of pane's queue; ok is false when the
+// queue is empty. It reads one record, whatever waits behind it.
+func (s *Store) QueueHead(pane string) (q QueuedBrief, ok bool, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bktPaneQueue)
+		if b == nil {
+			return nil
+		}
+		prefix := append([]byte(pane), 0)
+		k, v := b.Cursor().Seek(prefix)
+		if k == nil || !bytes.HasPrefix(k, prefix) {
+			return nil
+		}
+		ok = true
+		return json.Unmarshal(v, &q)
+	})
+	return q, ok, err
+}
+
 // QueuedPanes lists the panes with a non-empty queue.
 func (s *Store) QueuedPanes() ([]string, error) {
 	var out []string

@@ -31,6 +31,16 @@ func TestPaneQueueOrderAndTyping(t *testing.T) {
 	if err != nil || len(got) != 3 || string(got[0].Env) != "a1" || string(got[2].Env) != "a3" || got[0].Told != "" || got[1].Told != "behind" {
 		t.Fatalf("queue of w1:p1: %+v (%v)", got, err)
 	}
+	// the head of a pane is its oldest brief, not one of a pane whose id it prefixes
+	if h, ok, err := s.QueueHead("w1:p1"); err != nil || !ok || string(h.Env) != "a1" {
+		t.Fatalf("head of w1:p1: %+v %v %v", h, ok, err)
+	}
+	if h, ok, err := s.QueueHead("w1:p10"); err != nil || !ok || string(h.Env) != "b1" {
+		t.Fatalf("head of w1:p10: %+v %v %v", h, ok, err)
+	}
+	if _, ok, err := s.QueueHead("w1:p2"); err != nil || ok {
+		t.Fatalf("head of an empty queue: %v %v", ok, err)
+	}
 	if err := s.MarkTyped(a1, &store.Await{MsgID: "m-a1"}); err != nil {
 		t.Fatal(err)
 	}
