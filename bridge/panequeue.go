@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -94,14 +96,20 @@ func (c *Core) enqueue(e Entity, env *Envelope) {
 	q := store.QueuedBrief{Pane: e.PaneID, To: e.GID, Env: raw}
 	ahead := 0
 	if err == nil {
-		ahead, err = c.st.PutQueued(&q, waitsBehind)
+		// a pane's queue is bounded like the inbox it drains: a worker that
+		// never gets ready must not grow the state file without end
+		ahead, err = c.st.PutQueued(&q, waitsBehind, c.cfg.InboxMaxLength)
 	}
 	if err != nil {
 		// acked, so this was its only copy: a loss, told at once
 		c.log.Warn("brief not queued for its pane", LogMsgID, env.MsgID, LogGID, e.GID, "err", err)
 		if env.Kind == KindSend {
+			why := "its gateway could not queue it (" + err.Error() + ")"
+			if errors.Is(err, store.ErrQueueFull) {
+				why = fmt.Sprintf("%d briefs already wait for that pane (its agent is %s): it must take some before it can queue more", c.cfg.InboxMaxLength, c.paneStatusOf(e.GID))
+			}
 			c.publishAll([]outMsg{c.receiptFor(KindFailed, e.GID, env,
-				"brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: its gateway could not queue it ("+err.Error()+")")})
+				"brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: "+why)})
 		}
 		return
 	}

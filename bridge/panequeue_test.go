@@ -163,3 +163,43 @@ func TestQueuedRequestStatusMoves(t *testing.T) {
 		t.Fatalf("typed %q", inj.typed)
 	}
 }
+
+// TestPaneQueueBounded: a pane's queue holds at most InboxMaxLength briefs,
+// like the inbox it drains; one more is FAILED to its sender at once, saying
+// why, and the ones queued are still typed once the pane is ready.
+func TestPaneQueueBounded(t *testing.T) {
+	inj := &busyInjector{}
+	c := queueCore(t, inj, func(cfg *bridge.Config) { cfg.InboxMaxLength = 2 })
+	ctx := context.Background()
+	p, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if _, _, err := c.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"one", "two"} {
+		if r, err := c.Send(ctx, p.GID, bridge.SendRequest{Target: "w", Message: m}, nil); err != nil || r.Status != bridge.StatusQueued {
+			t.Fatalf("%s: %+v %v", m, r, err)
+		}
+	}
+	r, err := c.Send(ctx, p.GID, bridge.SendRequest{Target: "w", Message: "three"}, nil)
+	if err != nil || r.Status != bridge.StatusFailed || !strings.Contains(r.Reason, "2 briefs already wait") {
+		t.Fatalf("a third brief for a queue bounded at 2: %+v %v", r, err)
+	}
+	inj.ready.Store(true)
+	c.PaneStatus("p1", "idle")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		inj.mu.Lock()
+		typed := append([]string(nil), inj.typed...)
+		inj.mu.Unlock()
+		if len(typed) == 2 {
+			if typed[0] != "one" || typed[1] != "two" {
+				t.Fatalf("typed %q", typed)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("typed %q after the pane was ready, want one and two", typed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

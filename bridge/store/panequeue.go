@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -32,11 +33,15 @@ func queueKey(pane string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(append([]byte(pane), 0), seq)
 }
 
+// ErrQueueFull is PutQueued refusing a brief: its pane's queue holds max.
+var ErrQueueFull = errors.New("store: the pane's queue is full")
+
 // PutQueued appends q to its pane's queue, sets q.Seq and reports how
 // many briefs are ahead of it. When some are, q.Told is set to
 // toldIfBehind in the same transaction: its sender is told at once, and
 // the pane's runner, which reads the record after, does not tell it again.
-func (s *Store) PutQueued(q *QueuedBrief, toldIfBehind string) (ahead int, err error) {
+// A queue already holding max briefs (max > 0) refuses it: ErrQueueFull.
+func (s *Store) PutQueued(q *QueuedBrief, toldIfBehind string, max int) (ahead int, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bktPaneQueue)
 		if err != nil {
@@ -46,6 +51,9 @@ func (s *Store) PutQueued(q *QueuedBrief, toldIfBehind string) (ahead int, err e
 		c := b.Cursor()
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 			ahead++
+		}
+		if max > 0 && ahead >= max {
+			return ErrQueueFull
 		}
 		if ahead > 0 {
 			q.Told = toldIfBehind

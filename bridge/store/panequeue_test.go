@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/herdbridge/herdbridge/bridge/store"
@@ -14,7 +15,7 @@ func TestPaneQueueOrderAndTyping(t *testing.T) {
 	s, path := open(t, 0)
 	put := func(pane, env string) store.QueuedBrief {
 		q := store.QueuedBrief{Pane: pane, To: "w", Env: []byte(env)}
-		ahead, err := s.PutQueued(&q, "behind")
+		ahead, err := s.PutQueued(&q, "behind", 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,6 +28,9 @@ func TestPaneQueueOrderAndTyping(t *testing.T) {
 	put("w1:p10", "b1")
 	put("w1:p1", "a2")
 	put("w1:p1", "a3")
+	if _, err := s.PutQueued(&store.QueuedBrief{Pane: "w1:p1", To: "w", Env: []byte("a4")}, "behind", 3); !errors.Is(err, store.ErrQueueFull) {
+		t.Fatalf("a fourth brief for a queue bounded at 3: %v", err)
+	}
 	got, err := s.QueuedFor("w1:p1")
 	if err != nil || len(got) != 3 || string(got[0].Env) != "a1" || string(got[2].Env) != "a3" || got[0].Told != "" || got[1].Told != "behind" {
 		t.Fatalf("queue of w1:p1: %+v (%v)", got, err)
