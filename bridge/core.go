@@ -115,8 +115,8 @@ func (c *Core) Start(ctx context.Context) error {
 		return fmt.Errorf("bridge: restart the pane queues: %w", err)
 	}
 	c.wg.Add(2)
-	go c.sweepLoop()
-	go c.nudgeLoop()
+	go c.every(c.cfg.SweepEvery, c.sweep)
+	go c.every(c.cfg.NudgeEvery/4, c.nudgeDue)
 	c.log.Info("bridge core started", "host", c.cfg.Host, "entities", n)
 	return nil
 }

@@ -73,20 +73,12 @@ func (n *nudgeSet) done(gid string) {
 	delete(n.gids, gid)
 }
 
-func (c *Core) nudgeLoop() {
-	defer c.wg.Done()
-	t := time.NewTicker(c.cfg.NudgeEvery / 4)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-		}
-		now := c.cfg.Now()
-		for _, gid := range c.nudges.list() {
-			c.nudge(gid, now)
-		}
+// nudgeDue tells the nudger of every entity something was held for with
+// no waiter (run every NudgeEvery/4 by the core).
+func (c *Core) nudgeDue() {
+	now := c.cfg.Now()
+	for _, gid := range c.nudges.list() {
+		c.nudge(gid, now)
 	}
 }
 

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 )
@@ -83,7 +84,7 @@ func (c *Core) checkRemoteProfile(host, profile string) error {
 	if h == nil {
 		return userErr("no gateway of host %q is present: bridge_roster lists the hosts", host)
 	}
-	if profiles := h.p.Profiles; !contains(profiles, profile) {
+	if profiles := h.p.Profiles; !slices.Contains(profiles, profile) {
 		return userErr("host %s has no spawn profile %q: its profiles are %s", host, profile, strings.Join(profiles, ", "))
 	}
 	return nil

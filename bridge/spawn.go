@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"sync"
 
@@ -200,7 +201,7 @@ func (c *Core) checkLocalSpawn(req SpawnRequest) error {
 		return userErr("this gateway has no herdr connection to spawn into (herdr is disabled in its config): spawn on a host that has one")
 	}
 	names := c.profiles()
-	if !contains(names, req.Profile) {
+	if !slices.Contains(names, req.Profile) {
 		if len(names) == 0 {
 			return userErr("this host has no spawn profiles: define them under \"profiles\" in the gateway's config.json")
 		}
@@ -220,13 +221,4 @@ func (c *Core) briefSpawned(ctx context.Context, caller, spawnID, brief string) 
 	}
 	sent.SpawnID = spawnID
 	return sent, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

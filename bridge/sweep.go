@@ -2,24 +2,26 @@ package bridge
 
 import "time"
 
-// sweepLoop enforces expiresAt on held messages and turns (SPEC §4),
-// abandons the turns of entities detached past the grace, reports overdue
-// receipts, refuses what waited too long for presence, and saves what
-// verification remembers.
-func (c *Core) sweepLoop() {
+// every runs f every d until the core closes (one of its loops: the
+// sweeper, the nudger).
+func (c *Core) every(d time.Duration, f func()) {
 	defer c.wg.Done()
-	t := time.NewTicker(c.cfg.SweepEvery)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-t.C:
-			c.sweep()
+			f()
 		}
 	}
 }
 
+// sweep enforces expiresAt on held messages and turns (SPEC §4),
+// abandons the turns of entities detached past the grace, reports overdue
+// receipts, refuses what waited too long for presence, and saves what
+// verification remembers.
 func (c *Core) sweep() {
 	now := c.cfg.Now()
 	c.overdueReceipts(now)
