@@ -49,6 +49,11 @@ func newEntState(e Entity, book *turnBook) *entState {
 	}
 }
 
+// Addr is name@host without taking mu: GID, Name and Host never change
+// after registration, while Entity.Addr would copy the whole struct, racing
+// with a re-registration that updates Role, Groups or PaneID under mu.
+func (st *entState) Addr() string { return st.Name + "@" + st.Host }
+
 // snapshot copies the entity (mu held).
 func (st *entState) snapshot() Entity {
 	e := st.Entity
