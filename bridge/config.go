@@ -23,7 +23,7 @@ type Config struct {
 	AskTTL          time.Duration // default lifetime of an ASK (default 10m)
 	MessageTTL      time.Duration // expiresAt of SEND/REPLY/BROADCAST (default 24h)
 	MaxMessageBytes int           // largest message a tool accepts (default 256 KiB)
-	Prefetch        int           // per-inbox prefetch bound (default 1024)
+	Prefetch        int           // per-inbox prefetch bound (default 128): deliveries in flight before they are held, so it bounds memory by count × message size
 	InboxMaxLength  int           // per-inbox cap (default 10000)
 	InboxTTL        time.Duration // transport backstop TTL (default 7 days)
 	InboxExpires    time.Duration // a broker deletes an inbox nobody consumed this long: a crashed gateway's orphans (default 7 days)
@@ -86,7 +86,7 @@ func (c *Config) defaults() {
 		c.MaxMessageBytes = 256 << 10
 	}
 	if c.Prefetch <= 0 {
-		c.Prefetch = 1024
+		c.Prefetch = 128
 	}
 	if c.InboxMaxLength <= 0 {
 		c.InboxMaxLength = 10000

@@ -47,6 +47,7 @@ type Core struct {
 	nudges nudgeSet
 	spawns spawnClaims
 	queues paneQueues
+	spills *spiller
 
 	regMu sync.Mutex // serializes Register, Remove and RevokeTokens (they do transport and store I/O)
 
@@ -74,7 +75,7 @@ func New(cfg Config) (*Core, error) {
 		cfg: cfg, log: cfg.Logger, tr: cfg.Transport, st: cfg.Store,
 		reg: newRegistry(), gate: newGate(), mem: newMemory(cfg.SeenSize, cfg.MessageTTL, cfg.ClockSkew),
 		ledger: newLedger(cfg.Store, cfg.Logger), reqs: newRequests(cfg.Store, cfg.Logger),
-		turns: &turnBook{st: cfg.Store, log: cfg.Logger}, pres: newPresence(),
+		turns: &turnBook{st: cfg.Store, log: cfg.Logger}, pres: newPresence(), spills: newSpiller(),
 	}, nil
 }
 
@@ -114,7 +115,8 @@ func (c *Core) Start(ctx context.Context) error {
 	if err := c.startQueues(); err != nil {
 		return fmt.Errorf("bridge: restart the pane queues: %w", err)
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
+	go c.spillLoop()
 	go c.every(c.cfg.SweepEvery, c.sweep)
 	go c.every(c.cfg.NudgeEvery/4, c.nudgeDue)
 	c.log.Info("bridge core started", "host", c.cfg.Host, "entities", n)
@@ -148,6 +150,11 @@ func (c *Core) load() (int, error) {
 	}
 	if err := c.loadTurns(c.startedAt); err != nil {
 		return 0, fmt.Errorf("bridge: load open turns: %w", err)
+	}
+	if held, err := c.loadHeld(); err != nil {
+		return 0, fmt.Errorf("bridge: load held messages: %w", err)
+	} else if held > 0 {
+		c.log.Info("held messages restored", "n", held)
 	}
 	for _, st := range sts {
 		if err := c.attachInbox(st); err != nil {
@@ -210,8 +217,9 @@ func (c *Core) isStopping() bool {
 	return c.stopping || c.closed
 }
 
-// Close stops consumers and loops. Held messages stay unacked in the
-// transport, to be delivered again on the next start. Idempotent.
+// Close stops consumers and loops. Held messages stay where they are: in
+// the store, or unacked in the transport (delivered again on the next
+// start). Idempotent.
 func (c *Core) Close() error {
 	c.lifeMu.Lock()
 	if c.closed || !c.started {

@@ -534,16 +534,17 @@ func TestStatuses(t *testing.T) {
 			return "refused"
 		}},
 		{name: "SEND expiring in the backlog is dead-lettered and reported FAILED to its sender", want: bridge.StatusFailed,
-			cfg: func(c *bridge.Config) { c.Prefetch = 1; c.InboxTTL = time.Minute },
+			cfg: func(c *bridge.Config) { c.Prefetch = 1; c.InboxTTL = time.Minute; c.InboxMaxLength = 1 },
 			run: func(t *testing.T, h *harness) string {
 				p, w := pair(h)
-				h.send(p, bridge.SendRequest{Target: "w", Message: "one"}) // held: fills w's prefetch window
+				h.send(p, bridge.SendRequest{Target: "w", Message: "zero"}) // held in the store: w's cap of 1 is reached
 				h.heldFor("w", 1)
+				h.send(p, bridge.SendRequest{Target: "w", Message: "one"}) // held unacked: fills w's prefetch window
+				h.heldFor("w", 2)
 				two := h.send(p, bridge.SendRequest{Target: "w", Message: "two"}) // waits in the queue
 				h.tclk.Advance(2 * time.Minute)
-				h.send(p, bridge.SendRequest{Target: "w", Message: "three"}) // wakes the consumer: "two" is past the TTL
+				h.poll(w, bridge.PollRequest{}) // opens the window: "two" is past the TTL
 				got := h.poll(p, bridge.PollRequest{Wait: 3 * time.Second})
-				_ = w
 				if gw := bridge.GatewayGID(h.c.Config().Host); len(got.Messages) != 1 || got.Messages[0].Kind != bridge.KindFailed || !strings.Contains(got.Messages[0].Body, bridge.ReasonExpired) || got.Messages[0].From != gw {
 					t.Fatalf("sender got %+v, want FAILED (expired) from the gateway %s", got.Messages, gw)
 				}
@@ -837,10 +838,12 @@ func TestUserErrors(t *testing.T) {
 func TestInboxFullRefusedSynchronously(t *testing.T) {
 	h := newHarness(t, func(c *bridge.Config) { c.Prefetch = 1; c.InboxMaxLength = 1 })
 	p, _ := pair(h)
-	h.send(p, bridge.SendRequest{Target: "w", Message: "one"}) // held, unacked: not counted
+	h.send(p, bridge.SendRequest{Target: "w", Message: "one"}) // held, moved to the store: the gateway's cap is reached
 	h.heldFor("w", 1)
-	h.send(p, bridge.SendRequest{Target: "w", Message: "two"}) // ready: the inbox is at its cap
-	_, err := h.c.Send(context.Background(), p.GID, bridge.SendRequest{Target: "w", Message: "three"}, nil)
+	h.send(p, bridge.SendRequest{Target: "w", Message: "two"}) // held, left unacked in the inbox: the prefetch window is full
+	h.heldFor("w", 2)
+	h.send(p, bridge.SendRequest{Target: "w", Message: "three"}) // ready: the inbox is at its cap
+	_, err := h.c.Send(context.Background(), p.GID, bridge.SendRequest{Target: "w", Message: "four"}, nil)
 	if !isUserError(err) || !strings.Contains(err.Error(), "full") {
 		t.Fatalf("send into a full inbox: %v, want a user error saying it is full", err)
 	}

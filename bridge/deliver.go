@@ -19,7 +19,7 @@ var heldKinds = map[Kind]bool{KindSend: true, KindReply: true, KindBroadcast: tr
 type arrival struct {
 	first   []outMsg // published before the message is acked: it must outlive it (a MISSED_ASK)
 	out     []outMsg // notices to publish once the lock is released
-	hold    bool     // keep it for the entity (reply path: acked once drained)
+	hold    bool     // keep it for the entity (reply path: acked once drained or spilled)
 	forward bool     // type it into the pane (forward path: acked first)
 	after   func()   // runs last (a receipt settles its ledger entry)
 }
@@ -149,12 +149,12 @@ func (c *Core) alreadyHere(st *entState, d Delivery) bool {
 	switch {
 	case hm == nil:
 		return false
-	case hm.acker == nil:
-		st.mu.Unlock()
-		c.ack(d)
 	case !d.Redelivered:
 		st.mu.Unlock()
 		c.refuse(d, where, RefuseReplayed, "msgId already held")
+	case hm.acker == nil: // spilled: the store has it, this copy can go
+		st.mu.Unlock()
+		c.ack(d)
 	default:
 		// keep one copy, settled with the new tag, and the old one too:
 		// after a consumer bounce it is stale (its ack fails harmlessly)
@@ -183,7 +183,7 @@ func (c *Core) expiredOnArrival(st *entState, d Delivery) {
 func (c *Core) onAsk(st *entState, env *Envelope) arrival {
 	c.mem.markEnv(st.GID+env.MsgID, env)
 	rt := &recvTurn{turnID: env.TurnID, askMsgID: env.MsgID, asker: env.From, traceID: env.TraceID, expiresAt: env.ExpiresAt}
-	if st.match(&heldMsg{env: env, at: c.cfg.Now()}) {
+	if st.match(newHeld(env, nil)) {
 		st.receive(rt)
 		return arrival{}
 	}
@@ -299,10 +299,11 @@ func (c *Core) settleArrival(st *entState, d Delivery, a arrival) {
 		st.mu.Unlock()
 		c.forwardAcked(e, d)
 	case a.hold:
-		hm := &heldMsg{env: d.Env, acker: d.Acker, at: c.cfg.Now()}
-		st.held = append(st.held, hm)
-		if !st.match(hm) {
+		hm := newHeld(d.Env, d.Acker)
+		st.addHeld(hm)
+		if !st.match(hm) { // taken at once: acked when the call settles it
 			c.heldNoWaiter(st)
+			c.spill(st, hm)
 		}
 		st.mu.Unlock()
 	default:

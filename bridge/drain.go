@@ -6,27 +6,42 @@ import "sync"
 // (acked: the entity has them) or unclaimed (the call went away before
 // handing them over) — SPEC §4's ack after the entity has it.
 
-// settleTaken acks messages the entity now has and forgets them.
+// settleTaken settles messages the entity now has and forgets them: acked
+// in the transport when still there, deleted from the store when spilled.
 func (c *Core) settleTaken(st *entState, hms []*heldMsg) error {
 	// forget them first, under the lock that a delivery holds: a copy of
 	// one of them arriving from now on is acked by the seen-set, and none
 	// can still swap in an acker that would then never be acked
 	var ackers, dups []Acker
+	var seqs []uint64
 	st.mu.Lock()
 	set := map[*heldMsg]bool{}
 	for _, hm := range hms {
 		set[hm] = true
-		c.mem.markEnv(st.GID+hm.env.MsgID, hm.env)
+		c.mem.mark(st.GID+hm.head.msgID, hm.head.expiresAt.Add(c.mem.skew))
 		if hm.acker != nil {
 			ackers = append(ackers, hm.acker)
+			hm.acker = nil
+		}
+		if hm.seq != 0 {
+			seqs = append(seqs, hm.seq)
 		}
 		dups = append(dups, hm.dups...)
+		hm.dups = nil
 	}
 	st.dropHeld(set)
 	st.mu.Unlock()
 	err := ackAll(ackers)
 	for _, a := range dups {
 		_ = a.Ack() // a stale tag of an earlier consumer fails: nothing to do
+	}
+	if derr := c.st.DeleteHeld(st.GID, seqs); derr != nil {
+		// the records come back after a restart, and the seen-set (saved
+		// on close) refuses them then only if it still remembers them
+		c.log.Warn("drained messages not deleted from the store", LogGID, st.GID, "n", len(seqs), "err", derr)
+		if err == nil {
+			err = derr
+		}
 	}
 	return err
 }
@@ -66,16 +81,20 @@ func (c *Core) unclaim(st *entState, hms []*heldMsg) {
 	var out []outMsg
 	st.mu.Lock()
 	for _, hm := range hms {
-		if hm.env.Kind == KindAsk {
-			if rt := st.turns[hm.env.TurnID]; rt != nil && !rt.answered {
-				st.dropRecv(hm.env.TurnID)
+		if hm.head.kind == KindAsk { // never held, so never spilled: env is here
+			if rt := st.turns[hm.head.turnID]; rt != nil && !rt.answered {
+				st.dropRecv(hm.head.turnID)
 				out = append(out, c.noticeFor(KindAbandoned, st.GID, hm.env, "the waiting call went away before the question was read"))
 			}
 			continue
 		}
 		hm.claimed = false
+		if hm.seq != 0 {
+			hm.env = nil // back on disk only
+		}
 		if !st.match(hm) {
 			c.heldNoWaiter(st)
+			c.spill(st, hm)
 		}
 	}
 	st.mu.Unlock()

@@ -20,6 +20,8 @@ type entState struct {
 	removed bool // dropped from the registry: deliveries treat it as gone
 
 	held     []*heldMsg // arrival order
+	heldByID map[string]*heldMsg
+	froms    map[string]string // interned senders of held messages (internFrom)
 	waiters  []*waiter
 	receipts map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
 	asks     map[string]*askTurn       // turns this entity asked, by turnId
@@ -42,6 +44,7 @@ func newEntState(e Entity, book *turnBook) *entState {
 	return &entState{
 		Entity:   e,
 		book:     book,
+		heldByID: map[string]*heldMsg{},
 		receipts: map[string]chan *Envelope{},
 		asks:     map[string]*askTurn{},
 		askByMsg: map[string]*askTurn{},
@@ -80,14 +83,45 @@ func (st *entState) bound(key string) bool {
 	return false
 }
 
-// heldMsg is a message held for an entity until it drains it. acker is nil
-// for messages already settled with the transport (asks, receipts).
+// heldMsg is a message held for an entity until it drains it. Its head
+// stays in memory; the whole envelope only while the message is in flight:
+// not yet spilled to the store (the transport still has it, acker set) or
+// claimed by a call. A spilled message is acked in its transport, so a
+// backlog costs its head per message in memory and never fills the
+// prefetch window (spill.go).
 type heldMsg struct {
-	env     *Envelope
-	acker   Acker
-	dups    []Acker // earlier deliveries of the same msgId, settled with it
-	at      time.Time
-	claimed bool
+	head     heldHead
+	env      *Envelope // the whole message; nil while it is only in the store
+	seq      uint64    // its record in the store; 0: not spilled
+	acker    Acker     // nil once acked (spilled, or settled)
+	dups     []Acker   // earlier deliveries of the same msgId, settled with it
+	claimed  bool
+	spilling bool // queued to the spiller
+	settled  bool // left the held set (drained, expired)
+}
+
+// heldHead is what filters, summaries and the sweeper read of a held
+// message without loading it.
+type heldHead struct {
+	kind                      Kind
+	msgID, from, corr, turnID string
+	expiresAt                 time.Time
+}
+
+func newHeld(env *Envelope, acker Acker) *heldMsg {
+	return &heldMsg{env: env, acker: acker, head: heldHead{kind: env.Kind, msgID: env.MsgID, from: env.From,
+		corr: env.Corr, turnID: env.TurnID, expiresAt: env.ExpiresAt}}
+}
+
+// view is the envelope filters see: the whole one when in memory, else
+// its head written into scratch.
+func (hm *heldMsg) view(scratch *Envelope) *Envelope {
+	if hm.env != nil {
+		return hm.env
+	}
+	h := hm.head
+	*scratch = Envelope{Kind: h.kind, MsgID: h.msgID, From: h.from, Corr: h.corr, TurnID: h.turnID, ExpiresAt: h.expiresAt}
+	return scratch
 }
 
 // waiter is an open blocking call of an entity that one arriving message
@@ -102,8 +136,9 @@ type waiter struct {
 
 // match hands hm to the first waiter that accepts it (mu held).
 func (st *entState) match(hm *heldMsg) bool {
+	var scratch Envelope
 	for i, w := range st.waiters {
-		if w.gone || !w.accept(hm.env) {
+		if w.gone || !w.accept(hm.view(&scratch)) {
 			continue
 		}
 		st.waiters = append(st.waiters[:i], st.waiters[i+1:]...)
@@ -154,19 +189,18 @@ func (st *entState) expectReceipt(msgID string) (receipts <-chan *Envelope, done
 	}
 }
 
-func (st *entState) findHeld(msgID string) *heldMsg {
-	for _, hm := range st.held {
-		if hm.env.MsgID == msgID {
-			return hm
-		}
-	}
-	return nil
+func (st *entState) findHeld(msgID string) *heldMsg { return st.heldByID[msgID] }
+
+// addHeld appends hm to the held set (mu held).
+func (st *entState) addHeld(hm *heldMsg) {
+	st.held = append(st.held, hm)
+	st.heldByID[hm.head.msgID] = hm
 }
 
 // heldReceipt reports whether a receipt for msgID is held (mu held).
 func (st *entState) heldReceipt(msgID string) bool {
 	for _, hm := range st.held {
-		if hm.env.Corr == msgID && (hm.env.Kind == KindInjected || hm.env.Kind == KindFailed || hm.env.Kind == KindAbandoned) {
+		if k := hm.head.kind; hm.head.corr == msgID && (k == KindInjected || k == KindFailed || k == KindAbandoned) {
 			return true
 		}
 	}
@@ -178,6 +212,11 @@ func (st *entState) dropHeld(set map[*heldMsg]bool) {
 	for _, hm := range st.held {
 		if !set[hm] {
 			out = append(out, hm)
+			continue
+		}
+		hm.settled = true
+		if st.heldByID[hm.head.msgID] == hm {
+			delete(st.heldByID, hm.head.msgID)
 		}
 	}
 	for i := len(out); i < len(st.held); i++ {
@@ -190,11 +229,12 @@ func (st *entState) dropHeld(set map[*heldMsg]bool) {
 // claimed, in arrival order (mu held).
 func (st *entState) claimHeld(f func(*Envelope) bool, max int) []*heldMsg {
 	var out []*heldMsg
+	var scratch Envelope
 	for _, hm := range st.held {
 		if len(out) >= max {
 			break
 		}
-		if hm.claimed || !f(hm.env) {
+		if hm.claimed || !f(hm.view(&scratch)) {
 			continue
 		}
 		hm.claimed = true
@@ -223,7 +263,7 @@ func (c *Core) summary(st *entState) HeldSummary {
 			continue
 		}
 		s.Total++
-		counts[hm.env.From]++
+		counts[hm.head.from]++
 	}
 	for from, n := range counts {
 		s.From = append(s.From, FromCount{From: from, FromName: c.nameOf(from), Count: n})

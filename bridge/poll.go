@@ -35,11 +35,12 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 	if err != nil {
 		return nil, err
 	}
+	taken = c.bodies(st, taken)
 	c.handOver(ctx, st, taken)
 	res := &Result{Status: StatusDrained}
 	for _, hm := range taken {
 		res.Messages = append(res.Messages, c.message(hm.env))
-		if hm.env.Kind == KindAsk {
+		if hm.head.kind == KindAsk {
 			res.TurnID = hm.env.TurnID
 			res.Next = "answer with bridge_send(target, message, turn_id=" + hm.env.TurnID + ")"
 		}
@@ -73,13 +74,33 @@ func (c *Core) fromFilter(target string) (func(*Envelope) bool, error) {
 // peek reads held messages without consuming them.
 func (c *Core) peek(st *entState, filter func(*Envelope) bool, limit int) *Result {
 	res := &Result{Status: StatusPeeked}
+	var envs []*Envelope
+	var seqs []uint64
+	var at []int // index in envs of each seq to read
+	var scratch Envelope
 	st.mu.Lock()
 	for _, hm := range st.held {
-		if len(res.Messages) < limit && !hm.claimed && filter(hm.env) {
-			res.Messages = append(res.Messages, c.message(hm.env))
+		if len(envs) >= limit {
+			break
 		}
+		if hm.claimed || !filter(hm.view(&scratch)) {
+			continue
+		}
+		if hm.env == nil {
+			seqs, at = append(seqs, hm.seq), append(at, len(envs))
+		}
+		envs = append(envs, hm.env)
 	}
 	st.mu.Unlock()
+	loaded, _ := c.readHeld(st.GID, seqs) // one drained meanwhile reads nil
+	for i, j := range at {
+		envs[j] = loaded[i]
+	}
+	for _, env := range envs {
+		if env != nil {
+			res.Messages = append(res.Messages, c.message(env))
+		}
+	}
 	if len(res.Messages) == 0 {
 		res.Status = StatusEmpty
 	}
@@ -110,7 +131,7 @@ func (c *Core) drain(ctx context.Context, st *entState, filter func(*Envelope) b
 		}
 		if hm != nil {
 			taken = append(taken, hm)
-			if hm.env.Kind != KindAsk && req.Max > 1 {
+			if hm.head.kind != KindAsk && req.Max > 1 {
 				st.mu.Lock()
 				taken = append(taken, st.claimHeld(filter, req.Max-1)...)
 				st.mu.Unlock()

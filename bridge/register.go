@@ -150,6 +150,9 @@ func (c *Core) Remove(ctx context.Context, gid string) error {
 	if err := c.tr.DeleteInbox(ctx, gid); err != nil {
 		return fmt.Errorf("bridge: delete inbox of %s: %w", st.Name, err)
 	}
+	if err := c.st.DropHeld(gid); err != nil {
+		return fmt.Errorf("bridge: delete what was held for %s: %w", st.Name, err)
+	}
 	c.publishPresence([]Presence{{GID: gid, Name: st.Name, Host: c.cfg.Host, Gone: true}})
 	return c.st.DeleteEntity(gid)
 }

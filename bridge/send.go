@@ -181,7 +181,7 @@ func (c *Core) awaitSend(ctx context.Context, s *openSend, res *Result, prog Pro
 	switch {
 	case err != nil:
 		return nil, err
-	case hm != nil:
+	case hm != nil && len(c.bodies(s.st, []*heldMsg{hm})) == 1:
 		return c.sendAnswered(ctx, s.st, res, hm), nil
 	case over:
 		queuedNext(res, s.target)

@@ -45,12 +45,9 @@ func (c *Core) sweepEntity(st *entState, now time.Time) {
 		return
 	}
 	for _, hm := range st.held {
-		if !hm.claimed && hm.env.Expired(now) {
+		if !hm.claimed && !now.Before(hm.head.expiresAt) {
 			hm.claimed = true
 			exp = append(exp, hm)
-			if hm.env.Kind == KindSend {
-				out = append(out, c.receiptFor(KindFailed, st.GID, hm.env, "expired unread in the inbox of "+st.Name))
-			}
 		}
 	}
 	st.expireTurns(now)
@@ -59,9 +56,15 @@ func (c *Core) sweepEntity(st *entState, now time.Time) {
 		out = append(out, c.abandonTurns(st)...)
 	}
 	st.mu.Unlock()
+	exp = c.bodies(st, exp)
 	for _, hm := range exp {
 		c.log.Info("held message expired", LogMsgID, hm.env.MsgID, LogKind, hm.env.Kind, LogGID, st.GID, LogTraceID, hm.env.TraceID)
-		_ = c.settleTaken(st, []*heldMsg{hm})
+		if hm.env.Kind == KindSend {
+			out = append(out, c.receiptFor(KindFailed, st.GID, hm.env, "expired unread in the inbox of "+st.Name))
+		}
+	}
+	if len(exp) > 0 {
+		_ = c.settleTaken(st, exp)
 	}
 	c.publishAll(out)
 }

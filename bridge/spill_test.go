@@ -1,0 +1,133 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// sendN has from send n replies "<prefix> i" to target.
+func sendN(h *harness, from bridge.Entity, target, prefix string, n int) {
+	h.t.Helper()
+	for i := range n {
+		h.send(from, bridge.SendRequest{Target: target, Message: fmt.Sprintf("%s %d", prefix, i)})
+	}
+}
+
+// storedHeld counts the held records in the store.
+func storedHeld(h *harness) int {
+	h.t.Helper()
+	n := 0
+	if err := h.st.EachHeld(func(string, uint64, []byte) error { n++; return nil }); err != nil {
+		h.t.Fatalf("EachHeld: %v", err)
+	}
+	return n
+}
+
+// spilled waits until gid's inbox is empty: everything held was moved to
+// the store and acked there.
+func spilled(h *harness, gid string) {
+	h.t.Helper()
+	eventually(h.t, "inbox moved to the store", func() bool { return h.tr.Depth(gid) == 0 })
+}
+
+// A filtered drain finds a quiet worker's reply behind a backlog from a
+// chatty one many times the prefetch window (issue: the window hid it).
+func TestFilteredDrainSeesPastThePrefetchWindow(t *testing.T) {
+	h := newHarness(t, func(c *bridge.Config) { c.Prefetch = 8 })
+	p := h.reg("p", bridge.RolePrimary)
+	chatty, quiet := h.reg("chatty", bridge.RoleWorker), h.reg("quiet", bridge.RoleWorker)
+	sendN(h, chatty, "p", "noise", 300)
+	h.send(quiet, bridge.SendRequest{Target: "p", Message: "the one you want"})
+	h.heldFor("p", 301)
+	spilled(h, p.GID)
+	got := h.poll(p, bridge.PollRequest{Target: "quiet"})
+	if len(got.Messages) != 1 || got.Messages[0].Body != "the one you want" {
+		t.Fatalf("poll(target=quiet) behind 300 from chatty: %+v", got.Messages)
+	}
+	got = h.poll(p, bridge.PollRequest{Target: "chatty", Max: 500})
+	if len(got.Messages) != 300 {
+		t.Fatalf("poll(target=chatty) got %d, want 300", len(got.Messages))
+	}
+	for i, m := range got.Messages {
+		if want := fmt.Sprintf("noise %d", i); m.Body != want {
+			t.Fatalf("message %d is %q, want %q: arrival order lost", i, m.Body, want)
+		}
+	}
+	if n := storedHeld(h); n != 0 {
+		t.Fatalf("%d records left in the store after everything was drained", n)
+	}
+}
+
+// Held messages moved to the store outlive the core: after a restart they
+// are held again, once each, in order; drained, they are gone for good.
+func TestHeldMessagesSurviveRestartFromTheStore(t *testing.T) {
+	h := newHarness(t, nil)
+	p, w := pair(h)
+	sendN(h, w, "p", "r", 30)
+	h.heldFor("p", 30)
+	spilled(h, p.GID)
+	peek := h.poll(p, bridge.PollRequest{Peek: true, Max: 5})
+	if len(peek.Messages) != 5 || peek.Messages[0].Body != "r 0" || peek.Messages[0].FromName != "w" {
+		t.Fatalf("peek read from the store: %+v", peek.Messages)
+	}
+
+	h.restart()
+	h.heldFor("p", 30)
+	got := h.poll(p, bridge.PollRequest{Max: 50})
+	if len(got.Messages) != 30 || got.Messages[0].Body != "r 0" || got.Messages[29].Body != "r 29" {
+		t.Fatalf("drain after the restart: %d messages %+v", len(got.Messages), got.Messages)
+	}
+	h.restart()
+	h.heldFor("p", 0)
+	if n := storedHeld(h); n != 0 {
+		t.Fatalf("%d drained records came back after a restart", n)
+	}
+}
+
+// Past InboxMaxLength held, the gateway stops moving messages out of the
+// inbox: the rest waits there, where the inbox's own cap acts, and is
+// drained once room is made. Nothing is lost at the boundary.
+func TestHeldCapLeavesTheRestInTheInbox(t *testing.T) {
+	h := newHarness(t, func(c *bridge.Config) { c.Prefetch = 4; c.InboxMaxLength = 10 })
+	p, w := pair(h)
+	for i := range 20 { // paced: a burst faster than the store could meet the inbox's cap first
+		h.send(w, bridge.SendRequest{Target: "p", Message: fmt.Sprintf("r %d", i)})
+		h.heldFor("p", min(i+1, 14)) // 10 in the store, then the 4 of the prefetch window
+	}
+	if n, d := storedHeld(h), h.tr.Depth(p.GID); n != 10 || d != 10 {
+		t.Fatalf("%d records in the store (want the cap, 10), %d in the inbox (want 4 unacked + 6 waiting)", n, d)
+	}
+	var bodies []string
+	eventually(t, "all 20 drained", func() bool {
+		for _, m := range h.poll(p, bridge.PollRequest{Max: 50}).Messages {
+			bodies = append(bodies, m.Body)
+		}
+		return len(bodies) >= 20
+	})
+	for i, b := range bodies {
+		if want := fmt.Sprintf("r %d", i); b != want {
+			t.Fatalf("drained %d: %q, want %q (%d in all)", i, b, want, len(bodies))
+		}
+	}
+}
+
+// Removing an entity deletes what the store held for it.
+func TestRemoveDropsHeldRecords(t *testing.T) {
+	h := newHarness(t, nil)
+	p, w := pair(h)
+	sendN(h, w, "p", "r", 5)
+	h.heldFor("p", 5)
+	spilled(h, p.GID)
+	if n := storedHeld(h); n != 5 {
+		t.Fatalf("%d records stored, want 5", n)
+	}
+	if err := h.c.Remove(context.Background(), p.GID); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if n := storedHeld(h); n != 0 {
+		t.Fatalf("%d records left for a removed entity", n)
+	}
+}
