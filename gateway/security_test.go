@@ -153,6 +153,16 @@ func TestSSEDisconnectAbandons(t *testing.T) {
 		t.Fatalf("send: %+v", sent.Result)
 	}
 	sc.Close() // the worker's client goes away mid-ask
+	// the server notices the SSE stream end on its own time: answering
+	// before it did would (rightly) deliver the answer to the open ask
+	gatewaytest.Eventually(t, 5*time.Second, "the worker's session ended", func() bool {
+		for _, e := range g.Core().Roster().Entities {
+			if e.Name == "w" {
+				return e.Sessions == 0
+			}
+		}
+		return false
+	})
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		r := p.Call("bridge_send", map[string]any{"target": "w", "message": "a", "turn_id": sent.TurnID})
