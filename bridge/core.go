@@ -49,6 +49,8 @@ type Core struct {
 	queues paneQueues
 	spills *spiller
 
+	unmapped time.Time // when the sweeper last released the state file's pages (sweep goroutine only)
+
 	regMu sync.Mutex // serializes Register, Remove and RevokeTokens (they do transport and store I/O)
 
 	lifeMu    sync.Mutex

@@ -152,14 +152,14 @@ func (c *Core) alreadyHere(st *entState, d Delivery) bool {
 	case !d.Redelivered:
 		st.mu.Unlock()
 		c.refuse(d, where, RefuseReplayed, "msgId already held")
-	case hm.acker == nil: // spilled: the store has it, this copy can go
+	case hm.acks == nil: // spilled: the store has it, this copy can go
 		st.mu.Unlock()
 		c.ack(d)
 	default:
 		// keep one copy, settled with the new tag, and the old one too:
 		// after a consumer bounce it is stale (its ack fails harmlessly)
-		hm.dups = append(hm.dups, hm.acker)
-		hm.acker = d.Acker
+		hm.acks.dups = append(hm.acks.dups, hm.acks.acker)
+		hm.acks.acker = d.Acker
 		st.mu.Unlock()
 	}
 	return true

@@ -18,16 +18,15 @@ func (c *Core) settleTaken(st *entState, hms []*heldMsg) error {
 	set := map[*heldMsg]bool{}
 	for _, hm := range hms {
 		set[hm] = true
-		c.mem.mark(st.GID+hm.head.msgID, hm.head.expiresAt.Add(c.mem.skew))
-		if hm.acker != nil {
-			ackers = append(ackers, hm.acker)
-			hm.acker = nil
+		c.mem.mark(st.GID+hm.head.msgID(), hm.head.expiresAt().Add(c.mem.skew))
+		if hm.acks != nil {
+			ackers = append(ackers, hm.acks.acker)
+			dups = append(dups, hm.acks.dups...)
+			hm.acks = nil
 		}
 		if hm.seq != 0 {
 			seqs = append(seqs, hm.seq)
 		}
-		dups = append(dups, hm.dups...)
-		hm.dups = nil
 	}
 	st.dropHeld(set)
 	st.mu.Unlock()
@@ -82,8 +81,8 @@ func (c *Core) unclaim(st *entState, hms []*heldMsg) {
 	st.mu.Lock()
 	for _, hm := range hms {
 		if hm.head.kind == KindAsk { // never held, so never spilled: env is here
-			if rt := st.turns[hm.head.turnID]; rt != nil && !rt.answered {
-				st.dropRecv(hm.head.turnID)
+			if rt := st.turns[hm.env.TurnID]; rt != nil && !rt.answered {
+				st.dropRecv(hm.env.TurnID)
 				out = append(out, c.noticeFor(KindAbandoned, st.GID, hm.env, "the waiting call went away before the question was read"))
 			}
 			continue

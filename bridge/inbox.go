@@ -20,7 +20,7 @@ type entState struct {
 	removed bool // dropped from the registry: deliveries treat it as gone
 
 	held     []*heldMsg // arrival order
-	heldByID map[string]*heldMsg
+	heldByID map[msgKey]*heldMsg
 	froms    map[string]string // interned senders of held messages (internFrom)
 	waiters  []*waiter
 	receipts map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
@@ -44,7 +44,7 @@ func newEntState(e Entity, book *turnBook) *entState {
 	return &entState{
 		Entity:   e,
 		book:     book,
-		heldByID: map[string]*heldMsg{},
+		heldByID: map[msgKey]*heldMsg{},
 		receipts: map[string]chan *Envelope{},
 		asks:     map[string]*askTurn{},
 		askByMsg: map[string]*askTurn{},
@@ -81,47 +81,6 @@ func (st *entState) bound(key string) bool {
 		}
 	}
 	return false
-}
-
-// heldMsg is a message held for an entity until it drains it. Its head
-// stays in memory; the whole envelope only while the message is in flight:
-// not yet spilled to the store (the transport still has it, acker set) or
-// claimed by a call. A spilled message is acked in its transport, so a
-// backlog costs its head per message in memory and never fills the
-// prefetch window (spill.go).
-type heldMsg struct {
-	head     heldHead
-	env      *Envelope // the whole message; nil while it is only in the store
-	seq      uint64    // its record in the store; 0: not spilled
-	acker    Acker     // nil once acked (spilled, or settled)
-	dups     []Acker   // earlier deliveries of the same msgId, settled with it
-	claimed  bool
-	spilling bool // queued to the spiller
-	settled  bool // left the held set (drained, expired)
-}
-
-// heldHead is what filters, summaries and the sweeper read of a held
-// message without loading it.
-type heldHead struct {
-	kind                      Kind
-	msgID, from, corr, turnID string
-	expiresAt                 time.Time
-}
-
-func newHeld(env *Envelope, acker Acker) *heldMsg {
-	return &heldMsg{env: env, acker: acker, head: heldHead{kind: env.Kind, msgID: env.MsgID, from: env.From,
-		corr: env.Corr, turnID: env.TurnID, expiresAt: env.ExpiresAt}}
-}
-
-// view is the envelope filters see: the whole one when in memory, else
-// its head written into scratch.
-func (hm *heldMsg) view(scratch *Envelope) *Envelope {
-	if hm.env != nil {
-		return hm.env
-	}
-	h := hm.head
-	*scratch = Envelope{Kind: h.kind, MsgID: h.msgID, From: h.from, Corr: h.corr, TurnID: h.turnID, ExpiresAt: h.expiresAt}
-	return scratch
 }
 
 // waiter is an open blocking call of an entity that one arriving message
@@ -189,18 +148,19 @@ func (st *entState) expectReceipt(msgID string) (receipts <-chan *Envelope, done
 	}
 }
 
-func (st *entState) findHeld(msgID string) *heldMsg { return st.heldByID[msgID] }
+func (st *entState) findHeld(msgID string) *heldMsg { return st.heldByID[keyOf(msgID)] }
 
 // addHeld appends hm to the held set (mu held).
 func (st *entState) addHeld(hm *heldMsg) {
 	st.held = append(st.held, hm)
-	st.heldByID[hm.head.msgID] = hm
+	st.heldByID[hm.head.id] = hm
 }
 
 // heldReceipt reports whether a receipt for msgID is held (mu held).
 func (st *entState) heldReceipt(msgID string) bool {
+	key := keyOf(msgID)
 	for _, hm := range st.held {
-		if k := hm.head.kind; hm.head.corr == msgID && (k == KindInjected || k == KindFailed || k == KindAbandoned) {
+		if k := hm.head.kind; hm.head.corr == key && (k == KindInjected || k == KindFailed || k == KindAbandoned) {
 			return true
 		}
 	}
@@ -215,8 +175,8 @@ func (st *entState) dropHeld(set map[*heldMsg]bool) {
 			continue
 		}
 		hm.settled = true
-		if st.heldByID[hm.head.msgID] == hm {
-			delete(st.heldByID, hm.head.msgID)
+		if st.heldByID[hm.head.id] == hm {
+			delete(st.heldByID, hm.head.id)
 		}
 	}
 	for i := len(out); i < len(st.held); i++ {

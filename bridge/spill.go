@@ -41,7 +41,7 @@ func newSpiller() *spiller { return &spiller{kick: make(chan struct{}, 1)} }
 // transport instead while the entity holds InboxMaxLength on disk: the
 // transport's own cap and TTL then act on what comes after.
 func (c *Core) spill(st *entState, hm *heldMsg) {
-	if hm.seq != 0 || hm.spilling || hm.settled || hm.acker == nil || len(st.held) > c.cfg.InboxMaxLength {
+	if hm.seq != 0 || hm.spilling || hm.settled || hm.acks == nil || len(st.held) > c.cfg.InboxMaxLength {
 		return
 	}
 	hm.spilling = true
@@ -61,7 +61,7 @@ func (c *Core) spillLoop() {
 	defer c.wg.Done()
 	var burst int // bytes spilled since the last release
 	var released time.Time
-	var later <-chan time.Time // a release put off by releaseEvery
+	var later <-chan time.Time // the release at the end of a burst
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -69,6 +69,9 @@ func (c *Core) spillLoop() {
 		case <-c.spills.kick:
 		case <-later:
 			later = nil
+			c.releaseMemory()
+			burst, released = 0, time.Now()
+			continue
 		}
 		for c.ctx.Err() == nil {
 			batch := c.spills.take()
@@ -77,27 +80,24 @@ func (c *Core) spillLoop() {
 			}
 			burst += c.spillBatch(batch)
 		}
-		if burst < releaseAfterBytes {
-			continue
+		switch {
+		case burst >= releaseAfterBytes && time.Since(released) >= releaseEvery:
+			c.releaseMemory() // a long burst gives back as it goes
+			burst, released = 0, time.Now()
+		case burst >= releaseTailBytes && later == nil:
+			later = time.After(releaseEvery) // and once more after it
 		}
-		if wait := releaseEvery - time.Since(released); wait > 0 {
-			if later == nil {
-				later = time.After(wait)
-			}
-			continue
-		}
-		c.releaseMemory()
-		burst, released = 0, time.Now()
 	}
 }
 
-// After a burst of spills (a backlog arriving) the queue ran dry: give the
-// burst's memory back. Its garbage (decoded deliveries, encoded records)
+// During and after a burst of spills (a backlog arriving), give the burst's
+// memory back. Its garbage (decoded deliveries, encoded records)
 // would otherwise keep the heap at twice what stays live until the
 // runtime's scavenger slowly returns it, and the state file's pages the
 // writes faulted in would stay mapped.
 const (
-	releaseAfterBytes = 16 << 20
+	releaseAfterBytes = 16 << 20 // a burst this big releases every releaseEvery
+	releaseTailBytes  = 1 << 20  // one this big releases once more releaseEvery after
 	releaseEvery      = 5 * time.Second
 )
 
@@ -157,11 +157,8 @@ func (c *Core) spillBatch(batch []spillItem) int {
 		case hm.settled: // drained or expired while it was written
 			orphans[it.st] = append(orphans[it.st], hm.seq)
 		default:
-			if hm.acker != nil {
-				ackers = append(ackers, hm.acker)
-			}
-			ackers = append(ackers, hm.dups...)
-			hm.acker, hm.dups = nil, nil
+			ackers = append(ackers, hm.acks.all()...)
+			hm.acks = nil
 			if !hm.claimed {
 				hm.env = nil
 				hm.head.from = it.st.internFrom(hm.head.from)
@@ -235,7 +232,7 @@ func (c *Core) loadHeld() (int, error) {
 		hm.env, hm.seq = nil, seq
 		st.mu.Lock()
 		hm.head.from = st.internFrom(hm.head.from)
-		if st.findHeld(hm.head.msgID) == nil {
+		if st.findHeld(env.MsgID) == nil {
 			st.addHeld(hm)
 			n++
 		} else {

@@ -31,7 +31,15 @@ func (c *Core) sweep() {
 	for _, st := range c.reg.all() {
 		c.sweepEntity(st, now)
 	}
+	if time.Since(c.unmapped) >= unmapEvery {
+		// the state file's small writes (the seen-set, turns, drains)
+		// fault its pages in over time: give them back now and then
+		_ = c.st.ReleaseMapped()
+		c.unmapped = time.Now()
+	}
 }
+
+const unmapEvery = 30 * time.Second
 
 // sweepEntity acks st's held messages past expiresAt (an expired brief is
 // reported FAILED to its sender), expires its turns, and abandons them when
@@ -45,7 +53,7 @@ func (c *Core) sweepEntity(st *entState, now time.Time) {
 		return
 	}
 	for _, hm := range st.held {
-		if !hm.claimed && !now.Before(hm.head.expiresAt) {
+		if !hm.claimed && !now.Before(hm.head.expiresAt()) {
 			hm.claimed = true
 			exp = append(exp, hm)
 		}
