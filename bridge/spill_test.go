@@ -16,6 +16,15 @@ func sendN(h *harness, from bridge.Entity, target, prefix string, n int) {
 	}
 }
 
+// heldInStore has w send n replies "r i" to p and waits until p holds them
+// all and its inbox moved them to the store.
+func heldInStore(h *harness, p, w bridge.Entity, n int) {
+	h.t.Helper()
+	sendN(h, w, p.Name, "r", n)
+	h.heldFor(p.Name, n)
+	spilled(h, p.GID)
+}
+
 // storedHeld counts the held records in the store.
 func storedHeld(h *harness) int {
 	h.t.Helper()
@@ -66,9 +75,7 @@ func TestFilteredDrainSeesPastThePrefetchWindow(t *testing.T) {
 func TestHeldMessagesSurviveRestartFromTheStore(t *testing.T) {
 	h := newHarness(t, nil)
 	p, w := pair(h)
-	sendN(h, w, "p", "r", 30)
-	h.heldFor("p", 30)
-	spilled(h, p.GID)
+	heldInStore(h, p, w, 30)
 	peek := h.poll(p, bridge.PollRequest{Peek: true, Max: 5})
 	if len(peek.Messages) != 5 || peek.Messages[0].Body != "r 0" || peek.Messages[0].FromName != "w" {
 		t.Fatalf("peek read from the store: %+v", peek.Messages)
@@ -118,9 +125,7 @@ func TestHeldCapLeavesTheRestInTheInbox(t *testing.T) {
 func TestRemoveDropsHeldRecords(t *testing.T) {
 	h := newHarness(t, nil)
 	p, w := pair(h)
-	sendN(h, w, "p", "r", 5)
-	h.heldFor("p", 5)
-	spilled(h, p.GID)
+	heldInStore(h, p, w, 5)
 	if n := storedHeld(h); n != 5 {
 		t.Fatalf("%d records stored, want 5", n)
 	}

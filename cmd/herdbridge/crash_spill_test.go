@@ -20,11 +20,7 @@ func TestCrashWhileSpillingLosesNothing(t *testing.T) {
 		t.Skip("builds and kills a real gateway process")
 	}
 	const n = 3000
-	bin := buildBinary(t)
-	dir := gatewaytest.TempDir(t)
-	gp := startGatewayProc(t, bin, dir)
-	p := procConn(t, gp, "lead", "primary")
-	w := procConn(t, gp, "w", "worker")
+	bin, gp, p, w := crashPair(t)
 	var confirmed sync.Map
 	var sent atomic.Int64
 	var wg sync.WaitGroup
@@ -51,7 +47,7 @@ func TestCrashWhileSpillingLosesNothing(t *testing.T) {
 	p.Client.Close()
 	w.Client.Close()
 
-	gp2 := startGatewayProc(t, bin, dir)
+	gp2 := startGatewayProc(t, bin, gp.dir)
 	p2 := procConn(t, gp2, "lead", "primary")
 	seen := map[string]int{}
 	for {

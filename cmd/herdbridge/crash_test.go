@@ -107,6 +107,15 @@ func procConn(t testing.TB, gp *gatewayProc, name, role string) *gatewaytest.Con
 	return cn
 }
 
+// crashPair starts a real gateway process on a fresh state dir with a
+// primary "lead" and a worker "w" connected over streamable HTTP.
+func crashPair(t *testing.T) (bin string, gp *gatewayProc, p, w *gatewaytest.Conn) {
+	t.Helper()
+	bin = buildBinary(t)
+	gp = startGatewayProc(t, bin, gatewaytest.TempDir(t))
+	return bin, gp, procConn(t, gp, "lead", "primary"), procConn(t, gp, "w", "worker")
+}
+
 // TestCrashLosesNothing: a real gateway process is kill -9ed with 1000
 // replies held; after a restart part is drained and it is killed again;
 // after the second restart the rest drain: every reply exactly once.
@@ -115,11 +124,8 @@ func TestCrashLosesNothing(t *testing.T) {
 		t.Skip("builds and kills a real gateway process")
 	}
 	const n = 1000
-	bin := buildBinary(t)
-	dir := gatewaytest.TempDir(t)
-	gp := startGatewayProc(t, bin, dir)
-	p := procConn(t, gp, "lead", "primary")
-	w := procConn(t, gp, "w", "worker")
+	bin, gp, p, w := crashPair(t)
+	dir := gp.dir
 	var wg sync.WaitGroup
 	errs := make(chan string, n)
 	for k := 0; k < 8; k++ {
