@@ -303,8 +303,8 @@ func (c *Core) settleArrival(st *entState, d Delivery, a arrival) {
 		st.addHeld(hm)
 		if !st.match(hm) { // taken at once: acked when the call settles it
 			c.heldNoWaiter(st)
-			c.spill(st, hm)
 		}
+		c.spillNext(st)
 		st.mu.Unlock()
 	default:
 		st.mu.Unlock()

@@ -29,6 +29,7 @@ func (c *Core) settleTaken(st *entState, hms []*heldMsg) error {
 		}
 	}
 	st.dropHeld(set)
+	c.spillNext(st) // room under the cap, or the message that held the others back is gone
 	st.mu.Unlock()
 	err := ackAll(ackers)
 	for _, a := range dups {
@@ -93,9 +94,9 @@ func (c *Core) unclaim(st *entState, hms []*heldMsg) {
 		}
 		if !st.match(hm) {
 			c.heldNoWaiter(st)
-			c.spill(st, hm)
 		}
 	}
+	c.spillNext(st)
 	st.mu.Unlock()
 	c.publishAll(out)
 }

@@ -21,14 +21,19 @@ type entState struct {
 
 	held     []*heldMsg // arrival order
 	heldByID map[msgKey]*heldMsg
-	froms    map[string]string // interned senders of held messages (internFrom)
-	waiters  []*waiter
-	receipts map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
-	asks     map[string]*askTurn       // turns this entity asked, by turnId
-	askByMsg map[string]*askTurn       // the same, by the ASK's msgId
-	turns    map[string]*recvTurn      // asks this entity received and may answer, by turnId
-	brief    briefRef                  // the brief it is working on: default target of bridge_ask
-	book     *turnBook                 // persists asks and turns; nil: kept in memory only
+	// unwritten: held messages not yet queued for the store, in arrival
+	// order (settled ones are skipped lazily); stored: how many held are
+	// written or being written (spill.go)
+	unwritten []*heldMsg
+	stored    int
+	froms     map[string]string // interned senders of held messages (internFrom)
+	waiters   []*waiter
+	receipts  map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
+	asks      map[string]*askTurn       // turns this entity asked, by turnId
+	askByMsg  map[string]*askTurn       // the same, by the ASK's msgId
+	turns     map[string]*recvTurn      // asks this entity received and may answer, by turnId
+	brief     briefRef                  // the brief it is working on: default target of bridge_ask
+	book      *turnBook                 // persists asks and turns; nil: kept in memory only
 
 	sessions   int
 	paneStatus string // live herdr agent status, for the roster
@@ -154,6 +159,11 @@ func (st *entState) findHeld(msgID string) *heldMsg { return st.heldByID[keyOf(m
 func (st *entState) addHeld(hm *heldMsg) {
 	st.held = append(st.held, hm)
 	st.heldByID[hm.head.id] = hm
+	if hm.seq != 0 {
+		st.stored++
+	} else {
+		st.unwritten = append(st.unwritten, hm)
+	}
 }
 
 // heldReceipt reports whether a receipt for msgID is held (mu held).
@@ -175,9 +185,15 @@ func (st *entState) dropHeld(set map[*heldMsg]bool) {
 			continue
 		}
 		hm.settled = true
+		if hm.seq != 0 || hm.spilling {
+			st.stored--
+		}
 		if st.heldByID[hm.head.id] == hm {
 			delete(st.heldByID, hm.head.id)
 		}
+	}
+	if len(out) == 0 {
+		st.froms = nil // senders are interned for held messages only
 	}
 	for i := len(out); i < len(st.held); i++ {
 		st.held[i] = nil

@@ -15,7 +15,13 @@ import (
 // drain sees every message whatever the backlog in front of it (the
 // transport's prefetch window only bounds what is in flight), and memory
 // holds a head per message, not its body. Messages a waiting call takes at
-// once are never spilled: the reply path pays no extra write.
+// once are never written: the reply path pays no extra write.
+//
+// An entity's messages are written strictly in arrival order, so the store
+// always holds the oldest of them and the transport the newest: a restart
+// (which restores the store's, then takes the transport's again) keeps
+// arrival order. A message a call has claimed holds back the ones after it
+// until the call settles it (it is never written) or lets it go.
 
 // spillMaxBatch bounds one store transaction, in messages and body bytes.
 const (
@@ -24,8 +30,9 @@ const (
 )
 
 type spillItem struct {
-	st *entState
-	hm *heldMsg
+	st   *entState
+	hm   *heldMsg
+	size int // body bytes, read when queued (under the entity's lock)
 }
 
 // spiller queues held messages for the spill loop.
@@ -37,20 +44,32 @@ type spiller struct {
 
 func newSpiller() *spiller { return &spiller{kick: make(chan struct{}, 1)} }
 
-// spill queues hm for the store (st.mu held). A message stays in its
-// transport instead while the entity holds InboxMaxLength on disk: the
-// transport's own cap and TTL then act on what comes after.
-func (c *Core) spill(st *entState, hm *heldMsg) {
-	if hm.seq != 0 || hm.spilling || hm.settled || hm.acks == nil || len(st.held) > c.cfg.InboxMaxLength {
-		return
-	}
-	hm.spilling = true
-	c.spills.mu.Lock()
-	c.spills.pending = append(c.spills.pending, spillItem{st, hm})
-	c.spills.mu.Unlock()
+func (s *spiller) push(it spillItem) {
+	s.mu.Lock()
+	s.pending = append(s.pending, it)
+	s.mu.Unlock()
 	select {
-	case c.spills.kick <- struct{}{}:
+	case s.kick <- struct{}{}:
 	default:
+	}
+}
+
+// spillNext queues st's next messages for the store, in arrival order, up
+// to InboxMaxLength written (st.mu held). Past that cap a message stays in
+// its transport, where the inbox's own cap and TTL act on what comes after.
+func (c *Core) spillNext(st *entState) {
+	for len(st.unwritten) > 0 {
+		hm := st.unwritten[0]
+		if !hm.settled && hm.seq == 0 && !hm.spilling {
+			if hm.claimed || hm.acks == nil || st.removed || st.stored >= c.cfg.InboxMaxLength {
+				return
+			}
+			hm.spilling = true
+			st.stored++
+			c.spills.push(spillItem{st: st, hm: hm, size: len(hm.env.Body)})
+		}
+		st.unwritten[0] = nil
+		st.unwritten = st.unwritten[1:]
 	}
 }
 
@@ -62,6 +81,7 @@ func (c *Core) spillLoop() {
 	var burst int // bytes spilled since the last release
 	var released time.Time
 	var later <-chan time.Time // the release at the end of a burst
+	var retry <-chan time.Time // after a failed write
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -72,13 +92,24 @@ func (c *Core) spillLoop() {
 			c.releaseMemory()
 			burst, released = 0, time.Now()
 			continue
+		case <-retry:
+			retry = nil
+			c.spillAll()
 		}
-		for c.ctx.Err() == nil {
+		for c.ctx.Err() == nil && retry == nil {
 			batch := c.spills.take()
 			if len(batch) == 0 {
 				break
 			}
-			burst += c.spillBatch(batch)
+			n, err := c.spillBatch(batch)
+			burst += n
+			if err != nil {
+				// they stay unacked in their transport: nothing is lost;
+				// put back in order and tried again in a while
+				c.log.Warn("held messages not moved to the store: trying again in 1 s", "n", len(batch), "err", err)
+				c.unqueue(append(batch, c.spills.take()...))
+				retry = time.After(time.Second)
+			}
 		}
 		switch {
 		case burst >= releaseAfterBytes && time.Since(released) >= releaseEvery:
@@ -108,15 +139,48 @@ func (c *Core) releaseMemory() {
 	debug.FreeOSMemory()
 }
 
+// spillAll runs spillNext for every entity (after a failed write).
+func (c *Core) spillAll() {
+	for _, st := range c.reg.all() {
+		st.mu.Lock()
+		c.spillNext(st)
+		st.mu.Unlock()
+	}
+}
+
+// unqueue puts queued items back at the front of their entities'
+// unwritten lists, in queue order, so a retry writes them first.
+func (c *Core) unqueue(items []spillItem) {
+	byEnt := map[*entState][]*heldMsg{}
+	var order []*entState
+	for _, it := range items {
+		if _, ok := byEnt[it.st]; !ok {
+			order = append(order, it.st)
+		}
+		byEnt[it.st] = append(byEnt[it.st], it.hm)
+	}
+	for _, st := range order {
+		st.mu.Lock()
+		var back []*heldMsg
+		for _, hm := range byEnt[st] {
+			if hm.spilling && !hm.settled && hm.seq == 0 {
+				hm.spilling = false
+				st.stored--
+				back = append(back, hm)
+			}
+		}
+		st.unwritten = append(back, st.unwritten...)
+		st.mu.Unlock()
+	}
+}
+
 // take removes the next batch from the queue.
 func (s *spiller) take() []spillItem {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, bytes := 0, 0
 	for n < len(s.pending) && n < spillMaxBatch && bytes < spillMaxBatchBytes {
-		if env := s.pending[n].hm.env; env != nil {
-			bytes += len(env.Body)
-		}
+		bytes += s.pending[n].size
 		n++
 	}
 	batch := append([]spillItem(nil), s.pending[:n]...)
@@ -126,11 +190,11 @@ func (s *spiller) take() []spillItem {
 
 // spillBatch stores batch in one transaction, then acks each message in
 // its transport and drops its body from memory. It returns the bytes
-// written.
-func (c *Core) spillBatch(batch []spillItem) int {
+// written; on an error nothing was.
+func (c *Core) spillBatch(batch []spillItem) (int, error) {
 	live, puts := c.encodeSpills(batch)
 	if len(live) == 0 {
-		return 0
+		return 0, nil
 	}
 	written := 0
 	for _, p := range puts {
@@ -138,14 +202,7 @@ func (c *Core) spillBatch(batch []spillItem) int {
 	}
 	seqs, err := c.st.PutHeld(puts)
 	if err != nil {
-		// they stay in memory, unacked in their transport: nothing is lost
-		c.log.Warn("held messages not moved to the store", "n", len(live), "err", err)
-		for _, it := range live {
-			it.st.mu.Lock()
-			it.hm.spilling = false
-			it.st.mu.Unlock()
-		}
-		return 0
+		return 0, err
 	}
 	var ackers []Acker
 	orphans := map[*entState][]uint64{}
@@ -154,7 +211,7 @@ func (c *Core) spillBatch(batch []spillItem) int {
 		hm := it.hm
 		hm.spilling, hm.seq = false, seqs[i]
 		switch {
-		case hm.settled: // drained or expired while it was written
+		case hm.settled || it.st.removed: // drained, expired or removed while it was written
 			orphans[it.st] = append(orphans[it.st], hm.seq)
 		default:
 			ackers = append(ackers, hm.acks.all()...)
@@ -174,7 +231,7 @@ func (c *Core) spillBatch(batch []spillItem) int {
 			c.log.Warn("drained messages not deleted from the store", LogGID, st.GID, "err", err)
 		}
 	}
-	return written
+	return written, nil
 }
 
 // encodeSpills encodes the messages of batch that still need the store.
@@ -192,7 +249,7 @@ func (c *Core) encodeSpills(batch []spillItem) ([]spillItem, []store.HeldPut) {
 			continue
 		}
 		raw, err := json.Marshal(env)
-		if err != nil { // cannot happen for a decoded envelope; stays in memory
+		if err != nil { // cannot happen for a decoded envelope; it stays in its transport
 			c.log.Warn("held message not encodable", LogMsgID, env.MsgID, "err", err)
 			continue
 		}
@@ -224,7 +281,8 @@ func (c *Core) loadHeld() (int, error) {
 	err := c.st.EachHeld(func(gid string, seq uint64, raw []byte) error {
 		st := c.reg.get(gid)
 		var env Envelope
-		if st == nil || json.Unmarshal(raw, &env) != nil || env.MsgID == "" {
+		if st == nil || json.Unmarshal(raw, &env) != nil || env.MsgID == "" || c.mem.has(gid+env.MsgID) {
+			// gone, unreadable, or drained before (its delete failed)
 			orphans[gid] = append(orphans[gid], seq)
 			return nil
 		}
@@ -234,6 +292,7 @@ func (c *Core) loadHeld() (int, error) {
 		hm.head.from = st.internFrom(hm.head.from)
 		if st.findHeld(env.MsgID) == nil {
 			st.addHeld(hm)
+			c.nudges.want(gid) // it waits unread: its entity hears so once it is back
 			n++
 		} else {
 			orphans[gid] = append(orphans[gid], seq)

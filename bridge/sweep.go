@@ -1,6 +1,9 @@
 package bridge
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // every runs f every d until the core closes (one of its loops: the
 // sweeper, the nudger).
@@ -64,11 +67,20 @@ func (c *Core) sweepEntity(st *entState, now time.Time) {
 		out = append(out, c.abandonTurns(st)...)
 	}
 	st.mu.Unlock()
-	exp = c.bodies(st, exp)
 	for _, hm := range exp {
-		c.log.Info("held message expired", LogMsgID, hm.env.MsgID, LogKind, hm.env.Kind, LogGID, st.GID, LogTraceID, hm.env.TraceID)
-		if hm.env.Kind == KindSend {
+		c.log.Info("held message expired", LogMsgID, hm.head.msgID(), LogKind, hm.head.kind, LogGID, st.GID)
+	}
+	// only an expired brief needs its body (its sender hears FAILED):
+	// loaded a chunk at a time, so a burst expiring at once stays small
+	sends := slices.DeleteFunc(slices.Clone(exp), func(hm *heldMsg) bool { return hm.head.kind != KindSend })
+	for chunk := range slices.Chunk(sends, 64) {
+		for _, hm := range c.bodies(st, chunk) {
 			out = append(out, c.receiptFor(KindFailed, st.GID, hm.env, "expired unread in the inbox of "+st.Name))
+			st.mu.Lock()
+			if hm.seq != 0 {
+				hm.env = nil
+			}
+			st.mu.Unlock()
 		}
 	}
 	if len(exp) > 0 {

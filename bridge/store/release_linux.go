@@ -1,6 +1,8 @@
 package store
 
 import (
+	"os"
+
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 )
@@ -15,11 +17,16 @@ import (
 // bbolt's remapping.
 func (s *Store) ReleaseMapped() error {
 	return s.db.View(func(tx *bolt.Tx) error {
-		addr, size := s.db.Info().Data, uintptr(tx.Size())
-		if addr == 0 || size == 0 {
+		addr, size := s.db.Info().Data, tx.Size()
+		// never past the file: a damaged one could claim more pages than
+		// bbolt mapped, and the range would reach the next mapping
+		if fi, err := os.Stat(s.path); err == nil {
+			size = min(size, fi.Size())
+		}
+		if addr == 0 || size <= 0 {
 			return nil
 		}
-		_, _, errno := unix.Syscall(unix.SYS_MADVISE, addr, size, unix.MADV_DONTNEED)
+		_, _, errno := unix.Syscall(unix.SYS_MADVISE, addr, uintptr(size), unix.MADV_DONTNEED)
 		if errno != 0 {
 			return errno
 		}
