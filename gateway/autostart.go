@@ -35,9 +35,11 @@ type StartOptions struct {
 // terminal signal reaches it. Then it waits until the socket answers.
 //
 // Racing first starts (two agents' MCP servers launched at once) make
-// exactly one gateway: a gateway takes the state dir's lock (its store
-// files) before it binds anything, so every other one fails on the lock
-// and exits, and each caller then finds the winner answering.
+// exactly one gateway: callers take the state dir's start lock
+// (<stateDir>/gateway.start.lock) in turn and look again for an answering
+// gateway under it, so only the first starts one; and a gateway takes the
+// state dir's store lock before it binds anything, so one started by hand
+// meanwhile fails on the lock and exits.
 func EnsureRunning(stateDir string, o StartOptions) error {
 	if Answers(stateDir) {
 		return nil
@@ -49,15 +51,31 @@ func EnsureRunning(stateDir string, o StartOptions) error {
 	if o.Wait <= 0 {
 		o.Wait = 10 * time.Second
 	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return fmt.Errorf("starting a gateway: state dir %s: %w", stateDir, err)
+	}
+	unlock, err := lockStart(filepath.Join(stateDir, startLockName), time.Now().Add(o.Wait+5*time.Second))
+	if err != nil {
+		return fmt.Errorf("starting a gateway: lock %s: %w", filepath.Join(stateDir, startLockName), err)
+	}
+	defer unlock()
+	if Answers(stateDir) { // another caller started it while we waited
+		return nil
+	}
+	return start(stateDir, o)
+}
+
+const startLockName = "gateway.start.lock"
+
+// start runs the gateway and waits for it to answer (start lock held).
+func start(stateDir string, o StartOptions) error {
+	sock := filepath.Join(stateDir, SocketName)
 	exe := o.Exe
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
 			return fmt.Errorf("starting a gateway: cannot find this binary: %w", err)
 		}
-	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return fmt.Errorf("starting a gateway: state dir %s: %w", stateDir, err)
 	}
 	logPath := filepath.Join(stateDir, LogName)
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -83,7 +101,7 @@ func EnsureRunning(stateDir string, o StartOptions) error {
 	childGone := false
 	for {
 		if Answers(stateDir) {
-			if !childGone && o.Notice != nil {
+			if !childGone && o.Notice != nil { // answering while ours runs: ours (the start lock)
 				fmt.Fprintf(o.Notice, "herdbridge: started a gateway for %s (pid %d, log %s)\n", stateDir, cmd.Process.Pid, logPath)
 			}
 			return nil
@@ -94,10 +112,10 @@ func EnsureRunning(stateDir string, o StartOptions) error {
 		select {
 		case exitErr = <-exited:
 			childGone = true
-			// lost a race (the winner is still starting) or failed: give
-			// the winner a moment, then report
-			if d := time.Until(deadline); d > 3*time.Second {
-				deadline = time.Now().Add(3 * time.Second)
+			// failed (or lost to a gateway started by hand, which then
+			// answers at once): a moment more, then report
+			if d := time.Until(deadline); d > time.Second {
+				deadline = time.Now().Add(time.Second)
 			}
 		case <-time.After(50 * time.Millisecond):
 		}
