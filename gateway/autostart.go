@@ -51,6 +51,9 @@ func EnsureRunning(stateDir string, o StartOptions) error {
 	if o.Wait <= 0 {
 		o.Wait = 10 * time.Second
 	}
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs // the gateway runs in it, not in the caller's directory
+	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return fmt.Errorf("starting a gateway: state dir %s: %w", stateDir, err)
 	}
@@ -90,6 +93,7 @@ func start(stateDir string, o StartOptions) error {
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf // stdin nil: /dev/null
+	cmd.Dir = stateDir                  // not the caller's directory, which may go away
 	cmd.SysProcAttr = detached()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting a gateway (%s): %w", exe, err)

@@ -218,7 +218,8 @@ func TestColdStart(t *testing.T) {
 
 // TestNameRefusedAcrossProcesses: a second `herdbridge mcp` process taking
 // a name a live one holds exits 1 with the error naming the holder and
-// the way out; with --takeover it gets the name and the first exits.
+// the way out (so is `register`); with --takeover it gets the name and
+// the first exits.
 func TestNameRefusedAcrossProcesses(t *testing.T) {
 	bin := buildBinary(t)
 	dir := gatewaytest.TempDir(t)
@@ -232,6 +233,12 @@ func TestNameRefusedAcrossProcesses(t *testing.T) {
 	want := "name \"dup\" is in use by a live session (pid " + strconv.Itoa(first.cmd.Process.Pid) + ", role worker)"
 	if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), "--takeover") {
 		t.Fatalf("second mcp: %v, %q; want %q", err, out, want)
+	}
+
+	reg := exec.Command(bin, "register", "--name", "dup", "--role", "worker", "--state-dir", dir)
+	reg.Env = autoEnv()
+	if out, err := reg.CombinedOutput(); err == nil || !strings.Contains(string(out), want) {
+		t.Fatalf("register of a held name: %v, %q", err, out)
 	}
 
 	second := startMCPProc(t, bin, "--name", "dup", "--role", "worker", "--state-dir", dir, "--takeover")
