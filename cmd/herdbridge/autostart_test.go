@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -250,5 +251,26 @@ func TestNameRefusedAcrossProcesses(t *testing.T) {
 	}
 	if s := first.Stderr(); !strings.Contains(s, `lost the name "dup"`) {
 		t.Fatalf("taken-over mcp said %q", s)
+	}
+}
+
+// TestAutoStartFailureNamesTheLog: a gateway that cannot start (its port
+// is taken) makes `mcp` fail at once, quoting gateway.log.
+func TestAutoStartFailureNamesTheLog(t *testing.T) {
+	bin := buildBinary(t)
+	dir := gatewaytest.TempDir(t)
+	killAutoStarted(t, dir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cmd := exec.Command(bin, "mcp", "--name", "x", "--role", "worker", "--state-dir", dir)
+	cmd.Env = append(autoEnv(), "HERDBRIDGE_LISTEN="+ln.Addr().String())
+	out, err := cmd.CombinedOutput()
+	for _, want := range []string{"no gateway answered", filepath.Join(dir, gateway.LogName), "address already in use"} {
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Fatalf("mcp with a gateway that cannot listen: %v, %q; want %q", err, out, want)
+		}
 	}
 }

@@ -196,7 +196,7 @@ func cmdRegister(args []string, stdout, stderr io.Writer) error {
 // over the gateway's admin socket and relays stdio to the session there.
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs, dir := newFlags("mcp", stderr)
-	name := fs.String("name", os.Getenv("HERDBRIDGE_NAME"), "entity name (unique on this host; default $HERDBRIDGE_NAME)")
+	name := fs.String("name", os.Getenv("HERDBRIDGE_NAME"), "entity name (unique on this host; default $HERDBRIDGE_NAME, else in a herdr pane its agent's name or <dir>-<pane id>)")
 	role := fs.String("role", os.Getenv("HERDBRIDGE_ROLE"), "primary, worker or orchestrator (default $HERDBRIDGE_ROLE)")
 	var groups multiFlag
 	if g := os.Getenv("HERDBRIDGE_GROUPS"); g != "" {
