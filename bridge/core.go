@@ -46,6 +46,7 @@ type Core struct {
 	pres   *presence
 	nudges nudgeSet
 	spawns spawnClaims
+	claims nameClaims // live stdio sessions' names (claim.go)
 	queues paneQueues
 	spills *spiller
 

@@ -23,6 +23,12 @@ type RegisterRequest struct {
 	// spawnId). Ignored on re-attach; an existing name with another gid is
 	// an error.
 	GID string
+	// Takeover takes a name held by another live session (claim.go): its
+	// connections are closed instead of this registration being refused.
+	Takeover bool
+	// Token marks a token registration (`herdbridge register`): refused
+	// while a live stdio session holds the name, unless Takeover.
+	Token bool
 }
 
 const maxTokensPerEntity = 32
@@ -30,6 +36,16 @@ const maxTokensPerEntity = 32
 // Register creates the entity (host, name) or re-attaches to it — same gid,
 // same inbox, nothing held is lost — and issues a new bearer token.
 func (c *Core) Register(ctx context.Context, req RegisterRequest) (Entity, string, error) {
+	var check func(gid string) error
+	if req.Token {
+		check = func(gid string) error { return c.checkClaim(gid, req, nil) }
+	}
+	return c.register(ctx, req, check)
+}
+
+// register is Register; check (if not nil) may refuse the registration
+// once the entity's gid is known, before anything is changed (regMu held).
+func (c *Core) register(ctx context.Context, req RegisterRequest, check func(gid string) error) (Entity, string, error) {
 	groups, err := checkRegister(req)
 	if err != nil {
 		return Entity{}, "", err
@@ -39,9 +55,20 @@ func (c *Core) Register(ctx context.Context, req RegisterRequest) (Entity, strin
 	if !c.running() {
 		return Entity{}, "", errors.New("bridge: core is not running")
 	}
+	existing := c.reg.named(req.Name)
+	if check != nil && existing != nil {
+		if err := check(existing.GID); err != nil {
+			return Entity{}, "", err // before entityFor: a refusal changes nothing
+		}
+	}
 	st, err := c.entityFor(req, groups)
 	if err != nil {
 		return Entity{}, "", err
+	}
+	if check != nil && existing == nil {
+		if err := check(st.GID); err != nil { // a new entity: nothing holds it
+			return Entity{}, "", err
+		}
 	}
 	token, hash := NewToken()
 	st.mu.Lock()

@@ -7,8 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/herdbridge/herdbridge/bridge"
 )
 
 // Relay is `herdbridge mcp`: it registers over the gateway's admin socket
@@ -20,9 +25,17 @@ import (
 // call publishes nothing twice and the agent gets the real result. Other
 // calls in flight are answered with an error saying to call them again.
 // The agent's MCP server never has to be restarted by hand.
+//
+// The relay holds its name as one claimant (bridge.Claimant): req.Claim,
+// or one drawn here (this pid, a random id), sent on every reconnect. When
+// another claimant took the name over (or holds it after a gateway
+// restart), the reconnect is refused and Relay returns that error.
 func Relay(ctx context.Context, dir string, req Request, stdin io.Reader, stdout, log io.Writer) error {
 	if log == nil {
 		log = io.Discard
+	}
+	if req.Claim == nil {
+		req.Claim = &bridge.Claimant{PID: os.Getpid(), ID: uuid.NewString()}
 	}
 	r := &relayer{dir: dir, req: req, out: stdout, pending: map[string][]byte{}, log: log}
 	return r.run(ctx, stdin)
@@ -122,6 +135,7 @@ func (r *relayer) run(ctx context.Context, stdin io.Reader) error {
 	if err != nil {
 		return err // first connect: fail fast with the clear error
 	}
+	r.req.Takeover = false // taken once: a reconnect must not take it back from a later taker
 	lines := make(chan []byte, 64)
 	stdinDone := make(chan struct{})
 	go func() {
@@ -206,9 +220,12 @@ func (r *relayer) reconnect(ctx context.Context, stdinDone <-chan struct{}) (net
 	backoff := 100 * time.Millisecond
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		c, br, _, err := Dial(r.dir, r.req)
+		c, br, rep, err := Dial(r.dir, r.req)
 		if err == nil {
 			return c, br, nil
+		}
+		if rep.Code == CodeNameHeld {
+			return nil, nil, fmt.Errorf("lost the name %q: %w", r.req.Name, err)
 		}
 		if time.Now().After(deadline) {
 			return nil, nil, fmt.Errorf("gateway gone for 5 minutes: %w", err)

@@ -32,6 +32,13 @@ type Request struct {
 	Groups []string `json:"groups,omitempty"`
 	PaneID string   `json:"paneId,omitempty"`
 	Limit  int      `json:"limit,omitempty"`
+	// Claim identifies the live session of an "mcp" request (bridge.Claimant
+	// says what makes two the same; its Pane is taken from PaneID). The
+	// relay sends the same one on every reconnect.
+	Claim *bridge.Claimant `json:"claim,omitempty"`
+	// Takeover ("mcp", "register"): take the name from the live session
+	// holding it instead of being refused.
+	Takeover bool `json:"takeover,omitempty"`
 }
 
 // Reply is the gateway's answer line.
@@ -45,6 +52,22 @@ type Reply struct {
 	Dead   []bridge.DeadLetterRecord `json:"dead,omitempty"`
 	Tokens int                       `json:"tokens,omitempty"` // op revoke: how many tokens it revoked
 	Stats  *Stats                    `json:"stats,omitempty"`
+	// Code says what kind of refusal Error is: CodeNameHeld, or empty.
+	Code string `json:"code,omitempty"`
+}
+
+// CodeNameHeld is Reply.Code when a live session of another claimant
+// holds the name (bridge.ClaimError).
+const CodeNameHeld = "name_held"
+
+// replyErr is the reply for err, with its Code.
+func replyErr(err error) Reply {
+	r := Reply{Error: err.Error()}
+	var ce *bridge.ClaimError
+	if errors.As(err, &ce) {
+		r.Code = CodeNameHeld
+	}
+	return r
 }
 
 // Stats is `herdbridge stats`: what a gateway refused, by reason (SPEC
@@ -126,17 +149,28 @@ func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
 		return
 	}
 	switch req.Op {
-	case "register", "mcp":
-		e, tok, err := g.core.Register(ctx, bridge.RegisterRequest{Name: req.Name, Role: bridge.Role(req.Role), Groups: req.Groups, PaneID: req.PaneID, NoToken: req.Op == "mcp"})
+	case "register":
+		e, tok, err := g.core.Register(ctx, bridge.RegisterRequest{Name: req.Name, Role: bridge.Role(req.Role), Groups: req.Groups, PaneID: req.PaneID,
+			Token: true, Takeover: req.Takeover})
 		if err != nil {
-			_ = reply(Reply{Error: err.Error()})
+			_ = reply(replyErr(err))
 			return
 		}
-		r := Reply{OK: true, Entity: &e, URL: g.URL()}
-		if req.Op == "register" {
-			r.Token = tok
+		_ = reply(Reply{OK: true, Entity: &e, URL: g.URL(), Token: tok})
+	case "mcp":
+		var who bridge.Claimant
+		if req.Claim != nil {
+			who = *req.Claim
 		}
-		if reply(r) != nil || req.Op == "register" {
+		who.Pane = req.PaneID
+		e, release, err := g.core.Claim(ctx, bridge.RegisterRequest{Name: req.Name, Role: bridge.Role(req.Role), Groups: req.Groups, PaneID: req.PaneID,
+			Takeover: req.Takeover}, who, func() { c.Close() })
+		if err != nil {
+			_ = reply(replyErr(err))
+			return
+		}
+		defer release()
+		if reply(Reply{OK: true, Entity: &e, URL: g.URL()}) != nil {
 			return
 		}
 		if err := g.mcp.ServeConn(ctx, e.GID, br, c); err != nil {

@@ -157,8 +157,13 @@ func cmdRegister(args []string, stdout, stderr io.Writer) error {
 	var groups multiFlag
 	fs.Var(&groups, "group", "group to join (repeatable)")
 	revoke := fs.Bool("revoke", false, "revoke every token of --name instead of issuing one (register again to get a new one)")
+	noStart := fs.Bool("no-start", false, "do not start a gateway when none answers on the state dir")
+	takeover := fs.Bool("takeover", false, "take the name from the live `mcp` session holding it (refused otherwise)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *name == "" && !*revoke && gateway.InHerdr() != "" {
+		*name, _ = gateway.DefaultName(context.Background())
 	}
 	if *revoke {
 		if *role != "" || len(groups) > 0 {
@@ -174,7 +179,10 @@ func cmdRegister(args []string, stdout, stderr io.Writer) error {
 	if *name == "" || *role == "" {
 		return errors.New("register needs --name and --role")
 	}
-	r, err := gateway.Ask(*dir, gateway.Request{Op: "register", Name: *name, Role: *role, Groups: groups, PaneID: *pane})
+	if err := gateway.EnsureRunning(*dir, gateway.StartOptions{NoStart: *noStart, Notice: stderr}); err != nil {
+		return err
+	}
+	r, err := gateway.Ask(*dir, gateway.Request{Op: "register", Name: *name, Role: *role, Groups: groups, PaneID: *pane, Takeover: *takeover})
 	if err != nil {
 		return err
 	}
@@ -188,24 +196,32 @@ func cmdRegister(args []string, stdout, stderr io.Writer) error {
 // over the gateway's admin socket and relays stdio to the session there.
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs, dir := newFlags("mcp", stderr)
-	name := fs.String("name", os.Getenv("HERDBRIDGE_NAME"), "entity name (unique on this host; default $HERDBRIDGE_NAME)")
+	name := fs.String("name", os.Getenv("HERDBRIDGE_NAME"), "entity name (unique on this host; default $HERDBRIDGE_NAME, else in a herdr pane its agent's name or <dir>-<pane id>)")
 	role := fs.String("role", os.Getenv("HERDBRIDGE_ROLE"), "primary, worker or orchestrator (default $HERDBRIDGE_ROLE)")
 	var groups multiFlag
 	if g := os.Getenv("HERDBRIDGE_GROUPS"); g != "" {
 		groups = strings.Split(g, ",")
 	}
 	fs.Var(&groups, "group", "group to join (repeatable)")
+	noStart := fs.Bool("no-start", false, "do not start a gateway when none answers on the state dir")
+	takeover := fs.Bool("takeover", false, "take the name from the live session holding it (refused otherwise)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *name == "" || *role == "" {
-		return errors.New("mcp needs --name and --role")
+	var err error
+	if *name == "" { // in a herdr pane: from herdr; elsewhere an error
+		if *name, err = gateway.DefaultName(ctx); err != nil {
+			return fmt.Errorf("mcp: %w", err)
+		}
 	}
-	pane := ""
-	if os.Getenv("HERDR_ENV") == "1" { // inside a herdr pane: register with it
-		pane = os.Getenv("HERDR_PANE_ID")
+	if *role == "" {
+		return errors.New("mcp needs --role")
 	}
-	return gateway.Relay(ctx, *dir, gateway.Request{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: pane}, stdin, stdout, stderr)
+	if err := gateway.EnsureRunning(*dir, gateway.StartOptions{NoStart: *noStart, Notice: stderr}); err != nil {
+		return err
+	}
+	pane := gateway.InHerdr() // inside a herdr pane: register with it
+	return gateway.Relay(ctx, *dir, gateway.Request{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: pane, Takeover: *takeover}, stdin, stdout, stderr)
 }
 
 func cmdRoster(args []string, stdout, stderr io.Writer) error {
