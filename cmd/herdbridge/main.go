@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,7 +61,7 @@ else ~/.local/state/herdbridge. Every flag can also be set as HERDBRIDGE_<FLAG>
 (dashes as underscores: HERDBRIDGE_STATE_DIR, HERDBRIDGE_HOST_ID; --group as the
 comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 		Example: `  herdbridge gateway                       # start this host's gateway
-  herdbridge mcp --name lead --role primary  # what an agent's MCP client runs
+  herdbridge setup claude                  # connect Claude Code in this repository
   herdbridge roster                        # who is connected`,
 		Version:           versionText(),
 		SilenceErrors:     true,
@@ -84,7 +85,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 		gatewayCommand(), registerCommand(stdout), mcpCommand(stdin, stdout, stderr),
 		rosterCommand(stdout), statsCommand(stdout), dlqCommand(stdout), removeCommand(stdout),
 		demoCommand(stdout), keysCommand(stdout, stderr), brokerUserCommand(stdout),
-		versionCommand(stdout),
+		setupCommand(stdout, stderr), skillCommand(stdout), versionCommand(stdout),
 	)
 	root.InitDefaultCompletionCmd() // completion bash|zsh|fish|powershell (cobra's, so it covers every flag)
 	return root
@@ -303,8 +304,12 @@ and relays stdio to a session there. Inside a herdr pane the pane is recorded.`,
 	role := fs.String("role", os.Getenv("HERDBRIDGE_ROLE"), "primary, worker or orchestrator (default $HERDBRIDGE_ROLE)")
 	var groups []string
 	fs.StringArrayVar(&groups, "group", nil, "group to join (repeatable; default the comma-separated $HERDBRIDGE_GROUPS)")
+	defName := fs.String("default-name", "", "name when neither --name nor $HERDBRIDGE_NAME gives one (what herdbridge setup writes: a spawned worker's own name wins)")
+	defRole := fs.String("default-role", "", "role when neither --role nor $HERDBRIDGE_ROLE gives one (what herdbridge setup writes)")
 	_ = c.RegisterFlagCompletionFunc("role", roleCompletion)
+	_ = c.RegisterFlagCompletionFunc("default-role", roleCompletion)
 	c.RunE = func(c *cobra.Command, _ []string) error {
+		*name, *role = cmp.Or(*name, *defName), cmp.Or(*role, *defRole)
 		if *name == "" || *role == "" {
 			return errors.New("mcp needs --name and --role")
 		}
