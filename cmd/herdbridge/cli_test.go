@@ -122,7 +122,7 @@ func TestExitStatus(t *testing.T) {
 }
 
 var (
-	versionRe = regexp.MustCompile(`^herdbridge (\S+)\nmodule   github\.com/herdbridge/herdbridge \S+\nrevision (unknown \(not built from a git checkout\)|[0-9a-f]{40}( \(.*\))?)\n(go       go\S+\n)?$`)
+	versionRe = regexp.MustCompile(`^herdbridge (\S+)\nmodule   github\.com/herdbridge/herdbridge \S+\nrevision (unknown \([^)]+\)|[0-9a-f]{40}( \(.*\))?)\n(go       go\S+\n)?$`)
 	shortRe   = regexp.MustCompile(`^(devel|v\d+\.\d+\.\d+\S*)(\+[0-9a-f]{12}(\.dirty)?)?$`)
 )
 

@@ -86,7 +86,11 @@ func versionText() string {
 		}
 		fmt.Fprintf(&s, "revision %s%s\n", b.revision, extra)
 	} else {
-		fmt.Fprintf(&s, "revision unknown (not built from a git checkout)\n")
+		why := "built from a module version, not a git checkout"
+		if b.module == "(devel)" {
+			why = "go build records none in a git worktree or with -buildvcs=false; make build stamps it"
+		}
+		fmt.Fprintf(&s, "revision unknown (%s)\n", why)
 	}
 	if b.goVersion != "" {
 		fmt.Fprintf(&s, "go       %s\n", b.goVersion)
