@@ -9,14 +9,17 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
+# the revision `herdbridge version` prints when go build cannot stamp one (a git worktree, -buildvcs=false)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS   := -X main.revision=$(REVISION)
 
 .PHONY: build run test vet bench fuzz demo clean
 
 build:
-	$(GO) build -o herdbridge ./cmd/herdbridge
+	$(GO) build -ldflags "$(LDFLAGS)" -o herdbridge ./cmd/herdbridge
 
 run:
-	$(GO) run ./cmd/herdbridge gateway
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/herdbridge gateway
 
 vet:
 	$(GO) vet ./...

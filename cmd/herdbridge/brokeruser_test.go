@@ -18,6 +18,7 @@ import (
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/broker"
+	"github.com/herdbridge/herdbridge/bridge/broker/brokertest"
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 )
@@ -38,7 +39,9 @@ func needBrokerNode(t testing.TB) {
 
 // rabbitmqctlOut runs rabbitmqctl -q against the test broker's node.
 func rabbitmqctlOut(args ...string) (string, error) {
-	out, err := exec.Command(rabbitmqctlBin, append([]string{"-q"}, args...)...).CombinedOutput()
+	cmd := exec.Command(rabbitmqctlBin, append([]string{"-q"}, args...)...)
+	cmd.Env = brokertest.CtlEnv()
+	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
@@ -79,7 +82,7 @@ func runBrokerUserRecipe(t *testing.T, host, user, password string) string {
 	})
 	sh := exec.Command("sh", "-s")
 	sh.Stdin = strings.NewReader(stdout.String())
-	sh.Env = append(os.Environ(), "RABBITMQCTL="+rabbitmqctlBin, "HERDBRIDGE_BROKER_PASSWORD="+password)
+	sh.Env = append(brokertest.CtlEnv(), "RABBITMQCTL="+rabbitmqctlBin, "HERDBRIDGE_BROKER_PASSWORD="+password)
 	out, err := sh.CombinedOutput()
 	if err != nil {
 		t.Fatalf("recipe for %s: %v\n%s", host, err, out)

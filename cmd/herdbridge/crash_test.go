@@ -37,7 +37,10 @@ func buildBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "herdbridge")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		// as `make build` does: the revision `version` prints even where
+		// go build stamps none (a git worktree, -buildvcs=false)
+		rev, _ := exec.Command("git", "rev-parse", "HEAD").Output()
+		out, err := exec.Command("go", "build", "-ldflags", "-X main.revision="+strings.TrimSpace(string(rev)), "-o", binPath, ".").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

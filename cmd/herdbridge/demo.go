@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	"github.com/spf13/cobra"
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/gateway"
@@ -65,15 +66,27 @@ func startDemoClient(ctx context.Context, c *client.Client, name, via string) (*
 	return &demoClient{name: name, via: via, c: c}, nil
 }
 
+func demoCommand(stdout io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "demo",
+		Short: "Run a full exchange with real MCP clients and print the transcript",
+		Long: `Run a full exchange against the gateway on --state-dir if one runs there, else against
+one started in-process on a temporary directory, with real MCP clients over streamable
+HTTP, stdio and SSE, and print the transcript. It exits non-zero if any step returns an
+unexpected status.`,
+		Example: "  herdbridge demo\n  herdbridge demo --state-dir /nonexistent   # always a fresh in-process gateway",
+		Args:    noArgs,
+	}
+	_, dir := newFlags(c)
+	c.RunE = func(c *cobra.Command, _ []string) error { return cmdDemo(c.Context(), dir, stdout) }
+	return c
+}
+
 // cmdDemo runs a full exchange against a live gateway — the one on
 // --state-dir if it runs, else one started in-process on a temp dir — with
 // real MCP client connections over streamable HTTP, stdio and SSE, and
 // prints the transcript.
-func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
-	fs, dir := newFlags("demo", stderr)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+func cmdDemo(ctx context.Context, dir *string, stdout io.Writer) (err error) {
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
 	stateDir := *dir
 	if c, derr := net.DialTimeout("unix", filepath.Join(stateDir, gateway.SocketName), time.Second); derr == nil {

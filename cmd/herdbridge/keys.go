@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/ed25519"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -12,11 +11,15 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/keys"
 )
 
-const keysUsage = `usage: herdbridge keys init|show|trust|revoke|rotate [--state-dir DIR] [--host-id ID]
+const keysLong = `Manage this host's signing key and the hosts it trusts (gateways on a broker sign
+every message; each verifies against its trust file). It works on the files of the
+state dir directly: a running gateway picks up trust changes itself.
 
   init                 create this host's key if there is none; print it
   show [--all]         print this host's public key (one line, stdout); the fingerprint
@@ -25,27 +28,32 @@ const keysUsage = `usage: herdbridge keys init|show|trust|revoke|rotate [--state
   revoke HOST [KEY…]   stop trusting KEY of HOST, or every key of HOST
   rotate               replace this host's key; the old one moves to retired_keys/
 
-Flags may come before or after the arguments.
+Flags may come before or after the arguments.`
 
-`
-
-// cmdKeys manages the host key and the trust file of a state dir. It works
-// on the files directly: a running gateway picks up trust changes itself.
-func cmdKeys(args []string, stdout, stderr io.Writer) error {
-	flags, dir := newFlags("keys", stderr)
+// keysCommand manages the host key and the trust file of a state dir.
+func keysCommand(stdout, stderr io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "keys init|show|trust|revoke|rotate [ARGS…]",
+		Short: "This host's signing key and the hosts it trusts",
+		Long:  keysLong,
+		Example: `  herdbridge keys init
+  herdbridge keys show                                  # on host A: prints A's key line
+  herdbridge keys trust hostA 'ssh-ed25519 AAAA… hostA'  # on host B
+  herdbridge keys rotate`,
+		ValidArgs: []string{"init", "show", "trust", "revoke", "rotate"},
+	}
+	flags, dir := newFlags(c)
 	host := flags.String("host-id", gateway.DefaultHost(), "this host's id (the comment of a new key, and the HOST in the printed commands)")
 	all := flags.Bool("all", false, "show: print the fingerprint and the trusted hosts to stdout too")
-	flags.Usage = func() {
-		fmt.Fprint(flags.Output(), keysUsage)
-		flags.PrintDefaults()
+	c.RunE = func(c *cobra.Command, pos []string) error {
+		return cmdKeys(*dir, *host, *all, pos, stdout, stderr)
 	}
-	pos, err := parseInterspersed(flags, args)
-	if err != nil {
-		return err
-	}
+	return c
+}
+
+func cmdKeys(dir, host string, all bool, pos []string, stdout, stderr io.Writer) error {
 	if len(pos) == 0 {
-		flags.Usage()
-		return errors.New("keys needs a subcommand: init, show, trust, revoke or rotate")
+		return errors.New("keys needs a subcommand: init, show, trust, revoke or rotate (herdbridge keys --help)")
 	}
 	sub, pos := pos[0], pos[1:]
 	noArgs := func() error {
@@ -59,57 +67,33 @@ func cmdKeys(args []string, stdout, stderr io.Writer) error {
 		if err := noArgs(); err != nil {
 			return err
 		}
-		return keysInit(*dir, *host, stdout, stderr)
+		return keysInit(dir, host, stdout, stderr)
 	case "show":
 		if err := noArgs(); err != nil {
 			return err
 		}
 		info := stderr
-		if *all {
+		if all {
 			info = stdout
 		}
-		return keysShow(*dir, stdout, info)
+		return keysShow(dir, stdout, info)
 	case "trust":
 		if len(pos) < 2 {
 			return errors.New(`usage: herdbridge keys trust HOST KEY… (KEY is the line "herdbridge keys show" prints on HOST)`)
 		}
-		return keysTrust(*dir, *host, pos[0], strings.Join(pos[1:], " "), stdout, stderr)
+		return keysTrust(dir, host, pos[0], strings.Join(pos[1:], " "), stdout, stderr)
 	case "revoke":
 		if len(pos) < 1 {
 			return errors.New("usage: herdbridge keys revoke HOST [KEY…] (without KEY: every key of HOST)")
 		}
-		return keysRevoke(*dir, pos[0], strings.Join(pos[1:], " "), stdout)
+		return keysRevoke(dir, pos[0], strings.Join(pos[1:], " "), stdout)
 	case "rotate":
 		if err := noArgs(); err != nil {
 			return err
 		}
-		return keysRotate(*dir, *host, stdout)
+		return keysRotate(dir, host, stdout)
 	default:
-		flags.Usage()
 		return fmt.Errorf("unknown keys subcommand %q: use init, show, trust, revoke or rotate", sub)
-	}
-}
-
-// parseInterspersed parses flags anywhere in args and returns the other
-// arguments in order. Everything after "--" is an argument.
-func parseInterspersed(flags *flag.FlagSet, args []string) ([]string, error) {
-	var pos, tail []string
-	for i, a := range args {
-		if a == "--" {
-			args, tail = args[:i], args[i+1:]
-			break
-		}
-	}
-	for {
-		if err := flags.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := flags.Args()
-		if len(rest) == 0 {
-			return append(pos, tail...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
 	}
 }
 

@@ -3,10 +3,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,85 +19,158 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/herdbridge/herdbridge/gateway"
+	"github.com/herdbridge/herdbridge/mcp"
 )
 
-const usage = `herdbridge — message fabric for coding agents
-
-usage:
-  herdbridge gateway  [--listen 127.0.0.1:7077] [--state-dir DIR] [--host-id ID] [--broker amqp[s]://…] [--broker-ca FILE] [--broker-cert FILE --broker-key FILE] [--config FILE] [--fsync=true] [--tls-cert FILE --tls-key FILE]
-  herdbridge register --name N --role primary|worker|orchestrator [--group G]... [--state-dir DIR]
-  herdbridge register --revoke --name N [--state-dir DIR]   (every token of N stops working)
-  herdbridge mcp      --name N --role R [--group G]... [--state-dir DIR]   (stdio MCP server)
-  herdbridge roster   [--state-dir DIR] [--json]
-  herdbridge stats    [--state-dir DIR] [--json]   (messages refused, by reason; signing; audit log)
-  herdbridge dlq list [--state-dir DIR] [--limit N] [--json]
-  herdbridge remove   --name N [--state-dir DIR]
-  herdbridge demo     [--state-dir DIR]
-  herdbridge keys     init|show [--all]|trust HOST KEY…|revoke HOST [KEY…]|rotate  [--state-dir DIR] [--host-id ID]
-  herdbridge broker-user --host-id ID [--user NAME] [--vhost /]   (prints a rabbitmqctl recipe: this host's broker user, least privilege)
-
-The state dir defaults to $HERDBRIDGE_STATE_DIR, else $XDG_STATE_HOME/herdbridge,
-else ~/.local/state/herdbridge.
-`
-
 func main() {
+	mcp.Version = serverVersion()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "herdbridge:", err)
+		fmt.Fprintln(os.Stderr, "herdbridge:", err)
+		var u *usageError
+		if errors.As(err, &u) {
+			fmt.Fprintf(os.Stderr, "usage: %s\nrun '%s --help' for the flags and an example\n", u.line, u.path)
+			os.Exit(2)
 		}
 		os.Exit(1)
 	}
 }
 
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dir := fs.String("state-dir", gateway.DefaultStateDir(), "gateway state directory")
-	return fs, dir
+// run executes one command line; main maps a *usageError to exit status 2
+// and any other error to 1. --help and -h print to stdout and return nil.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
 }
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errors.New("no command")
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "herdbridge",
+		Short: "herdbridge — message fabric for coding agents",
+		Long: `herdbridge — message fabric for coding agents: a gateway per host, and the MCP server
+agents (Claude Code, Codex, Cursor, …) connect to.
+
+The state dir defaults to $HERDBRIDGE_STATE_DIR, else $XDG_STATE_HOME/herdbridge,
+else ~/.local/state/herdbridge. Every flag can also be set as HERDBRIDGE_<FLAG>
+(dashes as underscores: HERDBRIDGE_STATE_DIR, HERDBRIDGE_HOST_ID; --group as the
+comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
+		Example: `  herdbridge gateway                       # start this host's gateway
+  herdbridge setup claude                  # connect Claude Code in this repository
+  herdbridge roster                        # who is connected`,
+		Version:           versionText(),
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		Args:              noArgs,
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error { return flagsFromEnv(c) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			c.SetOut(stderr)
+			_ = c.Usage()
+			return &usageError{err: errors.New("no command"), line: c.UseLine() + " COMMAND", path: c.CommandPath()}
+		},
 	}
-	cmd, args := args[0], args[1:]
-	switch cmd {
-	case "gateway":
-		return cmdGateway(ctx, args, stderr)
-	case "register":
-		return cmdRegister(args, stdout, stderr)
-	case "mcp":
-		return cmdMCP(ctx, args, stdin, stdout, stderr)
-	case "roster":
-		return cmdRoster(args, stdout, stderr)
-	case "stats":
-		return cmdStats(args, stdout, stderr)
-	case "dlq":
-		return cmdDLQ(args, stdout, stderr)
-	case "remove":
-		return cmdRemove(args, stdout, stderr)
-	case "demo":
-		return cmdDemo(ctx, args, stdout, stderr)
-	case "keys":
-		return cmdKeys(args, stdout, stderr)
-	case "broker-user":
-		return cmdBrokerUser(args, stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", cmd)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetVersionTemplate("{{.Version}}")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{err: err, line: c.UseLine(), path: c.CommandPath()}
+	})
+	root.AddCommand(
+		gatewayCommand(), registerCommand(stdout), mcpCommand(stdin, stdout, stderr),
+		rosterCommand(stdout), statsCommand(stdout), dlqCommand(stdout), removeCommand(stdout),
+		demoCommand(stdout), keysCommand(stdout, stderr), brokerUserCommand(stdout),
+		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout), versionCommand(stdout),
+	)
+	root.InitDefaultCompletionCmd() // completion bash|zsh|fish|powershell (cobra's, so it covers every flag)
+	return root
+}
+
+// usageError is a command line that does not parse (an unknown command or
+// flag, a bad value, a stray argument): exit status 2 with the usage line.
+type usageError struct {
+	err        error
+	line, path string
+}
+
+func (u *usageError) Error() string { return u.err.Error() }
+func (u *usageError) Unwrap() error { return u.err }
+
+// noArgs refuses positional arguments as a usage error.
+func noArgs(c *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		if c.HasAvailableSubCommands() {
+			return &usageError{err: fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath()), line: c.UseLine(), path: c.CommandPath()}
+		}
+		return &usageError{err: fmt.Errorf("%s: unexpected argument %q", c.Name(), args[0]), line: c.UseLine(), path: c.CommandPath()}
 	}
+	return nil
+}
+
+// needSubcommand is the RunE of a command that only groups subcommands.
+func needSubcommand(c *cobra.Command, args []string) error {
+	if err := noArgs(c, args); err != nil {
+		return err
+	}
+	names := []string{}
+	for _, s := range c.Commands() {
+		if s.IsAvailableCommand() {
+			names = append(names, s.Name())
+		}
+	}
+	return &usageError{err: fmt.Errorf("%s needs a subcommand: %s", c.Name(), strings.Join(names, ", ")), line: c.UseLine(), path: c.CommandPath()}
+}
+
+// flagsFromEnv sets every flag of c not given on the command line from
+// HERDBRIDGE_<FLAG> (upper case, dashes as underscores), if that is set;
+// the repeatable --group comes from the comma-separated HERDBRIDGE_GROUPS.
+func flagsFromEnv(c *cobra.Command) error {
+	var errs []error
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed || f.Name == "help" || f.Name == "version" {
+			return
+		}
+		key := envName(f.Name)
+		v, ok := os.LookupEnv(key)
+		if !ok || v == "" {
+			return
+		}
+		vals := []string{v}
+		if f.Value.Type() == "stringArray" {
+			vals = strings.Split(v, ",")
+		}
+		for _, x := range vals {
+			if err := f.Value.Set(strings.TrimSpace(x)); err != nil {
+				errs = append(errs, &usageError{err: fmt.Errorf("%s=%q: %v", key, v, err), line: c.UseLine(), path: c.CommandPath()})
+				return
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// envName is the variable that sets a flag: HERDBRIDGE_STATE_DIR for
+// --state-dir; HERDBRIDGE_GROUPS for --group (the name it always had).
+func envName(flag string) string {
+	if flag == "group" {
+		return "HERDBRIDGE_GROUPS"
+	}
+	return "HERDBRIDGE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// newFlags gives a command its flag set and the --state-dir every command
+// takes.
+func newFlags(c *cobra.Command) (*pflag.FlagSet, *string) {
+	fs := c.Flags()
+	fs.SortFlags = false
+	dir := fs.String("state-dir", gateway.DefaultStateDir(), "gateway state directory")
+	_ = c.MarkFlagDirname("state-dir")
+	return fs, dir
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -108,8 +181,19 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
-	fs, dir := newFlags("gateway", stderr)
+func gatewayCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "gateway [flags]",
+		Short: "Run this host's gateway (MCP over HTTP, the admin socket, the transport)",
+		Long: `Run this host's gateway: MCP over streamable HTTP (/mcp) and SSE (/sse), the admin
+socket agents' stdio MCP servers register on, and the transport — embedded (this host
+only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
+		Example: `  herdbridge gateway                                   # 127.0.0.1:7077, embedded transport
+  herdbridge gateway --broker amqp://user:pass@mq:5672/  # across hosts
+  HERDBRIDGE_STATE_DIR=/tmp/hb herdbridge gateway --listen 127.0.0.1:0`,
+		Args: noArgs,
+	}
+	fs, dir := newFlags(c)
 	listen := fs.String("listen", "127.0.0.1:7077", "HTTP address for MCP (streamable HTTP at /mcp, SSE at /sse)")
 	host := fs.String("host-id", gateway.DefaultHost(), "this host's id")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -122,217 +206,282 @@ func cmdGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	brokerCA := fs.String("broker-ca", "", "PEM CA bundle that verifies an amqps:// broker (default: the system roots)")
 	brokerCert := fs.String("broker-cert", "", "PEM client certificate for an amqps:// broker (with --broker-key)")
 	brokerKey := fs.String("broker-key", "", "PEM private key of --broker-cert")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log, err := newLogger(stderr, *level)
-	if err != nil {
-		return err
-	}
-	cfg := gateway.Config{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Broker: *brokerURL,
-		TLSCert: *tlsCert, TLSKey: *tlsKey, BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey}
-	cfg.Core.MaxWait = *maxWait
-	cfgPath := *configPath
-	if cfgPath == "" {
-		cfgPath = filepath.Join(*dir, "config.json")
-	}
-	if cfg.File, err = gateway.LoadFile(cfgPath, *configPath != ""); err != nil {
-		return err
-	}
-	g, err := gateway.Open(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "herdbridge gateway on %s (state %s, socket %s)\n", g.URL(), g.StateDir(), g.SocketPath())
-	err = g.Run(ctx)
-	log.Info("shutting down")
-	return errors.Join(err, g.Close())
-}
-
-func cmdRegister(args []string, stdout, stderr io.Writer) error {
-	fs, dir := newFlags("register", stderr)
-	name := fs.String("name", "", "entity name (unique on this host)")
-	role := fs.String("role", "", "primary, worker or orchestrator")
-	pane := fs.String("pane", os.Getenv("HERDR_PANE_ID"), "herdr pane id")
-	var groups multiFlag
-	fs.Var(&groups, "group", "group to join (repeatable)")
-	revoke := fs.Bool("revoke", false, "revoke every token of --name instead of issuing one (register again to get a new one)")
-	noStart := fs.Bool("no-start", false, "do not start a gateway when none answers on the state dir")
-	takeover := fs.Bool("takeover", false, "take the name from the live `mcp` session holding it (refused otherwise)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *name == "" && !*revoke && gateway.InHerdr() != "" {
-		*name, _ = gateway.DefaultName(context.Background())
-	}
-	if *revoke {
-		if *role != "" || len(groups) > 0 {
-			return errors.New("register --revoke takes only --name (and --state-dir)")
-		}
-		e, n, err := gateway.RevokeTokens(*dir, *name)
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		ctx, stderr := c.Context(), c.ErrOrStderr()
+		log, err := newLogger(stderr, *level)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "revoked %d token(s) of %s; register again to get a new one\n", n, e.Name)
-		return nil
+		cfg := gateway.Config{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Broker: *brokerURL,
+			TLSCert: *tlsCert, TLSKey: *tlsKey, BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey}
+		cfg.Core.MaxWait = *maxWait
+		cfgPath := *configPath
+		if cfgPath == "" {
+			cfgPath = filepath.Join(*dir, "config.json")
+		}
+		if cfg.File, err = gateway.LoadFile(cfgPath, *configPath != ""); err != nil {
+			return err
+		}
+		g, err := gateway.Open(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "herdbridge gateway on %s (state %s, socket %s)\n", g.URL(), g.StateDir(), g.SocketPath())
+		err = g.Run(ctx)
+		log.Info("shutting down")
+		return errors.Join(err, g.Close())
 	}
-	if *name == "" || *role == "" {
-		return errors.New("register needs --name and --role")
-	}
-	if err := gateway.EnsureRunning(*dir, gateway.StartOptions{NoStart: *noStart, Notice: stderr}); err != nil {
-		return err
-	}
-	r, err := gateway.Ask(*dir, gateway.Request{Op: "register", Name: *name, Role: *role, Groups: groups, PaneID: *pane, Takeover: *takeover})
-	if err != nil {
-		return err
-	}
-	out := map[string]any{"gid": r.Entity.GID, "name": r.Entity.Name, "role": r.Entity.Role, "groups": r.Entity.Groups, "token": r.Token, "url": r.URL + "/mcp"}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return c
 }
 
-// cmdMCP is the stdio MCP server an agent's client starts: it registers
-// over the gateway's admin socket and relays stdio to the session there.
-func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs, dir := newFlags("mcp", stderr)
-	name := fs.String("name", os.Getenv("HERDBRIDGE_NAME"), "entity name (unique on this host; default $HERDBRIDGE_NAME, else in a herdr pane its agent's name or <dir>-<pane id>)")
-	role := fs.String("role", os.Getenv("HERDBRIDGE_ROLE"), "primary, worker or orchestrator (default $HERDBRIDGE_ROLE)")
-	var groups multiFlag
-	if g := os.Getenv("HERDBRIDGE_GROUPS"); g != "" {
-		groups = strings.Split(g, ",")
+func registerCommand(stdout io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "register --name N --role primary|worker|orchestrator [--group G]...",
+		Short: "Register an entity and print a bearer token for MCP over HTTP",
+		Long: `Register an entity (or re-register: same gid and inbox) and print a new bearer token
+for MCP over HTTP; the last 32 tokens stay valid. With --revoke, every token of --name
+stops working at once.`,
+		Example: `  herdbridge register --name lead --role primary
+  herdbridge register --name w1 --role worker --group build
+  herdbridge register --revoke --name lead`,
+		Args: noArgs,
 	}
-	fs.Var(&groups, "group", "group to join (repeatable)")
+	fs, dir := newFlags(c)
+	name := fs.String("name", "", "entity name (unique on this host)")
+	role := fs.String("role", "", "primary, worker or orchestrator")
+	pane := fs.String("pane", os.Getenv("HERDR_PANE_ID"), "herdr pane id")
+	var groups []string
+	fs.StringArrayVar(&groups, "group", nil, "group to join (repeatable)")
+	revoke := fs.Bool("revoke", false, "revoke every token of --name instead of issuing one (register again to get a new one)")
+	noStart := fs.Bool("no-start", false, "do not start a gateway when none answers on the state dir")
+	takeover := fs.Bool("takeover", false, "take the name from the live `mcp` session holding it (refused otherwise)")
+	_ = c.RegisterFlagCompletionFunc("role", roleCompletion)
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		if *name == "" && !*revoke && gateway.InHerdr() != "" {
+			*name, _ = gateway.DefaultName(c.Context())
+		}
+		if *revoke {
+			if *role != "" || len(groups) > 0 {
+				return errors.New("register --revoke takes only --name (and --state-dir)")
+			}
+			e, n, err := gateway.RevokeTokens(*dir, *name)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "revoked %d token(s) of %s; register again to get a new one\n", n, e.Name)
+			return nil
+		}
+		if *name == "" || *role == "" {
+			return errors.New("register needs --name and --role")
+		}
+		if err := gateway.EnsureRunning(*dir, gateway.StartOptions{NoStart: *noStart, Notice: c.ErrOrStderr()}); err != nil {
+			return err
+		}
+		r, err := gateway.Ask(*dir, gateway.Request{Op: "register", Name: *name, Role: *role, Groups: groups, PaneID: *pane, Takeover: *takeover})
+		if err != nil {
+			return err
+		}
+		out := map[string]any{"gid": r.Entity.GID, "name": r.Entity.Name, "role": r.Entity.Role, "groups": r.Entity.Groups, "token": r.Token, "url": r.URL + "/mcp"}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	return c
+}
+
+func roleCompletion(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return []string{"primary", "worker", "orchestrator"}, cobra.ShellCompDirectiveNoFileComp
+}
+
+// mcpCommand is the stdio MCP server an agent's client starts: it registers
+// over the gateway's admin socket and relays stdio to the session there.
+func mcpCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "mcp --name N --role R [--group G]...",
+		Short: "Serve MCP over stdio for one agent (what an agent's MCP client starts)",
+		Long: `Serve MCP over stdio for one agent: the agent's MCP client starts this command; it
+registers over the gateway's admin socket (re-attaching to the entity if the name exists)
+and relays stdio to a session there. Inside a herdr pane the pane is recorded.`,
+		Example: `  herdbridge mcp --name lead --role primary
+  claude mcp add herdbridge -- herdbridge mcp --name worker-1 --role worker --group build
+  HERDBRIDGE_NAME=lead HERDBRIDGE_ROLE=primary herdbridge mcp`,
+		Args: noArgs,
+	}
+	fs, dir := newFlags(c)
+	name := fs.String("name", os.Getenv("HERDBRIDGE_NAME"), "entity name (unique on this host; default $HERDBRIDGE_NAME, else in a herdr pane its agent's name or <dir>-<pane id>, else --default-name)")
+	role := fs.String("role", os.Getenv("HERDBRIDGE_ROLE"), "primary, worker or orchestrator (default $HERDBRIDGE_ROLE)")
+	var groups []string
+	fs.StringArrayVar(&groups, "group", nil, "group to join (repeatable; default the comma-separated $HERDBRIDGE_GROUPS)")
+	defName := fs.String("default-name", "", "name when neither --name nor $HERDBRIDGE_NAME gives one (what herdbridge setup writes: a spawned worker's own name wins)")
+	defRole := fs.String("default-role", "", "role when neither --role nor $HERDBRIDGE_ROLE gives one (what herdbridge setup writes)")
 	noStart := fs.Bool("no-start", false, "do not start a gateway when none answers on the state dir")
 	takeover := fs.Bool("takeover", false, "take the name from the live session holding it (refused otherwise)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	var err error
-	if *name == "" { // in a herdr pane: from herdr; elsewhere an error
-		if *name, err = gateway.DefaultName(ctx); err != nil {
+	_ = c.RegisterFlagCompletionFunc("role", roleCompletion)
+	_ = c.RegisterFlagCompletionFunc("default-role", roleCompletion)
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		ctx := c.Context()
+		// a name from herdr comes before --default-name: one .mcp.json is
+		// shared by many panes, and a shared default would merge them
+		if *name == "" && gateway.InHerdr() != "" {
+			if n, err := gateway.DefaultName(ctx); err == nil {
+				*name = n
+			}
+		}
+		*name, *role = cmp.Or(*name, *defName), cmp.Or(*role, *defRole)
+		if *name == "" {
+			_, err := gateway.DefaultName(ctx) // says why there is none
 			return fmt.Errorf("mcp: %w", err)
 		}
-	}
-	if *role == "" {
-		return errors.New("mcp needs --role")
-	}
-	if err := gateway.EnsureRunning(*dir, gateway.StartOptions{NoStart: *noStart, Notice: stderr}); err != nil {
-		return err
-	}
-	pane := gateway.InHerdr() // inside a herdr pane: register with it
-	return gateway.Relay(ctx, *dir, gateway.Request{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: pane, Takeover: *takeover}, stdin, stdout, stderr)
-}
-
-func cmdRoster(args []string, stdout, stderr io.Writer) error {
-	fs, dir := newFlags("roster", stderr)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	r, err := gateway.Ask(*dir, gateway.Request{Op: "roster"})
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(r.Roster)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	for _, h := range r.Roster.Hosts {
-		key := ""
-		if h.Key != "" {
-			key = "\tkey " + h.Key
+		if *role == "" {
+			return errors.New("mcp needs --role")
 		}
-		fmt.Fprintf(tw, "host %s\tprofiles: %s%s\n", h.Host, strings.Join(h.Profiles, ","), key)
+		if err := gateway.EnsureRunning(*dir, gateway.StartOptions{NoStart: *noStart, Notice: stderr}); err != nil {
+			return err
+		}
+		pane := gateway.InHerdr() // inside a herdr pane: register with it
+		return gateway.Relay(ctx, *dir, gateway.Request{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: pane, Takeover: *takeover}, stdin, stdout, stderr)
 	}
-	fmt.Fprintln(tw, "NAME\tROLE\tSTATUS\tHELD\tGROUPS\tGID")
-	for _, e := range r.Roster.Entities {
-		fmt.Fprintf(tw, "%s@%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Host, e.Role, e.Status, e.Held, strings.Join(e.Groups, ","), e.GID)
-	}
-	return tw.Flush()
+	return c
 }
 
-func cmdStats(args []string, stdout, stderr io.Writer) error {
-	fs, dir := newFlags("stats", stderr)
+func rosterCommand(stdout io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:     "roster [--json]",
+		Short:   "List hosts with their spawn profiles, and entities with role, status and held count",
+		Example: "  herdbridge roster\n  herdbridge roster --json | jq '.entities[].name'",
+		Args:    noArgs,
+	}
+	fs, dir := newFlags(c)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		return err
+	c.RunE = func(*cobra.Command, []string) error {
+		r, err := gateway.Ask(*dir, gateway.Request{Op: "roster"})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(r.Roster)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		for _, h := range r.Roster.Hosts {
+			key := ""
+			if h.Key != "" {
+				key = "\tkey " + h.Key
+			}
+			fmt.Fprintf(tw, "host %s\tprofiles: %s%s\n", h.Host, strings.Join(h.Profiles, ","), key)
+		}
+		fmt.Fprintln(tw, "NAME\tROLE\tSTATUS\tHELD\tGROUPS\tGID")
+		for _, e := range r.Roster.Entities {
+			fmt.Fprintf(tw, "%s@%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Host, e.Role, e.Status, e.Held, strings.Join(e.Groups, ","), e.GID)
+		}
+		return tw.Flush()
 	}
-	r, err := gateway.Ask(*dir, gateway.Request{Op: "stats"})
-	if err != nil {
-		return err
-	}
-	if r.Stats == nil {
-		return errors.New("stats: the gateway sent none (an older gateway? restart it)")
-	}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(r.Stats)
-	}
-	st := r.Stats
-	signing := "off (embedded transport: this host only)"
-	if st.Signing {
-		signing = "on, host key " + st.Key
-	}
-	fmt.Fprintf(stdout, "host %s; signing %s; audit log %s\n", st.Host, signing, st.Audit)
-	if st.AuditDropped > 0 || st.AuditError != "" {
-		fmt.Fprintf(stdout, "audit records dropped: %d (%s)\n", st.AuditDropped, st.AuditError)
-	}
-	reasons := make([]string, 0, len(st.Refused))
-	for k := range st.Refused {
-		reasons = append(reasons, k)
-	}
-	sort.Strings(reasons)
-	if len(reasons) == 0 {
-		fmt.Fprintln(stdout, "refused: none")
-	}
-	for _, k := range reasons {
-		fmt.Fprintf(stdout, "refused %-20s %d\n", k, st.Refused[k])
-	}
-	return nil
+	return c
 }
 
-func cmdDLQ(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "list" {
-		return errors.New("usage: herdbridge dlq list [--state-dir DIR] [--limit N] [--json]")
+func statsCommand(stdout io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:     "stats [--json]",
+		Short:   "Show messages refused (by reason), signing and the audit log",
+		Example: "  herdbridge stats\n  herdbridge stats --json",
+		Args:    noArgs,
 	}
-	fs, dir := newFlags("dlq list", stderr)
-	limit := fs.Int("limit", 100, "most recent N")
+	fs, dir := newFlags(c)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	r, err := gateway.Ask(*dir, gateway.Request{Op: "dlq", Limit: *limit})
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(r.Dead)
-	}
-	if len(r.Dead) == 0 {
-		fmt.Fprintln(stdout, "no dead letters")
+	c.RunE = func(*cobra.Command, []string) error {
+		r, err := gateway.Ask(*dir, gateway.Request{Op: "stats"})
+		if err != nil {
+			return err
+		}
+		if r.Stats == nil {
+			return errors.New("stats: the gateway sent none (an older gateway? restart it)")
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(r.Stats)
+		}
+		st := r.Stats
+		signing := "off (embedded transport: this host only)"
+		if st.Signing {
+			signing = "on, host key " + st.Key
+		}
+		fmt.Fprintf(stdout, "host %s; signing %s; audit log %s\n", st.Host, signing, st.Audit)
+		if st.AuditDropped > 0 || st.AuditError != "" {
+			fmt.Fprintf(stdout, "audit records dropped: %d (%s)\n", st.AuditDropped, st.AuditError)
+		}
+		reasons := make([]string, 0, len(st.Refused))
+		for k := range st.Refused {
+			reasons = append(reasons, k)
+		}
+		sort.Strings(reasons)
+		if len(reasons) == 0 {
+			fmt.Fprintln(stdout, "refused: none")
+		}
+		for _, k := range reasons {
+			fmt.Fprintf(stdout, "refused %-20s %d\n", k, st.Refused[k])
+		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tKIND\tMSGID\tFROM\tTO\tREASON\tREPORTED")
-	for _, d := range r.Dead {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\n", d.At.Format(time.RFC3339), d.Kind, d.MsgID, d.From, d.To, d.Reason, d.Reported)
-	}
-	return tw.Flush()
+	return c
 }
 
-func cmdRemove(args []string, stdout, stderr io.Writer) error {
-	fs, dir := newFlags("remove", stderr)
+func dlqCommand(stdout io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:     "dlq list [--limit N] [--json]",
+		Short:   "Dead letters (poison messages, expired in the broker) and whether their senders were told",
+		Example: "  herdbridge dlq list\n  herdbridge dlq list --limit 10 --json",
+		Args:    noArgs,
+	}
+	list := &cobra.Command{
+		Use:     "list [--limit N] [--json]",
+		Short:   "List the most recent dead letters",
+		Example: "  herdbridge dlq list --limit 10",
+		Args:    noArgs,
+	}
+	c.AddCommand(list)
+	c.RunE = needSubcommand
+	fs, dir := newFlags(list)
+	limit := fs.Int("limit", 100, "most recent N")
+	asJSON := fs.Bool("json", false, "print JSON")
+	list.RunE = func(*cobra.Command, []string) error {
+		r, err := gateway.Ask(*dir, gateway.Request{Op: "dlq", Limit: *limit})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(r.Dead)
+		}
+		if len(r.Dead) == 0 {
+			fmt.Fprintln(stdout, "no dead letters")
+			return nil
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AT\tKIND\tMSGID\tFROM\tTO\tREASON\tREPORTED")
+		for _, d := range r.Dead {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\n", d.At.Format(time.RFC3339), d.Kind, d.MsgID, d.From, d.To, d.Reason, d.Reported)
+		}
+		return tw.Flush()
+	}
+	return c
+}
+
+func removeCommand(stdout io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:     "remove --name N",
+		Short:   "Remove an entity; its inbox and held messages go with it",
+		Example: "  herdbridge remove --name worker-1",
+		Args:    noArgs,
+	}
+	fs, dir := newFlags(c)
 	name := fs.String("name", "", "entity to remove (its inbox and held messages go with it)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	c.RunE = func(*cobra.Command, []string) error {
+		if *name == "" {
+			return errors.New("remove needs --name")
+		}
+		r, err := gateway.Ask(*dir, gateway.Request{Op: "remove", Name: *name})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "removed %s (%s)\n", r.Entity.Name, r.Entity.GID)
+		return nil
 	}
-	if *name == "" {
-		return errors.New("remove needs --name")
-	}
-	r, err := gateway.Ask(*dir, gateway.Request{Op: "remove", Name: *name})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "removed %s (%s)\n", r.Entity.Name, r.Entity.GID)
-	return nil
+	return c
 }

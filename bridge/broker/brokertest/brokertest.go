@@ -30,8 +30,15 @@ func URL(t testing.TB) string {
 	return url
 }
 
-// Ctl runs rabbitmqctl against the test broker's node (rmq_start exports
-// the node's environment, cookie HOME included).
+// CtlEnv is the environment rabbitmqctl needs to reach the test broker's
+// node: this process's (rmq_start exports the node's variables) with HOME
+// set to RMQ_DIR, where the node's Erlang cookie is. rmq.sh never changes
+// the caller's HOME, so commands that talk to the node get it here.
+func CtlEnv() []string {
+	return append(os.Environ(), "HOME="+os.Getenv("RMQ_DIR"))
+}
+
+// Ctl runs rabbitmqctl against the test broker's node.
 func Ctl(t testing.TB, args ...string) {
 	t.Helper()
 	if os.Getenv("RABBITMQ_NODENAME") == "" {
@@ -40,7 +47,9 @@ func Ctl(t testing.TB, args ...string) {
 		}
 		t.Skip("no broker node environment (source .ci/rmq.sh and rmq_start)")
 	}
-	out, err := exec.Command("/usr/lib/rabbitmq/bin/rabbitmqctl", append([]string{"-q"}, args...)...).CombinedOutput()
+	cmd := exec.Command("/usr/lib/rabbitmq/bin/rabbitmqctl", append([]string{"-q"}, args...)...)
+	cmd.Env = CtlEnv()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("rabbitmqctl %v: %v\n%s", args, err, out)
 	}
@@ -83,8 +92,8 @@ func StartPrivateConf(t testing.TB, conf string) *Private {
 	if conf != "" {
 		cmd.Env = append(os.Environ(), "RMQ_CONF="+conf)
 	}
-	// The recipe exports HOME and the node's variables: keep them in bash,
-	// out of this process. Its own stderr goes to the test log on failure.
+	// The recipe exports the node's variables: keep them in bash, out of
+	// this process. Its own stderr goes to the test log on failure.
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +151,7 @@ func (p *Private) Kill(t testing.TB) {
 // Restart starts a killed broker again on the same data directory.
 func (p *Private) Restart(t testing.TB) {
 	t.Helper()
-	fmt.Fprint(p.stdin, `"$RMQ_BIN/rabbitmq-server" >> "$RMQ_DIR/stdout.log" 2>&1 & RMQ_PID=$!; if rmq_wait_port >&2; then echo OK; else echo FAIL; fi`+"\n")
+	fmt.Fprint(p.stdin, `if rmq_restart >&2; then echo OK; else echo FAIL; fi`+"\n")
 	if l := p.line(t, 120*time.Second); l != "OK" {
 		t.Fatalf("broker restart: %q", l)
 	}

@@ -1,0 +1,499 @@
+package main
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/spf13/cobra"
+)
+
+// skillText is the agent-facing instructions: a Claude Code skill (with its
+// front matter), and, without the front matter, the AGENTS.md block.
+//
+//go:embed skill.md
+var skillText string
+
+// skillBody is skillText without its front matter.
+func skillBody() string {
+	s := strings.TrimPrefix(skillText, "---\n")
+	if i := strings.Index(s, "\n---\n"); i >= 0 {
+		return s[i+len("\n---\n"):]
+	}
+	return skillText
+}
+
+const (
+	agentsBegin = "<!-- herdbridge:begin (written by `herdbridge setup`; edits between these markers are replaced) -->"
+	agentsEnd   = "<!-- herdbridge:end -->"
+)
+
+func skillCommand(stdout io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "skill",
+		Short: "Print the instructions that tell an agent how to use the bridge_* tools",
+		Long: `Print the agent-facing instructions that herdbridge setup installs: when to use each
+bridge_* tool and what each status means. It is a Claude Code skill (SKILL.md, with
+name/description front matter); --agents-md prints it as the AGENTS.md block instead.`,
+		Example: "  herdbridge skill > .claude/skills/herdbridge/SKILL.md\n  herdbridge skill --agents-md >> AGENTS.md",
+		Args:    noArgs,
+	}
+	agentsMD := c.Flags().Bool("agents-md", false, "print the AGENTS.md block (between markers, no front matter)")
+	c.RunE = func(*cobra.Command, []string) error {
+		if *agentsMD {
+			_, err := io.WriteString(stdout, agentsBlock())
+			return err
+		}
+		_, err := io.WriteString(stdout, skillText)
+		return err
+	}
+	return c
+}
+
+func agentsBlock() string { return agentsBegin + "\n" + skillBody() + agentsEnd + "\n" }
+
+// mcpEntry is the MCP server entry setup writes for a client.
+type mcpEntry struct {
+	Command string            `json:"command" toml:"command"`
+	Args    []string          `json:"args" toml:"args"`
+	Env     map[string]string `json:"env,omitempty" toml:"env,omitempty"`
+}
+
+// setupTarget is where one client keeps its MCP servers and its instructions.
+type setupTarget struct {
+	config string // the client's config file
+	user   bool   // user scope: a new config file is private (0600)
+	toml   bool   // Codex: config.toml, [mcp_servers.herdbridge]; else JSON, mcpServers.herdbridge
+	skill  string // a Claude Code skill file to write, or ""
+	agents string // an AGENTS.md to put the block in, or ""
+	note   string // what setup cannot do for this client
+}
+
+func setupTargetFor(client, scope string) (setupTarget, error) {
+	home, err := os.UserHomeDir()
+	if err != nil && scope == "user" {
+		return setupTarget{}, err
+	}
+	switch client + "/" + scope {
+	case "claude/project":
+		return setupTarget{config: ".mcp.json", skill: filepath.Join(".claude", "skills", "herdbridge", "SKILL.md")}, nil
+	case "claude/user":
+		return setupTarget{config: filepath.Join(home, ".claude.json"), user: true, skill: filepath.Join(home, ".claude", "skills", "herdbridge", "SKILL.md")}, nil
+	case "codex/user":
+		dir := os.Getenv("CODEX_HOME")
+		if dir == "" {
+			dir = filepath.Join(home, ".codex")
+		}
+		return setupTarget{config: filepath.Join(dir, "config.toml"), toml: true, user: true, agents: filepath.Join(dir, "AGENTS.md")}, nil
+	case "codex/project":
+		return setupTarget{}, errors.New("codex reads MCP servers from ~/.codex/config.toml only: use --scope user (the default for codex)")
+	case "cursor/project":
+		return setupTarget{config: filepath.Join(".cursor", "mcp.json"), agents: "AGENTS.md"}, nil
+	case "cursor/user":
+		return setupTarget{config: filepath.Join(home, ".cursor", "mcp.json"), user: true,
+			note: "Cursor keeps user-wide rules in its settings, not in a file: paste `herdbridge skill --agents-md` into Settings → Rules, or run setup cursor in each project (it writes AGENTS.md)"}, nil
+	}
+	if scope != "project" && scope != "user" {
+		return setupTarget{}, fmt.Errorf("--scope %q: use project or user", scope)
+	}
+	return setupTarget{}, fmt.Errorf("unknown client %q: use claude, codex or cursor", client)
+}
+
+func setupCommand(stdout, stderr io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "setup claude|codex|cursor [--scope project|user] [--print]",
+		Short: "Connect an MCP client (Claude Code, Codex, Cursor) to herdbridge",
+		Long: `Write or merge herdbridge's MCP server entry into a client's configuration, and install
+the instructions that tell its model how to use the bridge_* tools. Other entries and
+keys in the file are kept; the file is replaced atomically.
+
+  claude  project: .mcp.json and .claude/skills/herdbridge/SKILL.md (the default scope)
+          user:    ~/.claude.json (mcpServers) and ~/.claude/skills/herdbridge/SKILL.md
+  codex   user:    ~/.codex/config.toml ([mcp_servers.herdbridge]) and ~/.codex/AGENTS.md
+          ($CODEX_HOME if set; codex has no project scope)
+  cursor  project: .cursor/mcp.json and AGENTS.md (the default scope)
+          user:    ~/.cursor/mcp.json
+
+The entry runs "herdbridge mcp --default-role ROLE": a worker that herdbridge spawns in
+the same directory gets its own name and role from its environment, which the defaults
+do not override. Inside a herdr pane the name comes from the pane; elsewhere give
+--name (written as --default-name) or set HERDBRIDGE_NAME.`,
+		Example: `  herdbridge setup claude                    # this repository: .mcp.json + the skill
+  herdbridge setup codex --print             # show the config.toml table, write nothing
+  herdbridge setup cursor --scope user --name me`,
+		Args: func(c *cobra.Command, args []string) error {
+			if err := cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs)(c, args); err != nil {
+				return &usageError{err: fmt.Errorf("setup: %v (use claude, codex or cursor)", err), line: c.UseLine(), path: c.CommandPath()}
+			}
+			return nil
+		},
+		ValidArgs: []string{"claude", "codex", "cursor"},
+	}
+	fs, dir := newFlags(c)
+	scope := fs.String("scope", "", "project or user (default: project for claude and cursor, user for codex)")
+	printOnly := fs.Bool("print", false, "print the entry as a config file of its own and write nothing")
+	name := fs.String("name", "", "default entity name (a spawned worker's $HERDBRIDGE_NAME still wins)")
+	role := fs.String("role", "primary", "default role: primary, worker or orchestrator")
+	command := fs.String("command", "", "the herdbridge executable the client runs (default: herdbridge if it is on PATH, else this binary)")
+	_ = c.RegisterFlagCompletionFunc("role", roleCompletion)
+	_ = c.RegisterFlagCompletionFunc("scope", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"project", "user"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	c.RunE = func(c *cobra.Command, args []string) error {
+		client := args[0]
+		if *scope == "" {
+			*scope = "project"
+			if client == "codex" {
+				*scope = "user"
+			}
+		}
+		t, err := setupTargetFor(client, *scope)
+		if err != nil {
+			return err
+		}
+		exe, warn := herdbridgeCommand(*command)
+		e := mcpEntry{Command: exe, Args: []string{"mcp", "--default-role", *role}}
+		if *name != "" {
+			e.Args = append(e.Args, "--default-name", *name)
+		}
+		if c.Flags().Changed("state-dir") || os.Getenv("HERDBRIDGE_STATE_DIR") != "" {
+			abs, err := filepath.Abs(*dir)
+			if err != nil {
+				return err
+			}
+			e.Env = map[string]string{"HERDBRIDGE_STATE_DIR": abs}
+		}
+		if *printOnly {
+			out, err := standaloneConfig(e, t.toml)
+			if err != nil {
+				return err
+			}
+			_, err = stdout.Write(out)
+			return err
+		}
+		if warn != "" {
+			fmt.Fprintln(stderr, "note:", warn)
+		}
+		return setupWrite(t, e, stdout, stderr)
+	}
+	return c
+}
+
+// herdbridgeCommand is the executable a client config should run, and a
+// note when it is not what the user may expect.
+func herdbridgeCommand(flag string) (string, string) {
+	if flag != "" {
+		return flag, ""
+	}
+	if _, err := exec.LookPath("herdbridge"); err == nil {
+		return "herdbridge", ""
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil || strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "herdbridge", "herdbridge is not on PATH and this binary is temporary (go run): `go install ./cmd/herdbridge` and put $(go env GOPATH)/bin on PATH"
+	}
+	return exe, "herdbridge is not on PATH: the config runs " + exe
+}
+
+// standaloneConfig is the entry as a config file of its own.
+func standaloneConfig(e mcpEntry, asTOML bool) ([]byte, error) {
+	if asTOML {
+		return tomlTable(e)
+	}
+	return marshalJSON(map[string]any{"mcpServers": map[string]mcpEntry{"herdbridge": e}})
+}
+
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	err := enc.Encode(v)
+	return b.Bytes(), err
+}
+
+// tomlTable is the [mcp_servers.herdbridge] table, env as an inline table
+// so the whole entry is one block of lines.
+func tomlTable(e mcpEntry) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString("[mcp_servers.herdbridge]\n")
+	for _, kv := range []struct {
+		k string
+		v any
+	}{{"command", e.Command}, {"args", e.Args}} {
+		v, err := toml.Marshal(map[string]any{"v": kv.v})
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, "%s = %s", kv.k, strings.TrimPrefix(string(v), "v = "))
+	}
+	if len(e.Env) > 0 {
+		keys := make([]string, 0, len(e.Env))
+		for k := range e.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			v, err := toml.Marshal(map[string]string{"v": e.Env[k]})
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, k+" = "+strings.TrimSpace(strings.TrimPrefix(string(v), "v = ")))
+		}
+		fmt.Fprintf(&b, "env = { %s }\n", strings.Join(parts, ", "))
+	}
+	return b.Bytes(), nil
+}
+
+func setupWrite(t setupTarget, e mcpEntry, stdout, stderr io.Writer) error {
+	merge := mergeJSON
+	if t.toml {
+		merge = mergeTOML
+	}
+	mode := fs.FileMode(0o644)
+	if t.user {
+		mode = 0o600
+	}
+	if err := updateFile(t.config, mode, func(old []byte) ([]byte, error) { return merge(old, e) }, stdout); err != nil {
+		return err
+	}
+	if t.skill != "" {
+		if err := updateFile(t.skill, 0o644, func([]byte) ([]byte, error) { return []byte(skillText), nil }, stdout); err != nil {
+			return err
+		}
+	}
+	if t.agents != "" {
+		if err := updateFile(t.agents, 0o644, func(old []byte) ([]byte, error) { return mergeAgentsMD(old), nil }, stdout); err != nil {
+			return err
+		}
+	}
+	if t.note != "" {
+		fmt.Fprintln(stderr, "note:", t.note)
+	}
+	fmt.Fprintln(stdout, "restart the client (or start a new session) to load herdbridge; `herdbridge gateway` must run (see herdbridge service install --user)")
+	return nil
+}
+
+// updateFile rewrites path with edit(old contents) — atomically (a temp
+// file in the same directory, synced, renamed over it), keeping an existing
+// file's mode and following a symlink to its target — and says what it did.
+func updateFile(path string, mode fs.FileMode, edit func([]byte) ([]byte, error), stdout io.Writer) error {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		path = p
+	}
+	if p, err := filepath.Abs(path); err == nil {
+		path = p
+	}
+	old, err := os.ReadFile(path)
+	existed := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if st, err := os.Stat(path); err == nil {
+		mode = st.Mode().Perm()
+	}
+	data, err := edit(old)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if existed && bytes.Equal(old, data) {
+		fmt.Fprintf(stdout, "unchanged %s\n", path)
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	verb := "wrote"
+	if existed {
+		verb = "updated"
+	}
+	fmt.Fprintf(stdout, "%s %s\n", verb, path)
+	return nil
+}
+
+// mergeJSON sets mcpServers.herdbridge in a JSON config and keeps every
+// other key and server as it was (values byte for byte; keys come out
+// sorted, as encoding/json writes maps).
+func mergeJSON(old []byte, e mcpEntry) ([]byte, error) {
+	doc := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(old)) > 0 {
+		if err := json.Unmarshal(old, &doc); err != nil {
+			return nil, fmt.Errorf("not a JSON object (%v): fix or move it, nothing was changed", err)
+		}
+	}
+	servers := map[string]json.RawMessage{}
+	if raw, ok := doc["mcpServers"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &servers); err != nil {
+			return nil, fmt.Errorf("mcpServers is not an object (%v): nothing was changed", err)
+		}
+	}
+	entry, err := marshalJSON(e)
+	if err != nil {
+		return nil, err
+	}
+	servers["herdbridge"] = entry
+	if doc["mcpServers"], err = marshalJSON(servers); err != nil {
+		return nil, err
+	}
+	out, err := marshalJSON(doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(old) > 0 && jsonEqual(old, out) {
+		return old, nil // nothing to change: keep the file as it is, formatting included
+	}
+	return out, nil
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+var (
+	tomlHeader    = regexp.MustCompile(`^\s*\[`)
+	tomlOurHeader = regexp.MustCompile(`^\s*\[\s*mcp_servers\s*\.\s*("herdbridge"|herdbridge)\s*(\.[^\]]*)?\]\s*(#.*)?$`)
+)
+
+// mergeTOML puts the [mcp_servers.herdbridge] table into a Codex
+// config.toml without touching the rest of the file: the file is parsed
+// first (nothing is changed in a file that does not parse); an existing
+// herdbridge table (and its sub-tables) is replaced in place, else the table
+// is appended; the result must parse and hold exactly our entry, or nothing
+// is written. Comments and the order of everything else survive, which a
+// decode/encode round trip would lose.
+func mergeTOML(old []byte, e mcpEntry) ([]byte, error) {
+	var doc map[string]any
+	if err := toml.Unmarshal(old, &doc); err != nil {
+		return nil, fmt.Errorf("not valid TOML (%v): fix it first, nothing was changed", err)
+	}
+	table, err := tomlTable(e)
+	if err != nil {
+		return nil, err
+	}
+	if cur, ok := tomlEntry(doc); ok && reflect.DeepEqual(cur, e) {
+		return old, nil
+	}
+	lines := strings.SplitAfter(string(old), "\n")
+	var out strings.Builder
+	replaced, skipping := false, false
+	for _, l := range lines {
+		switch {
+		case tomlOurHeader.MatchString(l):
+			if !replaced {
+				out.Write(table)
+				replaced = true
+			}
+			skipping = true
+			continue
+		case tomlHeader.MatchString(l):
+			if skipping && !strings.HasSuffix(out.String(), "\n\n") {
+				out.WriteString("\n") // the blank line the skipped table ended with
+			}
+			skipping = false
+		}
+		if !skipping {
+			out.WriteString(l)
+		}
+	}
+	if !replaced {
+		if s := out.String(); s != "" && !strings.HasSuffix(s, "\n") {
+			out.WriteString("\n")
+		}
+		if out.Len() > 0 {
+			out.WriteString("\n")
+		}
+		out.Write(table)
+	}
+	var check map[string]any
+	if err := toml.Unmarshal([]byte(out.String()), &check); err != nil {
+		return nil, fmt.Errorf("mcp_servers.herdbridge is defined in a way setup cannot edit (%v): remove it and run setup again", err)
+	}
+	if cur, ok := tomlEntry(check); !ok || !reflect.DeepEqual(cur, e) {
+		return nil, errors.New("mcp_servers.herdbridge is defined in a way setup cannot edit (dotted keys or an inline table): remove it and run setup again")
+	}
+	return []byte(out.String()), nil
+}
+
+// tomlEntry reads mcp_servers.herdbridge back from a decoded config.
+func tomlEntry(doc map[string]any) (mcpEntry, bool) {
+	servers, _ := doc["mcp_servers"].(map[string]any)
+	hb, ok := servers["herdbridge"].(map[string]any)
+	if !ok {
+		return mcpEntry{}, false
+	}
+	raw, err := toml.Marshal(hb)
+	if err != nil {
+		return mcpEntry{}, false
+	}
+	var e mcpEntry
+	if toml.Unmarshal(raw, &e) != nil {
+		return mcpEntry{}, false
+	}
+	if len(e.Env) == 0 {
+		e.Env = nil
+	}
+	return e, true
+}
+
+// mergeAgentsMD puts the instructions block into an AGENTS.md: between its
+// markers if they are there, else appended; the rest of the file is kept.
+func mergeAgentsMD(old []byte) []byte {
+	s := string(old)
+	block := agentsBlock()
+	if i := strings.Index(s, agentsBegin); i >= 0 {
+		if j := strings.Index(s[i:], agentsEnd); j >= 0 {
+			end := i + j + len(agentsEnd)
+			if end < len(s) && s[end] == '\n' {
+				end++
+			}
+			return []byte(s[:i] + block + s[end:])
+		}
+	}
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	if s != "" {
+		s += "\n"
+	}
+	return []byte(s + block)
+}
