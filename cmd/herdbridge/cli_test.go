@@ -308,3 +308,27 @@ func TestFlagsFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPNameFromHerdrBeforeDefault: a `.mcp.json` written by setup with
+// --default-name is shared by every pane of a repository; inside a herdr
+// pane the name derived from the pane wins, so two panes never merge.
+func TestMCPNameFromHerdrBeforeDefault(t *testing.T) {
+	dir := gatewaytest.TempDir(t)
+	g := gatewaytest.StartLocal(t, dir)
+	t.Setenv("HERDR_ENV", "1")
+	t.Setenv("HERDR_PANE_ID", "p7")
+	t.Setenv("HERDR_SOCKET_PATH", filepath.Join(t.TempDir(), "no-herdr.sock")) // no agent name: <cwd>-<pane>
+	var out, errb bytes.Buffer
+	err := run(t.Context(), []string{"mcp", "--state-dir", dir, "--default-name", "shared", "--default-role", "worker"}, strings.NewReader(""), &out, &errb)
+	if err != nil {
+		t.Fatalf("mcp: %v\n%s", err, errb.String())
+	}
+	cwd, _ := os.Getwd()
+	want := gateway.DeriveName("", cwd, "p7")
+	if _, err := g.Core().Resolve(want); err != nil {
+		t.Fatalf("the pane's name %q was not registered: %v", want, err)
+	}
+	if _, err := g.Core().Resolve("shared"); err == nil {
+		t.Fatal("--default-name was used inside a herdr pane: every pane sharing the config would merge into one entity")
+	}
+}
