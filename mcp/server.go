@@ -215,7 +215,9 @@ type HTTPOptions struct {
 
 // Handler serves streamable HTTP at /mcp and SSE at /sse (+ /message),
 // behind bearer-token authentication: a missing or wrong token is a 401
-// and nothing else.
+// (an RFC 6750 challenge and a JSON body saying how to get a token) and
+// nothing else. Every path refuses a non-loopback Origin with 403, and
+// /.well-known/ is a 404: no OAuth is advertised.
 func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) error) {
 	if opts.SessionIdleTTL <= 0 {
 		opts.SessionIdleTTL = 15 * time.Minute
@@ -242,6 +244,7 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
 	})
+	mux.HandleFunc("/.well-known/", noOAuth)
 	shutdown := func(ctx context.Context) error {
 		err1 := streamable.Shutdown(ctx)
 		err2 := sse.Shutdown(ctx)
@@ -250,20 +253,19 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 		}
 		return err2
 	}
-	return mux, shutdown
+	return checkOrigin(mux), shutdown
 }
 
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || tok == "" {
-			unauthorized(w, "missing bearer token: send Authorization: Bearer <token> (herdbridge register prints one)")
+		tok := bearerToken(r.Header.Get("Authorization"))
+		if tok == "" {
+			unauthorized(w, false)
 			return
 		}
-		e, ctx, done, ok := s.authenticate(r.Context(), strings.TrimSpace(tok))
+		e, ctx, done, ok := s.authenticate(r.Context(), tok)
 		if !ok {
-			unauthorized(w, "invalid token: register again with herdbridge register")
+			unauthorized(w, true)
 			return
 		}
 		defer done()
@@ -342,11 +344,4 @@ func (s *Server) sessionOwner(sid string) (string, bool) {
 		return "", false
 	}
 	return si.gid, true
-}
-
-func unauthorized(w http.ResponseWriter, msg string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="herdbridge"`)
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusUnauthorized)
-	fmt.Fprintln(w, msg)
 }
