@@ -1,20 +1,25 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 )
 
-// The MCP conformance of the HTTP endpoints: the 401 challenge, the bearer
-// scheme in any case, Origin validation, and no OAuth discovery.
+// MCP conformance: the HTTP endpoints' 401 challenge, the bearer scheme in
+// any case, Origin validation and no OAuth discovery; resource updates only
+// to subscribers; logging/setLevel per session.
 
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 
@@ -165,5 +170,132 @@ func TestNoOAuthDiscovery(t *testing.T) {
 		if m := jsonBody(t, path, resp, body); !strings.Contains(m["message"], "no OAuth") {
 			t.Errorf("%s: body %s", path, body)
 		}
+	}
+}
+
+// subscribeInbox subscribes c to bridge://inbox as its protocol does it:
+// resources/subscribe, or an open subscriptions/listen stream on the
+// 2026-07-28 revision (then it waits for the server's acknowledgement).
+func subscribeInbox(t *testing.T, c *gatewaytest.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	if !mcpgo.IsModernProtocol(c.Client.ProtocolVersion()) {
+		req := mcpgo.SubscribeRequest{}
+		req.Params.URI = "bridge://inbox"
+		if err := c.Client.Subscribe(ctx, req); err != nil {
+			t.Fatalf("%s: subscribe: %v", c.Name, err)
+		}
+		return
+	}
+	stop, err := c.Client.ListenAsync(ctx, mcpgo.SubscriptionFilter{ResourceSubscriptions: []string{"bridge://inbox"}},
+		func(err error) { t.Logf("%s: listen: %v", c.Name, err) })
+	if err != nil {
+		t.Fatalf("%s: listen: %v", c.Name, err)
+	}
+	t.Cleanup(stop)
+	awaitNotes(t, c, func(n mcpgo.JSONRPCNotification) bool {
+		return n.Method == string(mcpgo.MethodNotificationSubscriptionsAcknowledged)
+	})
+}
+
+// awaitNotes reads c's notifications until done says so (within 10s) and
+// returns the methods of the nudges among them (log messages and resource
+// updates), in arrival order.
+func awaitNotes(t *testing.T, c *gatewaytest.Conn, done func(mcpgo.JSONRPCNotification) bool) []string {
+	t.Helper()
+	var seen []string
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case n := <-c.Notes:
+			switch n.Method {
+			case "notifications/message":
+				seen = append(seen, "message")
+			case "notifications/resources/updated":
+				if uri := fmt.Sprint(n.Params.AdditionalFields["uri"]); uri != "bridge://inbox" {
+					t.Fatalf("%s: resources/updated for %q", c.Name, uri)
+				}
+				seen = append(seen, "updated")
+			}
+			if done(n) {
+				return seen
+			}
+		case <-deadline:
+			t.Fatalf("%s: never got the notification awaited; saw %v", c.Name, seen)
+		}
+	}
+}
+
+func isMethod(m string) func(mcpgo.JSONRPCNotification) bool {
+	return func(n mcpgo.JSONRPCNotification) bool { return n.Method == m }
+}
+
+// TestResourceUpdatesOnlyToSubscribers: a held message nudges every session
+// with a log message, but notifications/resources/updated goes only to a
+// session that subscribed to bridge://inbox. A nudge sends the log message
+// first and the update right after on the same stream, so an update sent
+// to the unsubscribed session would arrive before the next nudge's log.
+func TestResourceUpdatesOnlyToSubscribers(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
+			g := gatewaytest.StartLocal(t, "")
+			p := tr.dial(t, g, "lead", "primary")
+			w := gatewaytest.StdioConn(t, g, "w", "worker")
+			w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "one"}, "confirmed")
+			first := awaitNotes(t, p, isMethod("notifications/message"))
+			subscribeInbox(t, p)
+			w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "two"}, "confirmed")
+			rest := awaitNotes(t, p, isMethod("notifications/resources/updated"))
+			if got := strings.Join(append(first, rest...), ","); got != "message,message,updated" {
+				t.Fatalf("nudges %s, want message,message,updated (no update before subscribing)", got)
+			}
+		})
+	}
+}
+
+// TestSetLevelHonoured: logging/setLevel is kept per session: a session at
+// "warning" gets no info nudge (its resource update still comes), another
+// session at the default gets it, and lowering the level again brings the
+// log messages back. (Over SSE and streamable HTTP: on the 2026-07-28
+// revision, which the stdio test client speaks, setLevel no longer exists.)
+func TestSetLevelHonoured(t *testing.T) {
+	for _, tr := range transports[1:] {
+		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
+			testSetLevel(t, tr.dial)
+		})
+	}
+}
+
+func testSetLevel(t *testing.T, dial dialer) {
+	g := gatewaytest.StartLocal(t, "")
+	quiet := dial(t, g, "quiet", "primary")
+	loud := dial(t, g, "loud", "primary")
+	w := gatewaytest.StdioConn(t, g, "w", "worker")
+	setLevel := func(c *gatewaytest.Conn, l mcpgo.LoggingLevel) {
+		req := mcpgo.SetLevelRequest{}
+		req.Params.Level = l
+		if err := c.Client.SetLevel(context.Background(), req); err != nil {
+			t.Fatalf("%s: setLevel %s: %v", c.Name, l, err)
+		}
+	}
+	setLevel(quiet, mcpgo.LoggingLevelWarning)
+	subscribeInbox(t, quiet)
+	subscribeInbox(t, loud)
+
+	w.MustStatus("bridge_send", map[string]any{"target": "quiet", "message": "one"}, "confirmed")
+	if got := awaitNotes(t, quiet, isMethod("notifications/resources/updated")); strings.Join(got, ",") != "updated" {
+		t.Fatalf("quiet (warning) got %v, want only the resource update", got)
+	}
+	w.MustStatus("bridge_send", map[string]any{"target": "loud", "message": "one"}, "confirmed")
+	if got := awaitNotes(t, loud, isMethod("notifications/resources/updated")); strings.Join(got, ",") != "message,updated" {
+		t.Fatalf("loud (default level) got %v, want message,updated", got)
+	}
+
+	setLevel(quiet, mcpgo.LoggingLevelDebug)
+	w.MustStatus("bridge_send", map[string]any{"target": "quiet", "message": "two"}, "confirmed")
+	if got := awaitNotes(t, quiet, isMethod("notifications/resources/updated")); strings.Join(got, ",") != "message,updated" {
+		t.Fatalf("quiet after setLevel debug got %v, want message,updated", got)
 	}
 }

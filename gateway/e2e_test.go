@@ -282,13 +282,15 @@ func TestProgressAndPending(t *testing.T) {
 	}
 }
 
-// TestNudge: a reply held for a primary with no waiter nudges its sessions.
+// TestNudge: a reply held for a primary with no waiter nudges its sessions
+// (the resource update because it subscribed to its inbox).
 func TestNudge(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			t.Parallel()
 			g := gatewaytest.StartLocal(t, "")
 			p := tr.dial(t, g, "lead", "primary")
+			subscribeInbox(t, p)
 			w := gatewaytest.StdioConn(t, g, "w", "worker")
 			w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "done"}, "confirmed")
 			deadline := time.After(5 * time.Second)
