@@ -312,17 +312,7 @@ func summary(r *bridge.Result) string {
 	if r.MsgID != "" {
 		fmt.Fprintf(&b, "\nmsgId: %s", r.MsgID)
 	}
-	for _, m := range r.Messages {
-		name := m.FromName
-		if name == "" {
-			name = m.From
-		}
-		fmt.Fprintf(&b, "\n--- %s from %s", m.Kind, name)
-		if m.TurnID != "" {
-			fmt.Fprintf(&b, " (turn_id %s)", m.TurnID)
-		}
-		fmt.Fprintf(&b, ":\n%s", m.Body)
-	}
+	writeMessages(&b, r.Messages)
 	if r.Held != nil && r.Held.Total > 0 {
 		var parts []string
 		for _, f := range r.Held.From {
