@@ -346,7 +346,8 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			sid = r.URL.Query().Get("sessionId")
 		}
 		if owner, ok := s.sessionOwner(sid); ok && owner != e.GID {
-			http.Error(w, "this MCP session belongs to another entity", http.StatusForbidden)
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "forbidden_session",
+				"message": "this MCP session belongs to another entity: open a session of your own (initialize) with your token"})
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
