@@ -195,8 +195,8 @@ func TestBadInput(t *testing.T) {
 		{"bridge_send", map[string]any{"target": "workr-1", "message": "x"}, "did you mean worker-1"},
 		{"bridge_send", map[string]any{"target": "nobody-here", "message": "x"}, `unknown target "nobody-here"`},
 		{"bridge_send", map[string]any{"target": "worker-1", "message": strings.Repeat("x", 300<<10)}, "over the"},
-		{"bridge_send", map[string]any{"target": "worker-1", "message": "x", "wait_s": "soon"}, "invalid arguments"},
-		{"bridge_send", map[string]any{"target": "worker-1", "message": "x", "from": "worker-1"}, "unknown field"},
+		{"bridge_send", map[string]any{"target": "worker-1", "message": "x", "wait_s": "soon"}, "wait_s must be a number"},
+		{"bridge_send", map[string]any{"target": "worker-1", "message": "x", "from": "worker-1"}, `unknown argument "from"`},
 		{"bridge_send", map[string]any{"target": "worker-1", "message": "x", "wait_s": -1}, "wait_s must be"},
 		{"bridge_send", map[string]any{"target": "worker-1", "message": "   "}, "message is empty"},
 		{"bridge_send", map[string]any{"target": "lead", "message": "me"}, "is you"},
@@ -211,6 +211,8 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s(%v): isError=%v text=%q, want error containing %q", c.tool, c.args, r.IsError, r.Text, c.want)
 		}
 	}
+	// a client that sends numbers as text is understood
+	p.MustStatus("bridge_poll", map[string]any{"max": "3", "wait_s": "0"}, "empty")
 	// nothing was stored by any of them
 	if held := p.Call("bridge_roster", nil); held.IsError {
 		t.Fatal(held.Text)
@@ -280,13 +282,15 @@ func TestProgressAndPending(t *testing.T) {
 	}
 }
 
-// TestNudge: a reply held for a primary with no waiter nudges its sessions.
+// TestNudge: a reply held for a primary with no waiter nudges its sessions
+// (the resource update because it subscribed to its inbox).
 func TestNudge(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			t.Parallel()
 			g := gatewaytest.StartLocal(t, "")
 			p := tr.dial(t, g, "lead", "primary")
+			subscribeInbox(t, p)
 			w := gatewaytest.StdioConn(t, g, "w", "worker")
 			w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "done"}, "confirmed")
 			deadline := time.After(5 * time.Second)

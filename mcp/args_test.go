@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
@@ -26,7 +27,11 @@ func TestDecodeArgsStrict(t *testing.T) {
 		{`{"target":"w","message":"m","wait_s":1.5,"turn_id":"x"}`, true},
 		{`{"target":"w","message":"m","from":"w"}`, false},
 		{`{"target":1,"message":"m"}`, false},
-		{`{"target":"w","message":"m","wait_s":"1"}`, false},
+		{`{"target":"w","message":"m","wait_s":"1"}`, true}, // a numeric string is taken as the number
+		{`{"target":"w","message":"m","wait_s":" 2.5 "}`, true},
+		{`{"target":"w","message":"m","wait_s":"soon"}`, false},
+		{`{"target":"w","message":"m","wait_s":"0x10"}`, false},
+		{`{"target":"w","message":"m","wait_s":"NaN"}`, false},
 		{`[1,2]`, false},
 		{`null`, true},
 	}
@@ -37,6 +42,54 @@ func TestDecodeArgsStrict(t *testing.T) {
 		if (err == nil) != c.ok {
 			t.Errorf("%s: err=%v, want ok=%v", c.raw, err, c.ok)
 		}
+	}
+}
+
+// TestArgErrorsArePlain: a mistake in the arguments is told as a sentence
+// naming the argument and what it takes, never with Go or JSON internals.
+func TestArgErrorsArePlain(t *testing.T) {
+	cases := []struct {
+		raw  string
+		into any
+		want string
+	}{
+		{`{"target":"w","message":"m","wait_s":"soon"}`, &sendArgs{}, "wait_s must be a number"},
+		{`{"target":1,"message":"m"}`, &sendArgs{}, "target must be a string"},
+		{`{"max":1.5}`, &pollArgs{}, "max must be a whole number"},
+		{`{"max":"ten"}`, &pollArgs{}, "max must be a whole number"},
+		{`{"peek":"yes"}`, &pollArgs{}, "peek must be true or false"},
+		{`{"target":"w","message":"m","from":"x"}`, &sendArgs{}, `unknown argument "from": this tool takes message, request_id, target, turn_id, wait_s`},
+		{`[1,2]`, &sendArgs{}, "the arguments must be a JSON object of named arguments"},
+		{`"text"`, &pollArgs{}, "the arguments must be a JSON object of named arguments"},
+	}
+	for _, c := range cases {
+		r, _ := reqWith([]byte(c.raw))
+		err := decodeArgs(r, c.into)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q", c.raw, err, c.want)
+			continue
+		}
+		for _, internal := range []string{"json", "Go ", "struct", "float64", "unmarshal", "pollArgs", "sendArgs"} {
+			if strings.Contains(err.Error(), internal) && !strings.Contains(c.want, internal) {
+				t.Errorf("%s: %q names %q", c.raw, err, internal)
+			}
+		}
+	}
+	var p pollArgs
+	r, _ := reqWith([]byte(`{"max":"7","wait_s":"1.5"}`))
+	if err := decodeArgs(r, &p); err != nil || p.Max == nil || *p.Max != 7 || p.WaitS == nil || *p.WaitS != 1.5 {
+		t.Fatalf("numeric strings: %v, %+v", err, p)
+	}
+	// as a server gets them: the raw JSON-RPC bytes
+	var raw mcpgo.CallToolRequest
+	raw.Params.RawArguments = json.RawMessage(`{"max":"8","wait_s":2}`)
+	p = pollArgs{}
+	if err := decodeArgs(raw, &p); err != nil || *p.Max != 8 || *p.WaitS != 2 {
+		t.Fatalf("raw arguments: %v, %+v", err, p)
+	}
+	raw.Params.RawArguments = json.RawMessage(`{"max":8,"bogus":1}`)
+	if err := decodeArgs(raw, &p); err == nil || !strings.HasPrefix(err.Error(), `unknown argument "bogus"`) {
+		t.Fatalf("raw arguments with an unknown one: %v", err)
 	}
 }
 

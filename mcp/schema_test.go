@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -55,5 +56,67 @@ func TestToolSchemasGolden(t *testing.T) {
 	}
 	if strings.TrimSpace(string(want)) != strings.TrimSpace(string(got)) {
 		t.Fatalf("tool schemas changed; review and run with -update:\n%s", got)
+	}
+}
+
+// TestToolSchemasArePlain: every property of every input and output schema
+// has one plain type (no type arrays, no nullable unions), so clients that
+// map schemas onto a single-type dialect send numbers as numbers; the
+// optional numbers are typed number/integer.
+func TestToolSchemasArePlain(t *testing.T) {
+	var tools []map[string]any
+	for _, td := range New(nil, nil).tools() {
+		raw, err := json.Marshal(td.Tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		tools = append(tools, m)
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ty, ok := v["type"]; ok {
+				if _, plain := ty.(string); !plain {
+					if _, isSchema := ty.(map[string]any); !isSchema { // a property named "type"
+						t.Errorf("%s: type %v is not one plain type", path, ty)
+					}
+				}
+			}
+			for _, k := range []string{"anyOf", "oneOf", "nullable"} {
+				if _, ok := v[k]; ok {
+					t.Errorf("%s: has %s", path, k)
+				}
+			}
+			for k, sub := range v {
+				walk(path+"."+k, sub)
+			}
+		case []any:
+			for i, sub := range v {
+				walk(path+"["+strconv.Itoa(i)+"]", sub)
+			}
+		}
+	}
+	want := map[string]string{"bridge_send.wait_s": "number", "bridge_poll.wait_s": "number", "bridge_poll.max": "integer", "bridge_ask.timeout_s": "number"}
+	for _, tool := range tools {
+		name := tool["name"].(string)
+		walk(name+".inputSchema", tool["inputSchema"])
+		walk(name+".outputSchema", tool["outputSchema"])
+		props, _ := tool["inputSchema"].(map[string]any)["properties"].(map[string]any)
+		for p, schema := range props {
+			if ty, ok := want[name+"."+p]; ok {
+				if got := schema.(map[string]any)["type"]; got != ty {
+					t.Errorf("%s.%s: type %v, want %s", name, p, got, ty)
+				}
+				delete(want, name+"."+p)
+			}
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("arguments missing from the schemas: %v", want)
 	}
 }

@@ -56,6 +56,26 @@ type sessionInfo struct {
 	gid     string
 	cancels map[int64]context.CancelFunc
 	next    int64
+	// level is the least severe log level the client asked for with
+	// logging/setLevel ("" until it does: then info and above are sent).
+	level mcpgo.LoggingLevel
+	// subs are the resources the client subscribed to (resources/subscribe),
+	// listens those named by its open subscriptions/listen streams
+	// (2026-07-28): only they get notifications/resources/updated.
+	subs    map[string]bool
+	listens map[string]int
+}
+
+func (si *sessionInfo) subscribed(uri string) bool { return si.subs[uri] || si.listens[uri] > 0 }
+
+func (si *sessionInfo) listen(req *mcpgo.SubscriptionsListenRequest, delta int) {
+	for _, uri := range req.Params.Notifications.ResourceSubscriptions {
+		if n := si.listens[uri] + delta; n > 0 {
+			si.listens[uri] = n
+		} else {
+			delete(si.listens, uri)
+		}
+	}
 }
 
 // New builds the MCP server for core.
@@ -71,6 +91,29 @@ func New(core *bridge.Core, log *slog.Logger) *Server {
 		}
 	})
 	hooks.AddOnUnregisterSession(func(ctx context.Context, cs server.ClientSession) { s.untrack(cs.SessionID()) })
+	// mcp-go answers logging/setLevel and resources/(un)subscribe itself
+	// but its HTTP sessions keep no subscriptions and default to different
+	// log levels; the nudges read what these hooks record per session.
+	hooks.AddAfterSetLevel(func(ctx context.Context, _ any, req *mcpgo.SetLevelRequest, _ *mcpgo.EmptyResult) {
+		s.updateSession(ctx, func(si *sessionInfo) { si.level = req.Params.Level })
+	})
+	hooks.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcpgo.SubscribeRequest, _ *mcpgo.EmptyResult) {
+		s.updateSession(ctx, func(si *sessionInfo) { si.subs[req.Params.URI] = true })
+	})
+	hooks.AddAfterUnsubscribe(func(ctx context.Context, _ any, req *mcpgo.UnsubscribeRequest, _ *mcpgo.EmptyResult) {
+		s.updateSession(ctx, func(si *sessionInfo) { delete(si.subs, req.Params.URI) })
+	})
+	hooks.AddBeforeSubscriptionsListen(func(ctx context.Context, _ any, req *mcpgo.SubscriptionsListenRequest) {
+		s.updateSession(ctx, func(si *sessionInfo) { si.listen(req, +1) })
+	})
+	hooks.AddAfterSubscriptionsListen(func(ctx context.Context, _ any, req *mcpgo.SubscriptionsListenRequest, _ *mcpgo.SubscriptionsListenResult) {
+		s.updateSession(ctx, func(si *sessionInfo) { si.listen(req, -1) })
+	})
+	hooks.AddOnError(func(ctx context.Context, _ any, method mcpgo.MCPMethod, msg any, _ error) {
+		if req, ok := msg.(*mcpgo.SubscriptionsListenRequest); ok && method == mcpgo.MethodSubscriptionsListen {
+			s.updateSession(ctx, func(si *sessionInfo) { si.listen(req, -1) })
+		}
+	})
 	s.mcp = server.NewMCPServer("herdbridge", Version,
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(true, false),
@@ -103,7 +146,7 @@ func (s *Server) track(sid, gid string) {
 		s.mu.Unlock()
 		return
 	}
-	s.sessions[sid] = &sessionInfo{gid: gid, cancels: map[int64]context.CancelFunc{}}
+	s.sessions[sid] = &sessionInfo{gid: gid, cancels: map[int64]context.CancelFunc{}, subs: map[string]bool{}, listens: map[string]int{}}
 	s.mu.Unlock()
 	s.core.Attach(gid)
 	s.log.Debug("mcp session attached", "session", sid, bridge.LogGID, gid)
@@ -162,31 +205,60 @@ func (s *Server) callContext(ctx context.Context, gid string) (context.Context, 
 	}
 }
 
-func (s *Server) sessionsOf(gid string) []string {
+// updateSession applies f to the tracked session of the request in ctx,
+// under the lock.
+func (s *Server) updateSession(ctx context.Context, f func(*sessionInfo)) {
+	cs := server.ClientSessionFromContext(ctx)
+	if cs == nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []string
+	if si := s.sessions[cs.SessionID()]; si != nil {
+		f(si)
+	}
+}
+
+// nudgeTarget is one session of an entity, as a nudge reaches it.
+type nudgeTarget struct {
+	sid        string
+	log        bool // its log level lets an info message through
+	subscribed bool // it subscribed to the inbox resource
+}
+
+func (s *Server) nudgeTargets(gid string) []nudgeTarget {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []nudgeTarget
 	for sid, si := range s.sessions {
 		if si.gid == gid {
-			out = append(out, sid)
+			out = append(out, nudgeTarget{sid: sid,
+				log:        si.level == "" || mcpgo.LoggingLevelInfo.ShouldSendTo(si.level),
+				subscribed: si.subscribed(InboxURI)})
 		}
 	}
 	return out
 }
 
-// Nudge implements bridge.Nudger: a log message and resources/updated for
-// the inbox resource on every session of the entity.
+// Nudge implements bridge.Nudger: on every session of the entity, an info
+// log message (unless the session set a higher level with
+// logging/setLevel) and notifications/resources/updated for the inbox
+// resource (only if the session subscribed to it).
 func (s *Server) Nudge(e bridge.Entity, held bridge.HeldSummary) {
 	var parts []string
 	for _, f := range held.From {
 		parts = append(parts, fmt.Sprintf("%d from %s", f.Count, f.FromName))
 	}
 	text := fmt.Sprintf("herdbridge: %d message(s) held for you (%s): call bridge_poll", held.Total, strings.Join(parts, ", "))
-	for _, sid := range s.sessionsOf(e.GID) {
-		_ = s.mcp.SendNotificationToSpecificClient(sid, string(mcpgo.MethodNotificationMessage), map[string]any{
-			"level": "info", "logger": "herdbridge", "data": map[string]any{"text": text, "held": held},
-		})
-		_ = s.mcp.SendNotificationToSpecificClient(sid, string(mcpgo.MethodNotificationResourceUpdated), map[string]any{"uri": InboxURI})
+	for _, t := range s.nudgeTargets(e.GID) {
+		if t.log {
+			_ = s.mcp.SendNotificationToSpecificClient(t.sid, string(mcpgo.MethodNotificationMessage), map[string]any{
+				"level": mcpgo.LoggingLevelInfo, "logger": "herdbridge", "data": map[string]any{"text": text, "held": held},
+			})
+		}
+		if t.subscribed {
+			_ = s.mcp.SendNotificationToSpecificClient(t.sid, string(mcpgo.MethodNotificationResourceUpdated), map[string]any{"uri": InboxURI})
+		}
 	}
 }
 
@@ -215,7 +287,9 @@ type HTTPOptions struct {
 
 // Handler serves streamable HTTP at /mcp and SSE at /sse (+ /message),
 // behind bearer-token authentication: a missing or wrong token is a 401
-// and nothing else.
+// (an RFC 6750 challenge and a JSON body saying how to get a token) and
+// nothing else. Every path refuses a non-loopback Origin with 403, and
+// /.well-known/ is a 404: no OAuth is advertised.
 func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) error) {
 	if opts.SessionIdleTTL <= 0 {
 		opts.SessionIdleTTL = 15 * time.Minute
@@ -242,6 +316,7 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
 	})
+	mux.HandleFunc("/.well-known/", noOAuth)
 	shutdown := func(ctx context.Context) error {
 		err1 := streamable.Shutdown(ctx)
 		err2 := sse.Shutdown(ctx)
@@ -250,20 +325,19 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 		}
 		return err2
 	}
-	return mux, shutdown
+	return checkOrigin(mux), shutdown
 }
 
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || tok == "" {
-			unauthorized(w, "missing bearer token: send Authorization: Bearer <token> (herdbridge register prints one)")
+		tok := bearerToken(r.Header.Get("Authorization"))
+		if tok == "" {
+			unauthorized(w, false)
 			return
 		}
-		e, ctx, done, ok := s.authenticate(r.Context(), strings.TrimSpace(tok))
+		e, ctx, done, ok := s.authenticate(r.Context(), tok)
 		if !ok {
-			unauthorized(w, "invalid token: register again with herdbridge register")
+			unauthorized(w, true)
 			return
 		}
 		defer done()
@@ -272,7 +346,8 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			sid = r.URL.Query().Get("sessionId")
 		}
 		if owner, ok := s.sessionOwner(sid); ok && owner != e.GID {
-			http.Error(w, "this MCP session belongs to another entity", http.StatusForbidden)
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "forbidden_session",
+				"message": "this MCP session belongs to another entity: open a session of your own (initialize) with your token"})
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
@@ -342,11 +417,4 @@ func (s *Server) sessionOwner(sid string) (string, bool) {
 		return "", false
 	}
 	return si.gid, true
-}
-
-func unauthorized(w http.ResponseWriter, msg string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="herdbridge"`)
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusUnauthorized)
-	fmt.Fprintln(w, msg)
 }

@@ -1,9 +1,7 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -58,31 +56,6 @@ type rosterArgs struct {
 	Host string `json:"host,omitempty" jsonschema:"Only this host"`
 }
 
-// maxArgBytes bounds the raw arguments of one call (messages have their own,
-// smaller limit in the core).
-const maxArgBytes = 1 << 20
-
-// decodeArgs decodes tool arguments strictly: unknown fields and wrong types
-// are errors the model can fix.
-func decodeArgs(req mcpgo.CallToolRequest, v any) error {
-	raw, err := json.Marshal(req.GetRawArguments())
-	if err != nil {
-		return fmt.Errorf("arguments are not JSON: %v", err)
-	}
-	if len(raw) > maxArgBytes {
-		return fmt.Errorf("arguments are %d bytes, over the %d-byte limit", len(raw), maxArgBytes)
-	}
-	if string(raw) == "null" {
-		raw = []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("invalid arguments: %v", err)
-	}
-	return nil
-}
-
 func seconds(p *float64, name string, max float64) (time.Duration, error) {
 	if p == nil {
 		return 0, nil
@@ -99,7 +72,11 @@ type toolDef struct {
 }
 
 func (s *Server) tools() []toolDef {
-	return []toolDef{s.sendTool(), s.askTool(), s.pollTool(), s.broadcastTool(), s.rosterTool(), s.spawnTool()}
+	ts := []toolDef{s.sendTool(), s.askTool(), s.pollTool(), s.broadcastTool(), s.rosterTool(), s.spawnTool()}
+	for i := range ts {
+		ts[i].Tool = plainSchemas(ts[i].Tool)
+	}
+	return ts
 }
 
 // call wraps a tool body with identity, session-bound cancellation,
@@ -276,7 +253,7 @@ func (s *Server) rosterTool() toolDef {
 		}
 		v := s.core.Roster()
 		if a.Host != "" {
-			var es []bridge.EntityView
+			es := []bridge.EntityView{} // never null: the output schema says array
 			for _, e := range v.Entities {
 				if e.Host == a.Host {
 					es = append(es, e)
@@ -335,17 +312,7 @@ func summary(r *bridge.Result) string {
 	if r.MsgID != "" {
 		fmt.Fprintf(&b, "\nmsgId: %s", r.MsgID)
 	}
-	for _, m := range r.Messages {
-		name := m.FromName
-		if name == "" {
-			name = m.From
-		}
-		fmt.Fprintf(&b, "\n--- %s from %s", m.Kind, name)
-		if m.TurnID != "" {
-			fmt.Fprintf(&b, " (turn_id %s)", m.TurnID)
-		}
-		fmt.Fprintf(&b, ":\n%s", m.Body)
-	}
+	writeMessages(&b, r.Messages)
 	if r.Held != nil && r.Held.Total > 0 {
 		var parts []string
 		for _, f := range r.Held.From {

@@ -233,11 +233,14 @@ func TokenConn(t testing.TB, url, name, token string, opts ...transport.Streamab
 func SSEConn(t testing.TB, g *gateway.Gateway, name, role string, groups ...string) *Conn {
 	t.Helper()
 	_, tok := Register(t, g, name, role, groups...)
-	c, err := client.NewSSEMCPClient(g.URL()+"/sse", transport.WithHeaders(map[string]string{"Authorization": "Bearer " + tok}))
+	tr, err := transport.NewSSE(g.URL()+"/sse", transport.WithHeaders(map[string]string{"Authorization": "Bearer " + tok}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewConn(t, name, c)
+	// The SSE transport predates the 2026-07-28 revision: real SSE clients
+	// speak an earlier one (resources/subscribe, logging/setLevel), and
+	// mcp-go's SSE server never ends a subscriptions/listen stream.
+	return NewConn(t, name, client.NewClient(tr, client.WithLegacyProtocolOnly()))
 }
 
 // StdioConn runs `herdbridge mcp` in-process (the same relay the binary
