@@ -133,6 +133,9 @@ func (g *Gateway) open(ctx context.Context) error {
 	if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		g.log.Warn("state dir is readable by other users: chmod 700 it", "stateDir", dir, "mode", fi.Mode().Perm().String())
 	}
+	if err := checkStores(dir); err != nil {
+		return err
+	}
 	if err := g.openTransport(ctx); err != nil {
 		return err
 	}

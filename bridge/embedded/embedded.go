@@ -25,6 +25,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
 var _ bridge.Transport = (*Transport)(nil)
@@ -152,6 +153,9 @@ func Open(path string, opts Options) (*Transport, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if err := store.RefuseZeroLength(path); err != nil {
+		return nil, err
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: opts.NoSync})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
@@ -168,6 +172,15 @@ func Open(path string, opts Options) (*Transport, error) {
 	t.wg.Add(1)
 	go t.sweep()
 	return t, nil
+}
+
+// Check judges the store at path before Open (see store.CheckFile): a
+// damaged file is a *store.DamageError naming it and the repair command,
+// never a panic. Messages counts the messages its inboxes and dead-letter
+// queue hold, inboxes the bound inboxes.
+func Check(path string) (fi store.FileInfo, inboxes, messages int, err error) {
+	fi, err = store.CheckFile(path)
+	return fi, fi.Keys[string(bktBind)], fi.Keys[string(bktInbox)] + fi.Keys[string(bktDLQ)], err
 }
 
 func (t *Transport) load() error {

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -31,6 +32,9 @@ func Open(path string, dlqMax int) (*Store, error) {
 	if dlqMax <= 0 {
 		dlqMax = 10000
 	}
+	if err := refuseZeroLength(path); err != nil {
+		return nil, err
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
@@ -52,6 +56,27 @@ func Open(path string, dlqMax int) (*Store, error) {
 	}
 	return &Store{db: db, path: path, dlqMax: dlqMax}, nil
 }
+
+// Check judges the state file at path before Open (see CheckFile): a
+// damaged file is a *DamageError naming it and the repair command, never a
+// panic. Entities reports how many entities a healthy file registers.
+func Check(path string) (fi FileInfo, entities int, err error) {
+	fi, err = CheckFile(path)
+	return fi, fi.Keys[string(bktEntities)], err
+}
+
+// refuseZeroLength: bbolt would silently initialise a zero-length file as
+// a new, empty store; an existing zero-length store file is a truncated
+// one (bbolt writes four pages when it creates a file).
+func refuseZeroLength(path string) error {
+	if st, err := os.Stat(path); err == nil && st.Size() == 0 {
+		return &DamageError{Path: path, Reason: "the file is empty (zero length)"}
+	}
+	return nil
+}
+
+// RefuseZeroLength is refuseZeroLength for the embedded transport's file.
+func RefuseZeroLength(path string) error { return refuseZeroLength(path) }
 
 // Path is the state file's path, for error messages.
 func (s *Store) Path() string { return s.path }
