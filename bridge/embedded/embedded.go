@@ -869,3 +869,143 @@ func (t *Transport) Depth(gid string) int {
 	})
 	return int(n)
 }
+
+// Repair repairs the store at path if store.CheckFile finds it damaged
+// (see store.RepairFile), then restores this store's invariants in the
+// salvaged copy: messages whose record no longer decodes are dropped and
+// reported, every binding has its queue, and the per-inbox and
+// dead-letter counters match what is left.
+func Repair(path string, now time.Time) (store.RepairResult, error) {
+	return store.RepairFile(path, now, func(tx *bolt.Tx, r *store.RepairResult) error {
+		for _, name := range [][]byte{bktInbox, bktBind, bktCount, bktDLQ, bktDLQCnt} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		inb, bind, cnt := tx.Bucket(bktInbox), tx.Bucket(bktBind), tx.Bucket(bktCount)
+		var bound, unbound [][]byte
+		if err := bind.ForEach(func(k, v []byte) error {
+			var m inboxMeta
+			if json.Unmarshal(v, &m) != nil {
+				unbound = append(unbound, append([]byte(nil), k...))
+			} else {
+				bound = append(bound, append([]byte(nil), k...))
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, k := range unbound {
+			r.Lost = append(r.Lost, fmt.Sprintf("binding of inbox %q: does not decode (its messages stay in the file, unbound)", k))
+			if err := bind.Delete(k); err != nil {
+				return err
+			}
+		}
+		for _, k := range bound {
+			if _, err := inb.CreateBucketIfNotExists(k); err != nil {
+				return err
+			}
+		}
+		var queues [][]byte
+		if err := inb.ForEach(func(k, v []byte) error {
+			if v == nil {
+				queues = append(queues, append([]byte(nil), k...))
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, gid := range queues {
+			if bind.Get(gid) == nil {
+				raw, err := json.Marshal(inboxMeta{})
+				if err == nil {
+					err = bind.Put(gid, raw)
+				}
+				if err != nil {
+					return err
+				}
+				r.Lost = append(r.Lost, fmt.Sprintf("binding of inbox %q: unreadable; bound again without groups (the gateway declares it again when its entity is registered)", gid))
+			}
+			q := inb.Bucket(gid)
+			n, err := dropUndecodable(q, func(v []byte) bool { var rec record; return json.Unmarshal(v, &rec) == nil }, fmt.Sprintf("inbox %q", gid), r)
+			if err != nil {
+				return err
+			}
+			r.Kept[string(bktInbox)] -= n
+			if err := putCount(cnt, gid, uint64(countKeys(q))); err != nil {
+				return err
+			}
+		}
+		dlq := tx.Bucket(bktDLQ)
+		n, err := dropUndecodable(dlq, func(v []byte) bool { var d deadRecord; return json.Unmarshal(v, &d) == nil }, "dead-letter queue", r)
+		if err != nil {
+			return err
+		}
+		r.Kept[string(bktDLQ)] -= n
+		return putCount(tx.Bucket(bktDLQCnt), []byte("n"), uint64(countKeys(dlq)))
+	})
+}
+
+// dropUndecodable deletes the values of b that ok rejects and returns how
+// many it deleted.
+func dropUndecodable(b *bolt.Bucket, ok func([]byte) bool, what string, r *store.RepairResult) (int, error) {
+	var bad [][]byte
+	if err := b.ForEach(func(k, v []byte) error {
+		if v != nil && !ok(v) {
+			bad = append(bad, append([]byte(nil), k...))
+		}
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	for _, k := range bad {
+		if err := b.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	if len(bad) > 0 {
+		r.Lost = append(r.Lost, fmt.Sprintf("%s: %d message(s) whose record does not decode", what, len(bad)))
+	}
+	return len(bad), nil
+}
+
+// Inboxes lists the bound inboxes in the store at path and the messages
+// each holds (for the repair report).
+func Inboxes(path string) (map[string]int, error) {
+	fi, err := store.CheckFile(path)
+	if err != nil || fi.Missing {
+		return nil, err
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	out := map[string]int{}
+	err = db.View(func(tx *bolt.Tx) error {
+		bind, inb := tx.Bucket(bktBind), tx.Bucket(bktInbox)
+		if bind == nil || inb == nil {
+			return nil
+		}
+		return bind.ForEach(func(k, _ []byte) error {
+			if q := inb.Bucket(k); q != nil {
+				out[string(k)] = countKeys(q)
+			} else {
+				out[string(k)] = 0
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+func countKeys(b *bolt.Bucket) int {
+	n := 0
+	_ = b.ForEach(func(_, v []byte) error {
+		if v != nil {
+			n++
+		}
+		return nil
+	})
+	return n
+}

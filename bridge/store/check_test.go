@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,6 +80,59 @@ func TestCheckRefusesEachDamage(t *testing.T) {
 					s.Close()
 					t.Fatal("Open started on a zero-length file")
 				}
+			}
+		})
+	}
+}
+
+// TestRepairEachDamage: repair keeps what is readable in a fresh file that
+// checks healthy, keeps the damaged file aside unchanged, and says what it
+// kept and lost.
+func TestRepairEachDamage(t *testing.T) {
+	for _, kind := range storedamage.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			path := filled(t, 200)
+			if err := storedamage.Apply(path, kind); err != nil {
+				t.Fatal(err)
+			}
+			damaged, _ := os.ReadFile(path)
+			now := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+			r, err := store.Repair(path, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log(r.String())
+			if !r.Damaged || r.Aside != path+".damaged-20261201T060000Z" || len(r.Lost) == 0 {
+				t.Fatalf("result %+v", r)
+			}
+			if aside, _ := os.ReadFile(r.Aside); string(aside) != string(damaged) {
+				t.Fatal("the damaged file was not kept aside as it was")
+			}
+			fi, entities, err := store.Check(path)
+			if err != nil {
+				t.Fatalf("repaired file: %v", err)
+			}
+			if fi.Keys["held"] != r.Kept["held"] || entities != r.Kept["entities"] {
+				t.Fatalf("repaired file holds %v, the report says %v", fi.Keys, r.Kept)
+			}
+			if kind == "flipped-bytes" && (r.Kept["held"] == 0 || r.Kept["held"] >= 200 || entities != 3) {
+				t.Fatalf("one damaged page should lose a few held records only: kept %v", r.Kept)
+			}
+			s, err := store.Open(path, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			if err := s.EachHeld(func(string, uint64, []byte) error { n++; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			if n != r.Kept["held"] {
+				t.Fatalf("%d held records readable, the report says %d", n, r.Kept["held"])
+			}
+			again, err := store.Repair(path, now)
+			if err != nil || again.Damaged {
+				t.Fatalf("a second repair: %+v %v", again, err)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -83,3 +84,53 @@ func (s *Store) Path() string { return s.path }
 
 // Close closes the file.
 func (s *Store) Close() error { return s.db.Close() }
+
+// Repair repairs the state file at path if CheckFile finds it damaged (see
+// RepairFile), dropping entities whose record no longer decodes. Held
+// messages are kept as read: the core drops any it cannot decode when it
+// loads them, with a warning.
+func Repair(path string, now time.Time) (RepairResult, error) {
+	return RepairFile(path, now, func(tx *bolt.Tx, r *RepairResult) error {
+		for _, b := range [][]byte{bktEntities, bktDead, bktAwait, bktTyping} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		b := tx.Bucket(bktEntities)
+		var bad [][]byte
+		err := b.ForEach(func(k, v []byte) error {
+			var e Entity
+			if json.Unmarshal(v, &e) != nil || e.GID != string(k) {
+				bad = append(bad, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range bad {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+			r.Kept[string(bktEntities)]--
+			r.Lost = append(r.Lost, fmt.Sprintf("entity %q: its record does not decode", k))
+		}
+		return nil
+	})
+}
+
+// EntityGIDs lists the gids registered in the state file at path (for the
+// repair report).
+func EntityGIDs(path string) ([]string, error) {
+	s, err := Open(path, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	es, err := s.LoadEntities()
+	var out []string
+	for _, e := range es {
+		out = append(out, e.GID)
+	}
+	return out, err
+}

@@ -16,7 +16,7 @@ var Kinds = []string{"zero-length", "half-truncated", "flipped-bytes"}
 // Apply damages the file at path: "zero-length" truncates it to nothing,
 // "half-truncated" to half its size, "flipped-bytes" inverts the first
 // element headers of the in-use leaf page holding the most elements (a
-// data page, not a meta or free one).
+// data page: not a meta, free or root page).
 func Apply(path, kind string) error {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -57,6 +57,7 @@ func busiestLeaf(b []byte) (int, error) {
 		m = ps
 	}
 	hwm := int(le.Uint64(b[m+16+40:]))
+	root := int(le.Uint64(b[m+16+16:])) // the bucket directory, not data
 	free := map[uint64]bool{}
 	if fl := le.Uint64(b[m+16+32:]); fl != ^uint64(0) {
 		p := b[int(fl)*ps:]
@@ -71,7 +72,7 @@ func busiestLeaf(b []byte) (int, error) {
 	best, bestN := -1, 0
 	for id := 2; id < hwm && (id+1)*ps <= len(b); id++ {
 		p := b[id*ps:]
-		if free[uint64(id)] || le.Uint64(p) != uint64(id) || le.Uint16(p[8:]) != 0x02 {
+		if id == root || free[uint64(id)] || le.Uint64(p) != uint64(id) || le.Uint16(p[8:]) != 0x02 {
 			continue
 		}
 		if n := int(le.Uint16(p[10:])); n > bestN {
