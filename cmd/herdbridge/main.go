@@ -83,7 +83,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 	})
 	root.AddCommand(
 		gatewayCommand(), registerCommand(stdout), mcpCommand(stdin, stdout, stderr),
-		rosterCommand(stdout), statsCommand(stdout), dlqCommand(stdout), removeCommand(stdout),
+		rosterCommand(stdout), statsCommand(stdout), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout),
 		demoCommand(stdout), keysCommand(stdout, stderr), brokerUserCommand(stdout),
 		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout), versionCommand(stdout),
 	)
@@ -482,6 +482,29 @@ func removeCommand(stdout io.Writer) *cobra.Command {
 		}
 		fmt.Fprintf(stdout, "removed %s (%s)\n", r.Entity.Name, r.Entity.GID)
 		return nil
+	}
+	return c
+}
+
+func repairCommand(stdout io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "repair [--state-dir DIR]",
+		Short: "Salvage damaged store files (state.db, transport.db) so the gateway starts again",
+		Long: `Salvage damaged store files: with no gateway running, each of state.db and
+transport.db that fails the checks a gateway runs at start (zero length, truncated,
+unreadable pages) is copied key by key into a fresh file with whatever is still
+readable; the damaged file is kept aside, renamed with a .damaged-<UTC time> suffix,
+never deleted. It prints what it kept and lost per file, and inboxes left with no
+registered entity. Healthy files are left as they are.`,
+		Example: `  herdbridge repair
+  herdbridge repair --state-dir ~/.local/state/herdbridge`,
+		Args: noArgs,
+	}
+	_, dir := newFlags(c)
+	c.RunE = func(*cobra.Command, []string) error {
+		report, err := gateway.Repair(*dir, time.Now())
+		fmt.Fprint(stdout, report)
+		return err
 	}
 	return c
 }
