@@ -58,8 +58,10 @@ func (fi FileInfo) Empty() bool {
 // CheckFile judges the bbolt file at path without trusting it: a missing
 // file is FileInfo{Missing: true}; a zero-length, truncated or otherwise
 // damaged one is a *DamageError. It first reads the meta and freelist
-// headers itself, then (up to FullCheckLimit) opens the file read-only and
-// walks every bucket, key and value and runs bbolt's consistency check,
+// headers itself and follows the page tree from raw bytes (so bbolt never
+// meets a page number outside the file, a cycle or an element pointing
+// outside its page), then (up to FullCheckLimit) opens the file read-only
+// and walks every bucket, key and value and runs bbolt's consistency check,
 // with panics and memory faults turned into errors. A file held by a
 // running gateway is an error saying so.
 func CheckFile(path string) (FileInfo, error) {
@@ -78,6 +80,9 @@ func CheckFile(path string) (FileInfo, error) {
 	if st.Size() > FullCheckLimit {
 		return fi, nil
 	}
+	if err := walkFile(path, h); err != nil {
+		return fi, &DamageError{Path: path, Reason: err.Error()}
+	}
 	db, err := openGuarded(path)
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
@@ -86,7 +91,6 @@ func CheckFile(path string) (FileInfo, error) {
 		return fi, &DamageError{Path: path, Reason: err.Error()}
 	}
 	defer db.Close()
-	_ = h
 	keys, err := walkAll(db)
 	if err != nil {
 		return fi, &DamageError{Path: path, Reason: err.Error()}
@@ -123,6 +127,17 @@ func readHeader(path string, size int64) (Header, error) {
 		}
 	}
 	return h, nil
+}
+
+// walkFile follows the file's page tree from raw bytes (walkPages) before
+// bbolt is let near it.
+func walkFile(path string, h Header) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return walkPages(f, h)
 }
 
 // guard runs f on its own goroutine with memory faults turned into panics
