@@ -287,9 +287,11 @@ func copyKeys(cursor func() *bolt.Cursor, path string, lost func(string), put fu
 	})
 	where := "bucket " + path
 	if path == "" {
-		where = "the top level"
+		where = "the bucket directory"
 	}
 	switch {
+	case back != nil && !have && first == nil:
+		lost(fmt.Sprintf("%s: everything, its first page is unreadable (%v)", where, fwd))
 	case back != nil:
 		lost(fmt.Sprintf("%s: keys after %s, from a damaged page (%v)", where, keyText(last, have), fwd))
 	default:
