@@ -38,6 +38,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeReply$$' -fuzztime $(FUZZTIME) ./herdr/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./herdr/
 	$(GO) test -run '^$$' -fuzz '^FuzzSanitize$$' -fuzztime $(FUZZTIME) ./herdr/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime $(FUZZTIME) ./bridge/store/
+	$(GO) test -run '^$$' -fuzz '^FuzzWalkPages$$' -fuzztime $(FUZZTIME) ./bridge/store/
 	$(GO) test -run '^$$' -fuzz '^FuzzComposerDraft$$' -fuzztime $(FUZZTIME) ./herdr/
 	$(GO) test -run '^$$' -fuzz '^FuzzStampRequestID$$' -fuzztime $(FUZZTIME) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTrust$$' -fuzztime $(FUZZTIME) ./keys/
