@@ -27,6 +27,8 @@ type FileConfig struct {
 	// ReceiptWait is how long a receipt (INJECTED, an answer's delivery)
 	// may take to come back past its own bound (default 10s).
 	ReceiptWait Duration `json:"receiptWait,omitempty"`
+	// Net bounds connections and their timeouts (NetConfig).
+	Net NetConfig `json:"net"`
 }
 
 // HerdrConfig tunes the herdr side.

@@ -69,6 +69,8 @@ type Gateway struct {
 	audit    *bridge.AuditLog
 	ring     *keys.Ring // trusted keys (across hosts only)
 	sock, ln net.Listener
+	net      NetConfig  // File.Net with its defaults
+	uids     uidCounter // admin socket connections per peer uid
 
 	// life is cancelled by Close: the context of the pane nudger and of
 	// everything Run starts.
@@ -112,7 +114,7 @@ func Open(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.TrustReload <= 0 {
 		cfg.TrustReload = 2 * time.Second
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, net: cfg.File.Net.withDefaults()}
 	g.life, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := g.open(ctx); err != nil {
 		g.cancel()
@@ -170,11 +172,16 @@ func (g *Gateway) open(ctx context.Context) error {
 		return fmt.Errorf("gateway: listen on %s: %w (is another gateway running? pick another with --listen)", g.cfg.Listen, err)
 	}
 	g.addr = ln.Addr().String()
-	g.ln = g.wrapTLS(ln)
+	g.ln = g.wrapTLS(newSteadyListener(ln, "http", g.net.MaxConns, g.log))
 	handler, shutdown := g.mcp.Handler(mcp.HTTPOptions{})
 	g.shutdown = shutdown
-	g.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)} // TLS handshake errors and the like, structured
+	// No ReadTimeout or WriteTimeout: SSE and streamable-HTTP GET streams
+	// live for the whole session. A silent new connection is closed after
+	// ReadHeaderTimeout, an idle keep-alive one after IdleTimeout.
+	g.http = &http.Server{Handler: handler,
+		ReadHeaderTimeout: time.Duration(g.net.ReadHeaderTimeout),
+		IdleTimeout:       time.Duration(g.net.IdleTimeout),
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)} // TLS handshake errors and the like, structured
 	g.writeInfo()
 	return nil
 }
