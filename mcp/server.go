@@ -50,6 +50,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*sessionInfo // MCP session id -> whose, and its open calls
 	reqs     httpRequests            // HTTP requests in flight, cut off when their entity's tokens are revoked
+	events   *boundedEventStore      // streamable HTTP's, set by Handler
 }
 
 type sessionInfo struct {
@@ -132,6 +133,15 @@ func New(core *bridge.Core, log *slog.Logger) *Server {
 		mcpgo.WithResourceDescription("Messages held for you, peeked without consuming. Subscribe to be told when something arrives."),
 		mcpgo.WithMIMEType("application/json")), s.readInbox)
 	return s
+}
+
+// ResumeEvents is what the streamable HTTP event store keeps now, across
+// sessions: events and their bytes (zero before Handler).
+func (s *Server) ResumeEvents() (events, bytes int) {
+	if s.events == nil {
+		return 0, 0
+	}
+	return s.events.stats()
 }
 
 // MCP returns the mcp-go server (for transports and in-process clients).
@@ -283,6 +293,11 @@ type HTTPOptions struct {
 	// SessionIdleTTL reclaims streamable HTTP sessions a client abandoned
 	// without a DELETE (default 15m).
 	SessionIdleTTL time.Duration
+	// The event store that lets a client resume a broken stream keeps at
+	// most EventsPerSession events and EventBytes bytes per session, and
+	// EventTotalBytes across sessions, dropping the oldest (defaults:
+	// DefaultEventsPerSession, DefaultEventBytes, DefaultEventTotalBytes).
+	EventsPerSession, EventBytes, EventTotalBytes int
 }
 
 // Handler serves streamable HTTP at /mcp and SSE at /sse (+ /message),
@@ -294,11 +309,14 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 	if opts.SessionIdleTTL <= 0 {
 		opts.SessionIdleTTL = 15 * time.Minute
 	}
+	// Without an event store mcp-go drops notifications sent just before
+	// a handler returns (the POST stream closes first); its own store
+	// keeps every event of a session until the session ends.
+	events := newBoundedEventStore(opts.EventsPerSession, opts.EventBytes, opts.EventTotalBytes)
+	s.events = events
 	streamable := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
-		// Without an event store mcp-go drops notifications sent just before
-		// a handler returns (the POST stream closes first).
-		server.WithEventStore(server.NewInMemoryEventStore()),
+		server.WithEventStore(events),
 		server.WithSessionIdleTTL(opts.SessionIdleTTL),
 		server.WithStreamableHTTPLogger(s.log),
 	)
@@ -309,7 +327,7 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 		server.WithKeepAliveInterval(15*time.Second),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.auth(handover(streamable)))
+	mux.Handle("/mcp", s.auth(events.resumeGuard(handover(streamable))))
 	mux.Handle("/sse", s.auth(sse.SSEHandler()))
 	mux.Handle("/message", s.auth(sse.MessageHandler()))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
