@@ -9,6 +9,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -386,24 +387,53 @@ func handover(next http.Handler) http.Handler {
 			return
 		}
 		h := &bridge.Handover{}
-		ew := &errWriter{ResponseWriter: w}
+		ew := &errWriter{rw: w}
 		next.ServeHTTP(ew, r.WithContext(bridge.WithHandover(r.Context(), h)))
+		wrote, failed := ew.detach()
 		// Delivered: the response was written without error. The request
 		// context is no signal: clients may close the connection as soon as
 		// they have read the response, before this handler returns.
-		h.Settle(ew.wrote && !ew.failed)
+		h.Settle(wrote && !failed)
 	})
 }
 
 // errWriter remembers whether the response was written, and whether any
-// write failed.
+// write failed. Once the handler returned it lets go of the response
+// (detach): mcp-go keeps the writer of every POST answered as SSE until
+// its session ends, and through it the whole request (headers, context,
+// buffers: ~4 KB a call); a write after that fails.
 type errWriter struct {
-	http.ResponseWriter
+	mu            sync.Mutex
+	rw            http.ResponseWriter // nil once detached
 	wrote, failed bool
 }
 
+var errResponseDone = errors.New("mcp: the HTTP response is complete")
+
+func (w *errWriter) Header() http.Header {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rw == nil {
+		return http.Header{}
+	}
+	return w.rw.Header()
+}
+
+func (w *errWriter) WriteHeader(code int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rw != nil {
+		w.rw.WriteHeader(code)
+	}
+}
+
 func (w *errWriter) Write(p []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rw == nil {
+		return 0, errResponseDone
+	}
+	n, err := w.rw.Write(p)
 	if err != nil {
 		w.failed = true
 	} else if n > 0 {
@@ -413,12 +443,27 @@ func (w *errWriter) Write(p []byte) (int, error) {
 }
 
 func (w *errWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f, ok := w.rw.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func (w *errWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// Unwrap is the response (nil once detached), for http.ResponseController.
+func (w *errWriter) Unwrap() http.ResponseWriter {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rw
+}
+
+// detach lets go of the response and reports what was written.
+func (w *errWriter) detach() (wrote, failed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rw = nil
+	return w.wrote, w.failed
+}
 
 // maxRequestBytes bounds one HTTP request body (tool arguments are held to
 // 1 MiB, messages to far less).
