@@ -247,3 +247,22 @@ func TestUIDCounter(t *testing.T) {
 		t.Fatalf("counts %v", u.n)
 	}
 }
+
+// The "net" settings load from config.json; zero fields take the defaults.
+func TestNetConfigLoads(t *testing.T) {
+	path := t.TempDir() + "/config.json"
+	raw := `{"net": {"maxConns": 100, "idleTimeout": "5s", "socketMaxConnsPerUid": -1}}`
+	if err := os.WriteFile(path, []byte(raw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadFile(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.Net.withDefaults()
+	want := NetConfig{MaxConns: 100, IdleTimeout: Duration(5 * time.Second), ReadHeaderTimeout: Duration(DefaultReadHeaderTimeout),
+		SocketMaxConns: DefaultSocketMaxConns, SocketMaxConnsPerUID: -1}
+	if n != want {
+		t.Fatalf("loaded %+v, want %+v", n, want)
+	}
+}
