@@ -76,7 +76,13 @@ func TestBrokerOutageBounded(t *testing.T) {
 	phase.Store(1)
 	rmqctl(t, "stop_app")
 	downAt := time.Now()
-	time.Sleep(outage)
+	lateStart := time.Now()
+	late := gatewaytest.RegisterOn(t, ga, "late", bridge.RolePrimary) // registering needs no broker
+	lateReg := time.Since(lateStart)
+	if _, err := ga.Core().Send(context.Background(), w.GID, bridge.SendRequest{Target: "late", Message: "hello late"}, nil); err != nil {
+		t.Errorf("send to an entity registered during the outage: %v", err)
+	}
+	time.Sleep(max(0, outage-time.Since(downAt)))
 	rmqctl(t, "start_app")
 	down := time.Since(downAt)
 	phase.Store(2)
@@ -87,6 +93,11 @@ func TestBrokerOutageBounded(t *testing.T) {
 	got := map[string]int{}
 	drain(t, ga, lead.GID, got, local.accepted())
 	drain(t, gb, far.GID, got, cross.accepted())
+	drain(t, ga, late.GID, got, []string{"hello late"})
+	if got["hello late"] != 1 {
+		t.Errorf("the entity registered during the outage got %d copies of its message", got["hello late"])
+	}
+	t.Logf("registering an entity while the broker was down took %v", lateReg)
 	lost, dups := 0, 0
 	for _, b := range append(local.accepted(), cross.accepted()...) {
 		switch got[b] {

@@ -101,6 +101,14 @@ type Transport struct {
 	wake          chan struct{}
 	stop          chan struct{}
 	wg            sync.WaitGroup
+
+	// attach.go: the broker side of inboxes declared or consumed while
+	// the broker was unreachable, done when it returns
+	amu       sync.Mutex
+	declares  map[string]bridge.InboxSpec
+	attaches  map[*inboxSub]bool
+	attaching bool
+	attachWG  sync.WaitGroup
 }
 
 var (
@@ -138,7 +146,8 @@ func New(local *embedded.Transport, remote Remote, opts Options) (*Transport, er
 		opts.Now = time.Now
 	}
 	t := &Transport{local: local, remote: remote, opts: opts, log: opts.Logger,
-		wake: make(chan struct{}, 1), stop: make(chan struct{})}
+		wake: make(chan struct{}, 1), stop: make(chan struct{}),
+		declares: map[string]bridge.InboxSpec{}, attaches: map[*inboxSub]bool{}}
 	t.spooled, _ = local.OutboxLen()
 	return t, nil
 }
@@ -167,17 +176,49 @@ func (t *Transport) Outbox() (messages int, bytes int64) { return t.local.Outbox
 // Local is the embedded transport this one routes same-host messages on.
 func (t *Transport) Local() *embedded.Transport { return t.local }
 
-// DeclareInbox implements bridge.Transport: on both sides.
+// DeclareInbox implements bridge.Transport: on both sides. With the
+// broker unreachable the local inbox is enough to go on: the broker's is
+// declared when it returns (attach.go), so an entity registers, and talks
+// to its own host, during an outage.
 func (t *Transport) DeclareInbox(ctx context.Context, gid string, spec bridge.InboxSpec) error {
 	if err := t.local.DeclareInbox(ctx, gid, spec); err != nil {
 		return err
 	}
-	return t.remote.DeclareInbox(ctx, gid, spec)
+	if t.remote.Connected() {
+		err := t.bounded(ctx, func(ctx context.Context) error { return t.remote.DeclareInbox(ctx, gid, spec) })
+		if !t.down(ctx, err) {
+			return err
+		}
+	}
+	t.later(gid, &spec, nil)
+	return nil
 }
 
-// DeleteInbox implements bridge.Transport: on both sides.
+// DeleteInbox implements bridge.Transport: on both sides. The broker's
+// queue of an inbox deleted during an outage is left to its x-expires.
 func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
-	return errors.Join(t.local.DeleteInbox(ctx, gid), t.remote.DeleteInbox(ctx, gid))
+	t.forget(gid)
+	lerr := t.local.DeleteInbox(ctx, gid)
+	rerr := t.bounded(ctx, func(ctx context.Context) error { return t.remote.DeleteInbox(ctx, gid) })
+	if t.down(ctx, rerr) {
+		t.log.Warn("broker unreachable: the broker queue of a deleted inbox is left to expire", "queue", bridge.InboxQueueName(gid), "err", rerr)
+		rerr = nil
+	}
+	return errors.Join(lerr, rerr)
+}
+
+// bounded runs f under Bound.
+func (t *Transport) bounded(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, t.opts.Bound)
+	defer cancel()
+	return f(ctx)
+}
+
+// down reports whether err (of a call bounded under ctx) means the broker
+// is unreachable rather than a refusal.
+func (t *Transport) down(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && (errors.Is(err, bridge.ErrUnavailable) ||
+		errors.Is(err, context.DeadlineExceeded) || !t.remote.Connected())
 }
 
 // Publish implements bridge.Transport. A point-to-point message for an
@@ -290,18 +331,30 @@ func (t *Transport) Consume(ctx context.Context, gid string, prefetch int, h fun
 	if err != nil {
 		return nil, err
 	}
-	rs, err := t.remote.Consume(ctx, gid, prefetch, func(d bridge.Delivery) {
+	s := &inboxSub{t: t, gid: gid, prefetch: prefetch, local: ls, h: func(d bridge.Delivery) {
 		if t.ownBroadcast(d) {
 			_ = d.Acker.Ack()
 			return
 		}
 		one(d)
-	})
-	if err != nil {
-		ls.Cancel()
-		return nil, err
+	}}
+	if t.declaredRemote(gid) && t.remote.Connected() {
+		var rs bridge.Subscription
+		err := t.bounded(ctx, func(ctx context.Context) (err error) {
+			rs, err = t.remote.Consume(ctx, gid, prefetch, s.h)
+			return err
+		})
+		if err == nil {
+			s.remote = rs
+			return s, nil
+		}
+		if !t.down(ctx, err) {
+			ls.Cancel()
+			return nil, err
+		}
 	}
-	return &both{a: rs, b: ls}, nil
+	t.later(gid, nil, s)
+	return s, nil
 }
 
 // ownBroadcast is a broadcast of this host come back through the broker:
@@ -333,8 +386,13 @@ func (t *Transport) ConsumeDeadLetters(ctx context.Context, h func(bridge.DeadLe
 	return &both{a: rs, b: ls}, nil
 }
 
-// PublishPresence implements bridge.PresenceTransport on the broker.
+// PublishPresence implements bridge.PresenceTransport on the broker. A
+// heartbeat is soft state: with the broker known to be down it fails at
+// once rather than hold the heartbeat loop for a bound per entity.
 func (t *Transport) PublishPresence(ctx context.Context, env *bridge.Envelope) error {
+	if !t.remote.Connected() {
+		return fmt.Errorf("%w: heartbeat not published: the broker is unreachable", bridge.ErrUnavailable)
+	}
 	return t.remote.PublishPresence(ctx, env)
 }
 
@@ -365,6 +423,7 @@ func (t *Transport) Close() error {
 	close(t.stop)
 	t.mu.Unlock()
 	t.wg.Wait()
+	t.attachWG.Wait()
 	return errors.Join(t.remote.Close(), t.local.Close())
 }
 

@@ -393,3 +393,35 @@ func emptied(t *testing.T, a *split.Transport) {
 		}
 	}
 }
+
+// TestInboxDeclaredDuringOutage: an inbox declared and consumed while the
+// link is down works for this host at once, and takes messages from other
+// hosts once the link is back.
+func TestInboxDeclaredDuringOutage(t *testing.T) {
+	r := newRig(t, split.Options{Bound: time.Minute})
+	r.link.LinkDown()
+	done := make(chan string)
+	go func() { done <- r.inbox(r.a) }()
+	var gid string
+	select {
+	case gid = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("declaring an inbox waited for the broker")
+	}
+	if err := r.publish(gid, "local"); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(gid, 1)
+	r.link.LinkUp()
+	ctx := context.Background()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := r.b.Publish(ctx, gid, env("hb", gid, "remote", time.Minute), true)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bridge.ErrUnroutable) || time.Now().After(deadline) {
+			t.Fatalf("publish from the other host: %v", err)
+		}
+	}
+	r.waitFor(gid, 2)
+}
