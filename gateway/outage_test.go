@@ -267,3 +267,64 @@ func (l *sendLog) firstErr() error {
 	defer l.mu.Unlock()
 	return l.firstBad
 }
+
+// TestBrokerOutageFailModeAndExpiry: in fail mode a cross-host send fails
+// within the bound saying the broker is unreachable; in spool mode a
+// spooled message that expires before the broker returns is reported
+// FAILED to its sender, held for it, not lost in silence.
+func TestBrokerOutageFailModeAndExpiry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops the broker")
+	}
+	url := brokerURL(t)
+	rmqctl(t, "status")
+	gf := gatewaytest.StartHost(t, gatewaytest.UniqueHost("of"), url, func(c *gateway.Config) {
+		c.BrokerOutage, c.BrokerWait = "fail", time.Second
+	})
+	gs := gatewaytest.StartHost(t, gatewaytest.UniqueHost("os"), url, func(c *gateway.Config) {
+		c.Core.MessageTTL = 2 * time.Second
+	})
+	gb := gatewaytest.StartHost(t, gatewaytest.UniqueHost("ot"), url)
+	wf := gatewaytest.RegisterOn(t, gf, "wf", bridge.RoleWorker)
+	ws := gatewaytest.RegisterOn(t, gs, "ws", bridge.RolePrimary)
+	gatewaytest.RegisterOn(t, gb, "far", bridge.RolePrimary)
+	farAddr := "far@" + gb.Host()
+	for _, g := range []*gateway.Gateway{gf, gs} {
+		gatewaytest.Eventually(t, 10*time.Second, g.Host()+" sees far", func() bool { _, err := g.Core().Resolve(farAddr); return err == nil })
+	}
+	rmqctl(t, "stop_app")
+	t.Cleanup(func() { rmqctl(t, "start_app") })
+	ctx := context.Background()
+
+	start := time.Now()
+	_, err := gf.Core().Send(ctx, wf.GID, bridge.SendRequest{Target: farAddr, Message: "fail me"}, nil)
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Errorf("fail mode, broker down: %v, want an error saying the broker is unreachable", err)
+	}
+	if took > 10*time.Second {
+		t.Errorf("fail mode took %v, bound 1s", took)
+	}
+	t.Logf("fail mode: %v after %v", err, took)
+
+	res, err := gs.Core().Send(ctx, ws.GID, bridge.SendRequest{Target: farAddr, Message: "expire me"}, nil)
+	if err != nil || res.Status != bridge.StatusQueued {
+		t.Fatalf("spool mode, broker down: %+v, %v; want queued", res, err)
+	}
+	var failed *bridge.Message
+	for deadline := time.Now().Add(20 * time.Second); failed == nil && time.Now().Before(deadline); {
+		r, err := gs.Core().Poll(ctx, ws.GID, bridge.PollRequest{Max: 10, Wait: time.Second}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range r.Messages {
+			if m.Kind == bridge.KindFailed && m.Corr == res.MsgID {
+				failed = &r.Messages[i]
+			}
+		}
+	}
+	if failed == nil {
+		t.Fatal("the spooled message expired without a FAILED for its sender")
+	}
+	t.Logf("expired in the outbox: FAILED %q", failed.Body)
+}

@@ -278,7 +278,10 @@ func (t *Transport) cross(ctx context.Context, key string, env *bridge.Envelope,
 		return err
 	}
 	if t.opts.Outage == Fail {
-		return fmt.Errorf("%w: not sent: the broker did not take it within %v (broker outage mode %q): %v", bridge.ErrUnavailable, t.opts.Bound, Fail, err)
+		if errors.Is(err, bridge.ErrUnavailable) {
+			return fmt.Errorf("%w (broker outage mode %s: nothing is kept for later)", err, Fail)
+		}
+		return fmt.Errorf("%w: the broker is unreachable or did not confirm the message within %v: not sent, unless it was published just before the link dropped (broker outage mode %s: nothing is kept for later)", bridge.ErrUnavailable, t.opts.Bound, Fail)
 	}
 	t.mu.Lock()
 	t.spooled++
