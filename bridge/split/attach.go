@@ -65,10 +65,9 @@ func (t *Transport) later(gid string, spec *bridge.InboxSpec, s *inboxSub) {
 	if t.attaching {
 		return
 	}
-	t.mu.Lock()
-	closed := t.closed
-	t.mu.Unlock()
-	if closed {
+	t.mu.Lock() // Close sets closed under it, then waits: no Add after that
+	defer t.mu.Unlock()
+	if t.closed {
 		return
 	}
 	t.attaching = true
