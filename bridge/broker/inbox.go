@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -176,6 +179,15 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 				}
 				continue // reconnecting: publish again
 			}
+			if linkBroken(err) {
+				// the socket failed under the write (a reset as the broker
+				// stops): the connection is gone though not yet marked so.
+				// Close it for the supervisor, and publish again once
+				// reconnected: the outcome of this one is unknown.
+				t.log.Warn("broker connection failed under a publish; reconnecting", "msgId", env.MsgID, "err", err)
+				conn.Close()
+				continue
+			}
 			return fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
 		}
 		acked, err := dc.WaitContext(ctx)
@@ -201,6 +213,13 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 		}
 		return nil
 	}
+}
+
+// linkBroken reports whether a publish failed because the connection's
+// socket did (a write error), not because the broker refused it.
+func linkBroken(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // wasReturned drains the returns that arrived (a return is in the channel

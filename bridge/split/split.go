@@ -274,7 +274,8 @@ func (t *Transport) cross(ctx context.Context, key string, env *bridge.Envelope,
 	err := t.remote.Publish(pctx, key, env, mandatory)
 	timedOut := pctx.Err() != nil && ctx.Err() == nil
 	cancel()
-	if err == nil || !(errors.Is(err, bridge.ErrUnavailable) || timedOut) {
+	// a failure while the link is down is the outage, whatever its error
+	if err == nil || !(errors.Is(err, bridge.ErrUnavailable) || timedOut || (ctx.Err() == nil && !t.remote.Connected())) {
 		return err
 	}
 	if t.opts.Outage == Fail {
