@@ -101,43 +101,56 @@ func (t *Transport) Spool(key string, env *bridge.Envelope, mandatory bool, maxC
 
 // OutboxHead is the oldest message in the outbox; nil when it is empty.
 func (t *Transport) OutboxHead() (*Spooled, error) {
-	var s *Spooled
+	s, err := t.OutboxPeek(1)
+	if len(s) == 0 {
+		return nil, err
+	}
+	return s[0], err
+}
+
+// OutboxPeek is the n oldest messages in the outbox, oldest first.
+func (t *Transport) OutboxPeek(n int) ([]*Spooled, error) {
+	var out []*Spooled
 	err := t.db.View(func(tx *bolt.Tx) error {
-		k, v := tx.Bucket(bktOutbox).Cursor().First()
-		if k == nil {
-			return nil
+		c := tx.Bucket(bktOutbox).Cursor()
+		for k, v := c.First(); k != nil && len(out) < n; k, v = c.Next() {
+			s := &Spooled{Size: len(v)}
+			if len(k) == 8 {
+				s.Seq = binary.BigEndian.Uint64(k)
+			}
+			s.Key, s.Mandatory, s.Env, s.Err = decodeSpool(v)
+			out = append(out, s)
 		}
-		s = &Spooled{Size: len(v)}
-		if len(k) == 8 {
-			s.Seq = binary.BigEndian.Uint64(k)
-		}
-		s.Key, s.Mandatory, s.Env, s.Err = decodeSpool(v)
 		return nil
 	})
 	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
 		return nil, bridge.ErrClosed
 	}
-	return s, err
+	return out, err
 }
 
-// Unspool removes the message seq from the outbox (a no-op if it is gone).
-func (t *Transport) Unspool(seq uint64) error {
+// Unspool removes the messages seqs from the outbox, in one commit (a
+// seq already gone is skipped).
+func (t *Transport) Unspool(seqs ...uint64) error {
 	return t.write(func(tx *bolt.Tx) error {
 		q := tx.Bucket(bktOutbox)
-		v := q.Get(seqKey(seq))
-		if v == nil {
-			return nil
-		}
-		size := uint64(len(v))
-		if err := q.Delete(seqKey(seq)); err != nil {
-			return err
-		}
 		cnt := tx.Bucket(bktOutCnt)
 		n, b := getCount(cnt, outCountKey), getCount(cnt, outBytesKey)
-		if err := putCount(cnt, outCountKey, n-min(n, 1)); err != nil {
+		for _, seq := range seqs {
+			v := q.Get(seqKey(seq))
+			if v == nil {
+				continue
+			}
+			size := uint64(len(v))
+			if err := q.Delete(seqKey(seq)); err != nil {
+				return err
+			}
+			n, b = n-min(n, 1), b-min(b, size)
+		}
+		if err := putCount(cnt, outCountKey, n); err != nil {
 			return err
 		}
-		return putCount(cnt, outBytesKey, b-min(b, size))
+		return putCount(cnt, outBytesKey, b)
 	})
 }
 
