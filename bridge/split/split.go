@@ -173,9 +173,6 @@ func (t *Transport) Start(undeliverable func(env *bridge.Envelope, reason string
 // Outbox is how many messages and bytes wait in the outbox.
 func (t *Transport) Outbox() (messages int, bytes int64) { return t.local.OutboxLen() }
 
-// Local is the embedded transport this one routes same-host messages on.
-func (t *Transport) Local() *embedded.Transport { return t.local }
-
 // DeclareInbox implements bridge.Transport: on both sides. With the
 // broker unreachable the local inbox is enough to go on: the broker's is
 // declared when it returns (attach.go), so an entity registers, and talks
