@@ -77,7 +77,11 @@ func TestConformance(t *testing.T) {
 			n, _ := nets.Load(tr)
 			return n.(*memnet.Network).Connect()
 		},
-		Grace:    100 * time.Millisecond,
+		Grace: 100 * time.Millisecond,
+		// every subtest runs at once, each with its own store and
+		// network: on a loaded 2-core machine under -race a wait may
+		// take longer than the default 5 s
+		Timeout:  15 * time.Second,
 		Parallel: true,
 	})
 }
