@@ -20,6 +20,7 @@ import (
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/bridge/embedded"
+	"github.com/herdbridge/herdbridge/bridge/split"
 	"github.com/herdbridge/herdbridge/bridge/store"
 	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/keys"
@@ -34,6 +35,14 @@ type Config struct {
 	Host     string // this host's id
 	NoSync   bool   // skip fsync: a process crash still loses nothing, an OS crash or power loss can
 	Broker   string // amqp[s]:// URL: gateways meet there; empty: the embedded transport
+	// BrokerOutage is what a message for another host does while the
+	// broker is unreachable: "spool" (default: kept in this gateway's
+	// outbox, published when it returns; the send says queued) or "fail"
+	// (the send fails within BrokerWait). Empty: the configuration file's.
+	BrokerOutage string
+	// BrokerWait bounds how long a publish waits for an unreachable broker
+	// before it is spooled or fails (default: the configuration file's, else 5s).
+	BrokerWait time.Duration
 	// amqps://: CA bundle verifying the broker, client certificate and key
 	BrokerCA, BrokerCert, BrokerKey string
 	// PEM certificate (chain) and its key: HTTPS, and Listen may be non-loopback
@@ -61,6 +70,7 @@ type Gateway struct {
 	watcher  *herdr.Watcher // nil: herdr disabled
 	nudger   *herdr.PaneNudger
 	tr       bridge.Transport
+	split    *split.Transport // with a broker: tr
 	store    *store.Store
 	core     *bridge.Core
 	mcp      *mcp.Server
@@ -164,6 +174,11 @@ func (g *Gateway) open(ctx context.Context) error {
 	if err := g.core.Start(g.life); err != nil {
 		return err
 	}
+	if g.split != nil {
+		// the outbox pump reports what it cannot deliver to the core,
+		// which tells the sender
+		g.split.Start(g.core.Undeliverable)
+	}
 	if err := g.listenSocket(); err != nil {
 		return err
 	}
@@ -204,12 +219,53 @@ func (g *Gateway) openTransport(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tr, err := broker.Open(ctx, broker.Options{URL: g.cfg.Broker, TLS: tlsConf, Logger: g.log})
+	opts, err := g.splitOptions()
 	if err != nil {
 		return err
 	}
-	g.tr = tr
+	remote, err := broker.Open(ctx, broker.Options{URL: g.cfg.Broker, TLS: tlsConf, Logger: g.log, DownWait: opts.Bound})
+	if err != nil {
+		return err
+	}
+	// same-host messages, and the outbox of cross-host ones the broker
+	// cannot take, live in the embedded store: the file the gateway uses
+	// without a broker, so switching modes strands nothing
+	local, err := embedded.Open(filepath.Join(g.cfg.StateDir, queueName), embedded.Options{Logger: g.log, NoSync: g.cfg.NoSync})
+	if err != nil {
+		remote.Close()
+		return err
+	}
+	tr, err := split.New(local, remote, opts)
+	if err != nil {
+		remote.Close()
+		local.Close()
+		return err
+	}
+	g.tr, g.split = tr, tr
 	return nil
+}
+
+// splitOptions are the split transport's options: the flags' outage mode
+// and bound, else the configuration file's, and the file's outbox caps.
+func (g *Gateway) splitOptions() (split.Options, error) {
+	f := g.cfg.File
+	mode := g.cfg.BrokerOutage
+	if mode == "" {
+		mode = f.BrokerOutage
+	}
+	m, err := split.ParseMode(mode)
+	if err != nil {
+		return split.Options{}, fmt.Errorf("gateway: %w", err)
+	}
+	wait := g.cfg.BrokerWait
+	if wait <= 0 {
+		wait = time.Duration(f.BrokerWait)
+	}
+	if wait <= 0 {
+		wait = 5 * time.Second
+	}
+	return split.Options{Host: g.cfg.Host, Outage: m, Bound: wait, OutboxMaxMessages: f.OutboxMaxMessages,
+		OutboxMaxBytes: f.OutboxMaxBytes, Logger: g.log}, nil
 }
 
 // coreConfig is the core's configuration: the tuning of Config.Core, the
