@@ -42,6 +42,8 @@ type presence struct {
 	sent map[string]int64 // ts (Unix ms) of the last heartbeat published per gid (under pub)
 
 	mu     sync.Mutex
+	fresh  map[string]bool         // entities whose heartbeat is wanted now (kickPresence)
+	full   bool                    // every heartbeat is wanted now
 	remote map[string]*remoteEntry // entities of other hosts, by gid
 	hosts  map[string]*remoteEntry // other hosts' _gateway entries
 	beats  map[string]time.Time    // ts of the newest heartbeat per gid
@@ -237,13 +239,29 @@ func (c *Core) presenceLoop(pt PresenceTransport) {
 			c.publishPresence(nil)
 			c.pres.expire(c.cfg.Now(), c.cfg.PresenceEvery, c.cfg.PresenceTTL, c.cfg.ClockSkew)
 		case <-c.pres.kick:
-			c.publishPresence(nil)
+			if full, gids := c.pres.takeKick(); full {
+				c.publishPresence(nil)
+			} else {
+				c.publishFresh(gids)
+			}
 		}
 	}
 }
 
-// kickPresence asks for a heartbeat now (an entity registered).
-func (c *Core) kickPresence() {
+// kickPresence asks for the heartbeats of gids now (they registered), or
+// for every heartbeat when none is named.
+func (c *Core) kickPresence(gids ...string) {
+	c.pres.mu.Lock()
+	if len(gids) == 0 {
+		c.pres.full = true
+	}
+	for _, gid := range gids {
+		if c.pres.fresh == nil {
+			c.pres.fresh = map[string]bool{}
+		}
+		c.pres.fresh[gid] = true
+	}
+	c.pres.mu.Unlock()
 	select {
 	case c.pres.kick <- struct{}{}:
 	default:
@@ -258,23 +276,59 @@ func (c *Core) presenceOf(st *entState) (Presence, bool) {
 		PaneID: st.PaneID, Status: st.paneStatus, Forward: c.forwards(st)}, !st.removed
 }
 
+// takeKick returns and clears what kickPresence asked for.
+func (p *presence) takeKick() (full bool, gids []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for gid := range p.fresh {
+		gids = append(gids, gid)
+	}
+	full, p.full, p.fresh = p.full, false, nil
+	return full, gids
+}
+
 // publishPresence sends one heartbeat per local entity and the host's own;
 // extra adds entries (a removal's Gone).
 func (c *Core) publishPresence(extra []Presence) {
+	c.publishBeats(func() []Presence {
+		ps := append([]Presence(nil), extra...)
+		for _, st := range c.reg.all() {
+			if p, ok := c.presenceOf(st); ok {
+				ps = append(ps, p)
+			}
+		}
+		return append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint})
+	})
+}
+
+// publishFresh sends only the heartbeats of entities that just registered:
+// a team of n registering at once is announced in n heartbeats, not n²
+// (every registration used to resend everyone's, and the last ones'
+// messages waited out the receivers' PresenceWait behind them).
+func (c *Core) publishFresh(gids []string) {
+	c.publishBeats(func() []Presence {
+		var ps []Presence
+		for _, gid := range gids {
+			if st := c.reg.get(gid); st != nil {
+				if p, ok := c.presenceOf(st); ok {
+					ps = append(ps, p)
+				}
+			}
+		}
+		return ps
+	})
+}
+
+// publishBeats signs and publishes the heartbeats build returns, built and
+// sent under pub (a removal's Gone never overtakes a heartbeat built before).
+func (c *Core) publishBeats(build func() []Presence) {
 	pt, ok := c.tr.(PresenceTransport)
 	if !ok {
 		return
 	}
 	c.pres.pub.Lock()
 	defer c.pres.pub.Unlock()
-	ps := append([]Presence(nil), extra...)
-	for _, st := range c.reg.all() {
-		if p, ok := c.presenceOf(st); ok {
-			ps = append(ps, p)
-		}
-	}
-	ps = append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint})
-	for _, p := range ps {
+	for _, p := range build() {
 		body, _ := json.Marshal(p)
 		env := c.newEnv(KindPresence, p.GID, "roster."+c.cfg.Host+"."+p.Name, body, c.cfg.PresenceTTL)
 		c.pres.strictlyLater(env)

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,17 +17,49 @@ func (c *Core) newEnv(kind Kind, from, to string, body []byte, ttl time.Duration
 	}
 }
 
-// publish signs env, publishes it and audits the outcome.
+// publish signs env, publishes it and audits the outcome. A message the
+// transport spooled (ErrSpooled: its broker is unreachable) counts as
+// published: it is durable at this gateway and goes out when the broker
+// returns.
 func (c *Core) publish(ctx context.Context, key string, env *Envelope, mandatory bool) error {
+	_, err := c.publishSpool(ctx, key, env, mandatory)
+	return err
+}
+
+// publishSpool is publish that also says whether the message was spooled,
+// for the calls whose result tells the caller so.
+func (c *Core) publishSpool(ctx context.Context, key string, env *Envelope, mandatory bool) (spooled bool, err error) {
 	c.sign(env)
-	err := c.tr.Publish(ctx, key, env, mandatory)
-	if err != nil {
+	err = c.tr.Publish(ctx, key, env, mandatory)
+	switch {
+	case errors.Is(err, ErrSpooled):
+		c.auditEnv("out", env, key, "spooled: the broker is unreachable, published when it returns")
+		c.log.Info("spooled: the broker is unreachable", LogKind, env.Kind, LogMsgID, env.MsgID, LogTo, key)
+		spooled = true
+	case err != nil:
 		c.auditEnv("out", env, key, "publish failed: "+err.Error())
-		return err
+		return false, err
+	default:
+		c.auditEnv("out", env, key, "published")
 	}
-	c.auditEnv("out", env, key, "published")
 	c.publishedFor(ctx, env)
-	return nil
+	return spooled, nil
+}
+
+// Undeliverable reports that env, which the transport spooled while its
+// broker was unreachable (the sender was answered "queued"), can no longer
+// be delivered — it expired waiting, or the broker refused it once back:
+// its sender, an entity of this host, gets FAILED (corr = its msgId) with
+// reason, once. Receipts and notices are not reported (nobody awaits them).
+func (c *Core) Undeliverable(env *Envelope, reason string) {
+	if env == nil || env.Host != c.cfg.Host || !failedKinds[env.Kind] || c.reg.get(env.From) == nil {
+		return
+	}
+	c.ledger.settle(env.MsgID) // a brief into a pane: this FAILED is its receipt
+	if !c.mem.mark("undeliverable:"+env.MsgID, c.cfg.Now().Add(c.cfg.MessageTTL)) {
+		return
+	}
+	c.publishAll([]outMsg{c.receiptFor(KindFailed, GatewayGID(c.cfg.Host), env, "not delivered: "+reason)})
 }
 
 // outMsg is a publish decided under a lock and done after it.

@@ -89,7 +89,7 @@ func (c *Core) register(ctx context.Context, req RegisterRequest, check func(gid
 	if err := c.attachInbox(st); err != nil {
 		return Entity{}, "", err
 	}
-	c.kickPresence()
+	c.kickPresence(st.GID)
 	e := st.view()
 	c.log.Info("entity registered", LogGID, e.GID, "name", e.Name, "role", e.Role, "groups", e.Groups)
 	return e, token, nil

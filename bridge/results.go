@@ -11,7 +11,7 @@ import (
 // Statuses carried by tool results.
 const (
 	StatusConfirmed       = "confirmed"        // the transport accepted it
-	StatusQueued          = "queued"           // accepted; waits in the worker's pane queue until it is ready
+	StatusQueued          = "queued"           // accepted; waits in the worker's pane queue until it is ready, or at this gateway until the broker returns
 	StatusInjected        = "injected"         // typed into the worker's pane
 	StatusSubmitted       = "submitted"        // the worker started the turn
 	StatusUncertain       = "uncertain"        // typed, turn start not observed

@@ -65,8 +65,12 @@ func (c *Core) send(ctx context.Context, st *entState, req SendRequest, prog Pro
 	s := c.openSend(st, target, req)
 	defer c.closeSend(s)
 	res := &Result{Status: StatusConfirmed, MsgID: s.env.MsgID, TraceID: s.env.TraceID, Target: target.Addr()}
-	if err := c.publishSend(ctx, s, req.Message); err != nil {
+	spooled, err := c.publishSend(ctx, s, req.Message)
+	if err != nil {
 		return nil, err
+	}
+	if spooled {
+		return c.sendSpooled(s, res), nil
 	}
 	if s.w == nil && !s.forwarded {
 		res.Held = c.heldFor(st)
@@ -138,20 +142,42 @@ func (c *Core) closeSend(s *openSend) {
 
 // publishSend publishes the message; a forwarded brief is in the ledger
 // first, so a crash anywhere after still ends in a receipt or a FAILED.
-func (c *Core) publishSend(ctx context.Context, s *openSend, body string) error {
+// spooled: the broker is unreachable and the message waits at this
+// gateway; a forwarded brief's receipt then waits as long as it may.
+func (c *Core) publishSend(ctx context.Context, s *openSend, body string) (spooled bool, err error) {
 	env := s.env
 	if s.forwarded {
 		c.ledger.expect(store.Await{MsgID: env.MsgID, From: s.st.GID, To: s.target.GID, ToName: s.target.Name, TraceID: env.TraceID, Excerpt: Excerpt(body),
 			Deadline: c.cfg.Now().Add(c.cfg.InjectWait + c.cfg.ReceiptWait), ExpiresAt: env.ExpiresAt})
 	}
-	if err := c.publish(ctx, s.target.GID, env, true); err != nil {
+	if spooled, err = c.publishSpool(ctx, s.target.GID, env, true); err != nil {
 		if s.forwarded {
 			c.ledger.settle(env.MsgID)
 		}
-		return c.publishErr(err, s.target)
+		return false, c.publishErr(err, s.target)
+	}
+	if spooled && s.forwarded {
+		c.ledger.queued(env.MsgID, c.cfg.ReceiptWait)
 	}
 	c.log.Info("sent", LogKind, env.Kind, LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogFrom, s.st.GID, LogTo, s.target.GID)
-	return nil
+	return spooled, nil
+}
+
+// brokerDownReason is the reason of a result whose message was spooled.
+const brokerDownReason = "the broker is unreachable: the message is kept at this gateway and published when the broker returns"
+
+// sendSpooled is the result of a send whose message was spooled: queued,
+// at once — waiting for a reply over a broker that is down would only
+// wait out the cap.
+func (c *Core) sendSpooled(s *openSend, res *Result) *Result {
+	res.Status, res.Reason = StatusQueued, brokerDownReason
+	res.Next = "bridge_poll(target=" + s.target.Name + ") later: the reply"
+	if s.forwarded {
+		res.Next += " and the brief's receipt (INJECTED or FAILED, corr " + res.MsgID + ")"
+	}
+	res.Next += " will be held for you"
+	res.Held = c.heldFor(s.st)
+	return res
 }
 
 // awaitSend waits for the brief's receipt and, with a wait, the reply.
@@ -282,12 +308,18 @@ func (c *Core) broadcast(ctx context.Context, gid string, req BroadcastRequest) 
 	key := BroadcastKey(req.Group)
 	env := c.newEnv(KindBroadcast, gid, key, []byte(req.Message), c.cfg.MessageTTL)
 	env.TraceID = uuid.NewString()
-	if err := c.publish(ctx, key, env, false); err != nil {
+	spooled, err := c.publishSpool(ctx, key, env, false)
+	if err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			return nil, userErr("broadcast to %s: %v; send it again once the broker is back", key, err)
 		}
 		return nil, fmt.Errorf("bridge: broadcast: %w", err)
 	}
 	c.log.Info("broadcast", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogFrom, gid, LogTo, key)
-	return &Result{Status: StatusConfirmed, MsgID: env.MsgID, TraceID: env.TraceID, Target: key}, nil
+	res := &Result{Status: StatusConfirmed, MsgID: env.MsgID, TraceID: env.TraceID, Target: key}
+	if spooled {
+		res.Status = StatusQueued
+		res.Reason = "delivered on this host; the broker is unreachable: the copies for other hosts are kept at this gateway and published when the broker returns"
+	}
+	return res, nil
 }

@@ -101,6 +101,11 @@ var (
 	// bound: the message was not published (or, when the link dropped
 	// before the broker confirmed it, its fate is unknown: the error says).
 	ErrUnavailable = errors.New("bridge: transport unavailable")
+	// ErrSpooled is a publish the transport could not make now (its broker
+	// is unreachable) and accepted anyway: the message is durable at this
+	// gateway and is published, in order, when the broker returns. It is a
+	// success for the caller, who reports the message queued.
+	ErrSpooled = errors.New("bridge: the broker is unreachable: accepted and kept at this gateway; it is published when the broker returns")
 )
 
 // InboxQueueName is the broker name of gid's inbox (SPEC §5).

@@ -182,8 +182,11 @@ func (c *Core) verifyTime(env *Envelope) (reason, detail string) {
 }
 
 // pendingCap bounds the deliveries of one queue that wait for presence: they
-// hold prefetch slots, so a flood of them must not wedge the queue.
-func (c *Core) pendingCap() int { return max(16, c.cfg.Prefetch/8) }
+// hold prefetch slots, so a flood of them must not wedge the queue; half the
+// window leaves the other half flowing. (It was an eighth of a 1024 window,
+// 128: an eighth of today's 128 would refuse the 17th of a team of workers
+// that registered and replied at once.)
+func (c *Core) pendingCap() int { return max(16, c.cfg.Prefetch/2) }
 
 // waitForPresence keeps d (from a sender with no presence yet) unsettled
 // until the sender's heartbeat comes — unless its msgId was taken or is

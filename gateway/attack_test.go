@@ -546,7 +546,7 @@ func TestNoPresenceRace(t *testing.T) {
 }
 
 // TestPresenceWaitIsBounded: messages from senders with no presence yet
-// wait for it, but at most prefetch/8 of them per inbox (here 16 of 64):
+// wait for it, but at most half the prefetch window per inbox (here 32 of 64):
 // a flood of them — even signed by a trusted host — is refused past that,
 // and cannot wedge the inbox; what waited is refused at PresenceWait.
 func TestPresenceWaitIsBounded(t *testing.T) {
@@ -579,8 +579,8 @@ func TestPresenceWaitIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gatewaytest.Eventually(t, 10*time.Second, "all but 16 refused at once", func() bool {
-		return ga.Core().Refused()[bridge.RefuseFromNotOnHost] == n-16
+	gatewaytest.Eventually(t, 10*time.Second, "all but 32 refused at once", func() bool {
+		return ga.Core().Refused()[bridge.RefuseFromNotOnHost] == n-32
 	})
 	start := time.Now()
 	if _, err := gb.Core().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: "legit, behind the flood"}, nil); err != nil {
@@ -588,14 +588,14 @@ func TestPresenceWaitIsBounded(t *testing.T) {
 	}
 	r, err := ga.Core().Poll(ctx, lead.GID, bridge.PollRequest{Wait: 2 * time.Second}, nil)
 	if err != nil || len(r.Messages) != 1 || r.Messages[0].Body != "legit, behind the flood" {
-		t.Fatalf("legit reply while 16 wait for presence: %+v %v", r.Messages, err)
+		t.Fatalf("legit reply while 32 wait for presence: %+v %v", r.Messages, err)
 	}
 	took := time.Since(start)
-	gatewaytest.Eventually(t, 10*time.Second, "the 16 refused at PresenceWait", func() bool {
+	gatewaytest.Eventually(t, 10*time.Second, "the 32 refused at PresenceWait", func() bool {
 		return ga.Core().Refused()[bridge.RefuseFromNotOnHost] == n
 	})
-	t.Logf("%d messages from unknown senders: %d refused at once, 16 waited %v and were refused; a legit reply meanwhile took %v",
-		n, n-16, ga.Core().Config().PresenceWait, took.Round(time.Millisecond))
+	t.Logf("%d messages from unknown senders: %d refused at once, 32 waited %v and were refused; a legit reply meanwhile took %v",
+		n, n-32, ga.Core().Config().PresenceWait, took.Round(time.Millisecond))
 }
 
 // TestBacklogOutlivesSender: replies wait in a primary's inbox while its

@@ -32,27 +32,44 @@ var errNoPeerCred = errors.New("peer credentials are not available on this syste
 // so another user should not get this far; this check holds even if those
 // modes were loosened (a chmod, a shared state dir). A refused peer gets one
 // error line in the socket's reply framing (a Reply JSON line), and the
-// connection is closed.
-func (g *Gateway) peerAllowed(c net.Conn) bool {
-	uc, ok := c.(*net.UnixConn)
+// connection is closed. Every peer uid, this one's included, holds at most
+// SocketMaxConnsPerUID connections at once: one past it is refused at once,
+// without lingering, so a flood from one user cannot fill the socket's
+// connection cap. An allowed connection's count is given back by release.
+func (g *Gateway) peerAllowed(c net.Conn) (release func(), ok bool) {
+	nop := func() {}
+	uc, ok := unwrapConn(c).(*net.UnixConn)
 	if !ok {
-		return true
+		return nop, true
 	}
 	euid := uint32(os.Geteuid())
 	p, err := peerCred(uc)
 	switch {
 	case errors.Is(err, errNoPeerCred):
-		return true // only the file modes protect the socket here
+		return nop, true // only the file modes protect the socket here
 	case err != nil:
 		g.log.Warn("socket peer refused: cannot read its credentials", "err", err)
 		refusePeer(c, fmt.Sprintf("refused: the gateway cannot read your credentials (%v)", err))
-		return false
-	case p.uid != euid:
+		return nil, false
+	}
+	if ok, n := g.uids.take(p.uid); !ok {
+		if n > 0 {
+			g.log.Warn("socket peers refused: their uid holds too many connections", "peerUid", p.uid, "refused", n, "socketMaxConnsPerUid", g.uids.max)
+		}
+		raw, _ := json.Marshal(Reply{Error: fmt.Sprintf("refused: uid %d already holds %d connections to this socket (net.socketMaxConnsPerUid in the gateway's config.json)", p.uid, g.uids.max)})
+		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = c.Write(append(raw, '\n'))
+		c.Close()
+		return nil, false
+	}
+	release = func() { g.uids.put(p.uid) }
+	if p.uid != euid {
 		g.log.Warn("socket peer refused: it runs as another user", "peerUid", p.uid, "peerPid", p.pid, "gatewayUid", euid)
 		refusePeer(c, fmt.Sprintf("refused: this gateway's socket serves only uid %d, and you are uid %d", euid, p.uid))
-		return false
+		release()
+		return nil, false
 	}
-	return true
+	return release, true
 }
 
 // refusePeer writes msg as an error reply, reads (and drops) what the peer

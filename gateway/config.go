@@ -27,6 +27,22 @@ type FileConfig struct {
 	// ReceiptWait is how long a receipt (INJECTED, an answer's delivery)
 	// may take to come back past its own bound (default 10s).
 	ReceiptWait Duration `json:"receiptWait,omitempty"`
+	// Net bounds connections and their timeouts (NetConfig).
+	Net NetConfig `json:"net"`
+	// BrokerOutage is what a message for another host does while the
+	// broker is unreachable: "spool" (default) keeps it in this gateway's
+	// outbox and publishes it when the broker returns, the send returning
+	// queued; "fail" fails the send within brokerWait. --broker-outage
+	// overrides it.
+	BrokerOutage string `json:"brokerOutage,omitempty"`
+	// BrokerWait bounds how long a publish waits for an unreachable broker
+	// before it is spooled or fails (default 5s). --broker-wait overrides it.
+	BrokerWait Duration `json:"brokerWait,omitempty"`
+	// OutboxMaxMessages and OutboxMaxBytes cap the outbox (defaults 100000
+	// and 256 MiB): past either, a message for another host is refused
+	// while the broker is down, saying so.
+	OutboxMaxMessages int   `json:"outboxMaxMessages,omitempty"`
+	OutboxMaxBytes    int64 `json:"outboxMaxBytes,omitempty"`
 }
 
 // HerdrConfig tunes the herdr side.

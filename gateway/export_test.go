@@ -14,3 +14,13 @@ func (g *Gateway) MCPServer() *mcp.Server { return g.mcp }
 
 // Transport is the gateway's transport (tests publish raw envelopes on it).
 func (g *Gateway) Transport() bridge.Transport { return g.tr }
+
+// Outbox is how many messages for other hosts wait in the gateway's
+// outbox (0 without a broker).
+func (g *Gateway) Outbox() int {
+	if g.split == nil {
+		return 0
+	}
+	n, _ := g.split.Outbox()
+	return n
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/bridge/embedded"
+	"github.com/herdbridge/herdbridge/bridge/split"
 	"github.com/herdbridge/herdbridge/bridge/store"
 	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/keys"
@@ -34,6 +35,14 @@ type Config struct {
 	Host     string // this host's id
 	NoSync   bool   // skip fsync: a process crash still loses nothing, an OS crash or power loss can
 	Broker   string // amqp[s]:// URL: gateways meet there; empty: the embedded transport
+	// BrokerOutage is what a message for another host does while the
+	// broker is unreachable: "spool" (default: kept in this gateway's
+	// outbox, published when it returns; the send says queued) or "fail"
+	// (the send fails within BrokerWait). Empty: the configuration file's.
+	BrokerOutage string
+	// BrokerWait bounds how long a publish waits for an unreachable broker
+	// before it is spooled or fails (default: the configuration file's, else 5s).
+	BrokerWait time.Duration
 	// amqps://: CA bundle verifying the broker, client certificate and key
 	BrokerCA, BrokerCert, BrokerKey string
 	// PEM certificate (chain) and its key: HTTPS, and Listen may be non-loopback
@@ -61,6 +70,7 @@ type Gateway struct {
 	watcher  *herdr.Watcher // nil: herdr disabled
 	nudger   *herdr.PaneNudger
 	tr       bridge.Transport
+	split    *split.Transport // with a broker: tr
 	store    *store.Store
 	core     *bridge.Core
 	mcp      *mcp.Server
@@ -69,6 +79,8 @@ type Gateway struct {
 	audit    *bridge.AuditLog
 	ring     *keys.Ring // trusted keys (across hosts only)
 	sock, ln net.Listener
+	net      NetConfig  // File.Net with its defaults
+	uids     uidCounter // admin socket connections per peer uid
 
 	// life is cancelled by Close: the context of the pane nudger and of
 	// everything Run starts.
@@ -112,7 +124,7 @@ func Open(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.TrustReload <= 0 {
 		cfg.TrustReload = 2 * time.Second
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, net: cfg.File.Net.withDefaults()}
 	g.life, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := g.open(ctx); err != nil {
 		g.cancel()
@@ -165,6 +177,11 @@ func (g *Gateway) open(ctx context.Context) error {
 	if err := g.core.Start(g.life); err != nil {
 		return err
 	}
+	if g.split != nil {
+		// the outbox pump reports what it cannot deliver to the core,
+		// which tells the sender
+		g.split.Start(g.core.Undeliverable)
+	}
 	if err := g.listenSocket(); err != nil {
 		return err
 	}
@@ -173,11 +190,16 @@ func (g *Gateway) open(ctx context.Context) error {
 		return fmt.Errorf("gateway: listen on %s: %w (is another gateway running? pick another with --listen)", g.cfg.Listen, err)
 	}
 	g.addr = ln.Addr().String()
-	g.ln = g.wrapTLS(ln)
+	g.ln = g.wrapTLS(newSteadyListener(ln, "http", g.net.MaxConns, g.log))
 	handler, shutdown := g.mcp.Handler(mcp.HTTPOptions{})
 	g.shutdown = shutdown
-	g.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)} // TLS handshake errors and the like, structured
+	// No ReadTimeout or WriteTimeout: SSE and streamable-HTTP GET streams
+	// live for the whole session. A silent new connection is closed after
+	// ReadHeaderTimeout, an idle keep-alive one after IdleTimeout.
+	g.http = &http.Server{Handler: handler,
+		ReadHeaderTimeout: time.Duration(g.net.ReadHeaderTimeout),
+		IdleTimeout:       time.Duration(g.net.IdleTimeout),
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)} // TLS handshake errors and the like, structured
 	g.writeInfo()
 	return nil
 }
@@ -200,12 +222,53 @@ func (g *Gateway) openTransport(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tr, err := broker.Open(ctx, broker.Options{URL: g.cfg.Broker, TLS: tlsConf, Logger: g.log})
+	opts, err := g.splitOptions()
 	if err != nil {
 		return err
 	}
-	g.tr = tr
+	remote, err := broker.Open(ctx, broker.Options{URL: g.cfg.Broker, TLS: tlsConf, Logger: g.log, DownWait: opts.Bound})
+	if err != nil {
+		return err
+	}
+	// same-host messages, and the outbox of cross-host ones the broker
+	// cannot take, live in the embedded store: the file the gateway uses
+	// without a broker, so switching modes strands nothing
+	local, err := embedded.Open(filepath.Join(g.cfg.StateDir, queueName), embedded.Options{Logger: g.log, NoSync: g.cfg.NoSync})
+	if err != nil {
+		remote.Close()
+		return err
+	}
+	tr, err := split.New(local, remote, opts)
+	if err != nil {
+		remote.Close()
+		local.Close()
+		return err
+	}
+	g.tr, g.split = tr, tr
 	return nil
+}
+
+// splitOptions are the split transport's options: the flags' outage mode
+// and bound, else the configuration file's, and the file's outbox caps.
+func (g *Gateway) splitOptions() (split.Options, error) {
+	f := g.cfg.File
+	mode := g.cfg.BrokerOutage
+	if mode == "" {
+		mode = f.BrokerOutage
+	}
+	m, err := split.ParseMode(mode)
+	if err != nil {
+		return split.Options{}, fmt.Errorf("gateway: %w", err)
+	}
+	wait := g.cfg.BrokerWait
+	if wait <= 0 {
+		wait = time.Duration(f.BrokerWait)
+	}
+	if wait <= 0 {
+		wait = 5 * time.Second
+	}
+	return split.Options{Host: g.cfg.Host, Outage: m, Bound: wait, OutboxMaxMessages: f.OutboxMaxMessages,
+		OutboxMaxBytes: f.OutboxMaxBytes, Logger: g.log}, nil
 }
 
 // coreConfig is the core's configuration: the tuning of Config.Core, the

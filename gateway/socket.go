@@ -101,12 +101,14 @@ func (g *Gateway) listenSocket() error {
 		ln.Close()
 		return fmt.Errorf("gateway: chmod %s: %w", path, err)
 	}
-	g.sock = ln
+	g.sock = newSteadyListener(ln, "socket", g.net.SocketMaxConns, g.log)
+	g.uids.max = g.net.SocketMaxConnsPerUID
 	return nil
 }
 
-// acceptSocket serves the admin socket until it is closed; each
-// connection runs on eg, so Run waits for it.
+// acceptSocket serves the admin socket until it is closed (Accept fails
+// for nothing else: see steadyListener); each connection runs on eg, so
+// Run waits for it.
 func (g *Gateway) acceptSocket(ctx context.Context, eg *errgroup.Group) error {
 	for {
 		c, err := g.sock.Accept()
@@ -114,7 +116,8 @@ func (g *Gateway) acceptSocket(ctx context.Context, eg *errgroup.Group) error {
 			return nil // closed by stopServing
 		}
 		eg.Go(func() error {
-			if g.peerAllowed(c) { // closes c if not
+			if release, ok := g.peerAllowed(c); ok { // closes c if not
+				defer release()
 				g.serveSocket(ctx, c)
 			}
 			return nil

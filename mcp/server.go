@@ -9,6 +9,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -50,6 +51,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*sessionInfo // MCP session id -> whose, and its open calls
 	reqs     httpRequests            // HTTP requests in flight, cut off when their entity's tokens are revoked
+	events   *boundedEventStore      // streamable HTTP's, set by Handler
 }
 
 type sessionInfo struct {
@@ -132,6 +134,15 @@ func New(core *bridge.Core, log *slog.Logger) *Server {
 		mcpgo.WithResourceDescription("Messages held for you, peeked without consuming. Subscribe to be told when something arrives."),
 		mcpgo.WithMIMEType("application/json")), s.readInbox)
 	return s
+}
+
+// ResumeEvents is what the streamable HTTP event store keeps now, across
+// sessions: events and their bytes (zero before Handler).
+func (s *Server) ResumeEvents() (events, bytes int) {
+	if s.events == nil {
+		return 0, 0
+	}
+	return s.events.stats()
 }
 
 // MCP returns the mcp-go server (for transports and in-process clients).
@@ -283,6 +294,11 @@ type HTTPOptions struct {
 	// SessionIdleTTL reclaims streamable HTTP sessions a client abandoned
 	// without a DELETE (default 15m).
 	SessionIdleTTL time.Duration
+	// The event store that lets a client resume a broken stream keeps at
+	// most EventsPerSession events and EventBytes bytes per session, and
+	// EventTotalBytes across sessions, dropping the oldest (defaults:
+	// DefaultEventsPerSession, DefaultEventBytes, DefaultEventTotalBytes).
+	EventsPerSession, EventBytes, EventTotalBytes int
 }
 
 // Handler serves streamable HTTP at /mcp and SSE at /sse (+ /message),
@@ -294,11 +310,14 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 	if opts.SessionIdleTTL <= 0 {
 		opts.SessionIdleTTL = 15 * time.Minute
 	}
+	// Without an event store mcp-go drops notifications sent just before
+	// a handler returns (the POST stream closes first); its own store
+	// keeps every event of a session until the session ends.
+	events := newBoundedEventStore(opts.EventsPerSession, opts.EventBytes, opts.EventTotalBytes)
+	s.events = events
 	streamable := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
-		// Without an event store mcp-go drops notifications sent just before
-		// a handler returns (the POST stream closes first).
-		server.WithEventStore(server.NewInMemoryEventStore()),
+		server.WithEventStore(events),
 		server.WithSessionIdleTTL(opts.SessionIdleTTL),
 		server.WithStreamableHTTPLogger(s.log),
 	)
@@ -309,7 +328,7 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 		server.WithKeepAliveInterval(15*time.Second),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.auth(handover(streamable)))
+	mux.Handle("/mcp", s.auth(events.resumeGuard(handover(streamable))))
 	mux.Handle("/sse", s.auth(sse.SSEHandler()))
 	mux.Handle("/message", s.auth(sse.MessageHandler()))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -368,24 +387,53 @@ func handover(next http.Handler) http.Handler {
 			return
 		}
 		h := &bridge.Handover{}
-		ew := &errWriter{ResponseWriter: w}
+		ew := &errWriter{rw: w}
 		next.ServeHTTP(ew, r.WithContext(bridge.WithHandover(r.Context(), h)))
+		wrote, failed := ew.detach()
 		// Delivered: the response was written without error. The request
 		// context is no signal: clients may close the connection as soon as
 		// they have read the response, before this handler returns.
-		h.Settle(ew.wrote && !ew.failed)
+		h.Settle(wrote && !failed)
 	})
 }
 
 // errWriter remembers whether the response was written, and whether any
-// write failed.
+// write failed. Once the handler returned it lets go of the response
+// (detach): mcp-go keeps the writer of every POST answered as SSE until
+// its session ends, and through it the whole request (headers, context,
+// buffers: ~4 KB a call); a write after that fails.
 type errWriter struct {
-	http.ResponseWriter
+	mu            sync.Mutex
+	rw            http.ResponseWriter // nil once detached
 	wrote, failed bool
 }
 
+var errResponseDone = errors.New("mcp: the HTTP response is complete")
+
+func (w *errWriter) Header() http.Header {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rw == nil {
+		return http.Header{}
+	}
+	return w.rw.Header()
+}
+
+func (w *errWriter) WriteHeader(code int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rw != nil {
+		w.rw.WriteHeader(code)
+	}
+}
+
 func (w *errWriter) Write(p []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rw == nil {
+		return 0, errResponseDone
+	}
+	n, err := w.rw.Write(p)
 	if err != nil {
 		w.failed = true
 	} else if n > 0 {
@@ -395,12 +443,27 @@ func (w *errWriter) Write(p []byte) (int, error) {
 }
 
 func (w *errWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f, ok := w.rw.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func (w *errWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// Unwrap is the response (nil once detached), for http.ResponseController.
+func (w *errWriter) Unwrap() http.ResponseWriter {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rw
+}
+
+// detach lets go of the response and reports what was written.
+func (w *errWriter) detach() (wrote, failed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rw = nil
+	return w.wrote, w.failed
+}
 
 // maxRequestBytes bounds one HTTP request body (tool arguments are held to
 // 1 MiB, messages to far less).

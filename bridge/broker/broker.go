@@ -326,6 +326,24 @@ func (t *Transport) waitUp(ctx context.Context) (*amqp.Connection, *amqp.Channel
 	}
 }
 
+// Connected reports whether the connection is up right now. A false is
+// a broker known to be unreachable: a caller with somewhere else to put a
+// message (the split transport's outbox) need not wait DownWait for it.
+func (t *Transport) Connected() bool {
+	t.mu.Lock()
+	up, conn, closed := t.up, t.conn, t.closed
+	t.mu.Unlock()
+	if closed || conn == nil || conn.IsClosed() {
+		return false
+	}
+	select {
+	case <-up:
+		return true
+	default:
+		return false
+	}
+}
+
 // waitUpToPublish is waitUp bounded by DownWait: past it, the broker is
 // reported unreachable (bridge.ErrUnavailable) instead of waited for.
 func (t *Transport) waitUpToPublish(ctx context.Context) (*amqp.Connection, *amqp.Channel, error) {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -168,15 +171,10 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 		}
 		dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, ExchangeMsg, key, mandatory, false, msg)
 		if err != nil {
-			if errors.Is(err, amqp.ErrClosed) {
-				if !conn.IsClosed() {
-					if err := retryChannel(); err != nil {
-						return err
-					}
-				}
-				continue // reconnecting: publish again
+			if err := t.publishFailed(conn, env, err, retryChannel); err != nil {
+				return err
 			}
-			return fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
+			continue // publish again
 		}
 		acked, err := dc.WaitContext(ctx)
 		if err != nil {
@@ -201,6 +199,34 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 		}
 		return nil
 	}
+}
+
+// publishFailed decides what a publish that failed with err does: nil is
+// publish again (the channel or the connection went away under it: its
+// outcome is unknown), else the error to return.
+func (t *Transport) publishFailed(conn *amqp.Connection, env *bridge.Envelope, err error, retryChannel func() error) error {
+	switch {
+	case errors.Is(err, amqp.ErrClosed):
+		if !conn.IsClosed() {
+			return retryChannel()
+		}
+		return nil // reconnecting
+	case linkBroken(err):
+		// the socket failed under the write (a reset as the broker stops):
+		// the connection is gone though not yet marked so. Close it for the
+		// supervisor, and publish again once reconnected.
+		t.log.Warn("broker connection failed under a publish; reconnecting", "msgId", env.MsgID, "err", err)
+		conn.Close()
+		return nil
+	}
+	return fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
+}
+
+// linkBroken reports whether a publish failed because the connection's
+// socket did (a write error), not because the broker refused it.
+func linkBroken(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // wasReturned drains the returns that arrived (a return is in the channel

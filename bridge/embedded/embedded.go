@@ -36,6 +36,8 @@ var (
 	bktCount  = []byte("count")  // gid -> uint64 messages stored
 	bktDLQ    = []byte("dlq")    // seq -> deadRecord
 	bktDLQCnt = []byte("dlqcnt") // "n" -> uint64
+	bktOutbox = []byte("outbox") // seq -> spoolRecord (outbox.go)
+	bktOutCnt = []byte("outcnt") // "n", "bytes" -> uint64
 )
 
 // Options tune the transport.
@@ -185,7 +187,7 @@ func Check(path string) (fi store.FileInfo, inboxes, messages int, err error) {
 
 func (t *Transport) load() error {
 	return t.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bktInbox, bktBind, bktCount, bktDLQ, bktDLQCnt} {
+		for _, name := range [][]byte{bktInbox, bktBind, bktCount, bktDLQ, bktDLQCnt, bktOutbox, bktOutCnt} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

@@ -280,6 +280,14 @@ func (t *Transport) dropExclusiveLocked() {
 	}
 }
 
+// Connected reports whether the link is up (not LinkDown, not closed), as
+// the broker transport's Connected does.
+func (t *Transport) Connected() bool {
+	t.n.mu.Lock()
+	defer t.n.mu.Unlock()
+	return !t.closed && !t.down
+}
+
 // LinkDown simulates losing the connection (a broker blip, a partitioned
 // host): every consumer of this connection is detached — what it held
 // unsettled is delivered again later, and acks of it fail — its exclusive

@@ -96,6 +96,18 @@ func TestAuthRevoke(t *testing.T) {
 	w := gatewaytest.StdioConn(t, g, "w", "worker")
 	w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": "kept"}, "confirmed")
 	gatewaytest.WaitHeld(t, g, "lead", 1)
+	// lead's stdio session goes away for good first: its relay would
+	// re-attach to the restarted gateway and hold the name against the
+	// re-registration below
+	sock.Client.Close()
+	gatewaytest.Eventually(t, 5*time.Second, "lead's stdio session ended", func() bool {
+		for _, e := range g.Core().Roster().Entities {
+			if e.Name == "lead" {
+				return e.Sessions == 0
+			}
+		}
+		return false
+	})
 	g.Close()
 
 	g2 := gatewaytest.StartLocal(t, dir)

@@ -420,7 +420,9 @@ func (d *drainer) until(t *testing.T, n int) {
 // PresenceWait is over.
 func TestNoPresenceRace(t *testing.T) {
 	c := memnettest.New(t)
-	a := c.Start("a", func(cfg *bridge.Config) { cfg.PresenceWait = 600 * time.Millisecond })
+	// long enough for a heartbeat on a loaded machine (one came after
+	// 644 ms at load 14), short enough to see the "never" case refused
+	a := c.Start("a", func(cfg *bridge.Config) { cfg.PresenceWait = 2 * time.Second })
 	b := c.Start("b")
 	late := newKey(t, "late")
 	c.Trust("late", late.Public())
