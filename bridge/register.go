@@ -97,11 +97,14 @@ func (c *Core) register(ctx context.Context, req RegisterRequest, check func(gid
 
 // checkRegister validates a registration and normalizes its groups.
 func checkRegister(req RegisterRequest) ([]string, error) {
-	if !ValidName(req.Name) {
-		return nil, &UserError{Msg: fmt.Sprintf("name %q is not valid: use letters, digits, '.', '_' or '-' (at most 64, no '@')", req.Name)}
+	if err := checkName(req.Name); err != nil {
+		return nil, err
 	}
 	if !req.Role.Valid() {
-		return nil, &UserError{Msg: fmt.Sprintf("role %q is not valid: use primary, worker or orchestrator", req.Role)}
+		return nil, userErr("role %s is not valid: use primary, worker or orchestrator", Clip(string(req.Role)))
+	}
+	if err := checkPaneID(req.PaneID); err != nil {
+		return nil, err
 	}
 	return normGroups(req.Groups)
 }
@@ -136,12 +139,15 @@ func normGroups(in []string) ([]string, error) {
 	var out []string
 	for _, g := range in {
 		if !ValidGroup(g) {
-			return nil, &UserError{Msg: fmt.Sprintf("group %q is not valid: lowercase letters, digits, '_' or '-', at most 63, not \"all\"", g)}
+			return nil, userErr("group %s is not valid: lowercase letters, digits, '_' or '-', at most %d bytes, not \"all\"", Clip(g), MaxGroupBytes)
 		}
 		if !seen[g] {
 			seen[g] = true
 			out = append(out, g)
 		}
+	}
+	if len(out) > MaxGroups {
+		return nil, userErr("%d groups, over the limit of %d per entity", len(out), MaxGroups)
 	}
 	return out, nil
 }
@@ -153,7 +159,7 @@ func (c *Core) Remove(ctx context.Context, gid string) error {
 	defer c.regMu.Unlock()
 	st := c.reg.get(gid)
 	if st == nil {
-		return &UserError{Msg: fmt.Sprintf("no entity %s", gid)}
+		return userErr("no entity %s", Clip(gid))
 	}
 	st.mu.Lock()
 	out := c.abandonTurns(st)

@@ -88,13 +88,10 @@ func (c *Core) caller(gid string) (*entState, error) {
 }
 
 func (c *Core) checkBody(msg string) error {
-	if strings.TrimSpace(msg) == "" {
-		return userErr("message is empty")
-	}
 	if len(msg) > c.cfg.MaxMessageBytes {
 		return userErr("message is %d bytes, over the %d-byte limit: shorten it or write it to a file and send the path", len(msg), c.cfg.MaxMessageBytes)
 	}
-	return nil
+	return checkText("message", msg)
 }
 
 func (c *Core) publishErr(err error, target Entity) error {

@@ -64,7 +64,14 @@ func (c *Core) Resolve(target string) (Entity, error) {
 	if target == "" {
 		return Entity{}, userErr("target is empty: name an entity (name, name@host or gid); bridge_roster lists them")
 	}
+	if err := checkTarget(target); err != nil {
+		return Entity{}, err
+	}
 	if st := c.reg.get(target); st != nil {
+		if other := c.reg.named(target); other != nil && other != st {
+			// an older entity named like a gid (no longer accepted)
+			return Entity{}, userErr("target %s is ambiguous: the gid of %s and the name of another entity; remove by the other's gid", Clip(target), st.Name)
+		}
 		return st.view(), nil
 	}
 	name, host := target, ""
@@ -73,7 +80,7 @@ func (c *Core) Resolve(target string) (Entity, error) {
 		if host == c.cfg.Host {
 			host = ""
 		} else if !c.pres.knowsHost(host) {
-			return Entity{}, userErr("unknown target %q: no gateway of host %q is present (this is %q); bridge_roster lists the hosts", target, host, c.cfg.Host)
+			return Entity{}, userErr("unknown target %s: no gateway of host %s is present (this is %q); bridge_roster lists the hosts", Clip(target), Clip(host), c.cfg.Host)
 		}
 	}
 	if st := c.reg.named(name); st != nil && host == "" {
@@ -82,13 +89,13 @@ func (c *Core) Resolve(target string) (Entity, error) {
 	if r, amb := c.pres.find(target, name, host); r != nil {
 		return r.entity(), nil
 	} else if len(amb) > 1 {
-		return Entity{}, userErr("target %q is ambiguous: it names %s; say which with name@host", target, strings.Join(amb, ", "))
+		return Entity{}, userErr("target %s is ambiguous: it names %s; say which with name@host", Clip(target), strings.Join(amb, ", "))
 	}
 	names := append(c.reg.names(), c.pres.names()...)
 	if s := closeMatches(name, names); len(s) > 0 {
-		return Entity{}, userErr("unknown target %q: did you mean %s?", target, strings.Join(s, ", "))
+		return Entity{}, userErr("unknown target %s: did you mean %s?", Clip(target), strings.Join(s, ", "))
 	}
-	return Entity{}, userErr("unknown target %q: no entity of that name; bridge_roster lists who is here", target)
+	return Entity{}, userErr("unknown target %s: no entity of that name; bridge_roster lists who is here", Clip(target))
 }
 
 // closeMatches returns up to 3 names within edit distance 2 of s, or that
