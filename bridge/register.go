@@ -80,11 +80,15 @@ func (c *Core) register(ctx context.Context, req RegisterRequest, check func(gid
 	if len(st.tokens) > maxTokensPerEntity {
 		st.tokens = st.tokens[len(st.tokens)-maxTokensPerEntity:]
 	}
-	rec, tokens := storedOf(st.Entity, st.tokens), append([]string(nil), st.tokens...)
+	st.lastSeen = c.cfg.Now()
+	rec, tokens := st.record(), append([]string(nil), st.tokens...)
 	st.mu.Unlock()
 	if err := c.st.PutEntity(rec); err != nil {
 		return Entity{}, "", fmt.Errorf("bridge: persist entity %s: %w", req.Name, err)
 	}
+	st.mu.Lock()
+	st.savedSeen = rec.LastSeen
+	st.mu.Unlock()
 	c.reg.put(st, tokens)
 	if err := c.attachInbox(st); err != nil {
 		return Entity{}, "", err
@@ -161,6 +165,12 @@ func (c *Core) Remove(ctx context.Context, gid string) error {
 	if st == nil {
 		return userErr("no entity %s", Clip(gid))
 	}
+	return c.remove(ctx, st)
+}
+
+// remove is Remove of st (regMu held).
+func (c *Core) remove(ctx context.Context, st *entState) error {
+	gid := st.GID
 	st.mu.Lock()
 	out := c.abandonTurns(st)
 	st.forgetTurns()
@@ -205,6 +215,7 @@ func (c *Core) Authenticate(token string) (Entity, bool) {
 	if st.removed || !st.hasTokenHash(h) {
 		return Entity{}, false
 	}
+	st.lastSeen = c.cfg.Now() // a token entity may have no session between calls
 	return st.snapshot(), true
 }
 
@@ -223,6 +234,7 @@ func (c *Core) Attach(gid string) {
 		st.mu.Lock()
 		st.sessions++
 		st.detachedAt = time.Time{}
+		st.lastSeen = c.cfg.Now()
 		st.mu.Unlock()
 	}
 }
@@ -238,6 +250,7 @@ func (c *Core) Detach(gid string) {
 			if st.sessions == 0 {
 				st.detachedAt = c.cfg.Now()
 			}
+			st.lastSeen = c.cfg.Now()
 		}
 		st.mu.Unlock()
 	}

@@ -82,6 +82,9 @@ func (c *Core) message(env *Envelope) Message {
 // caller is the local entity a call comes from.
 func (c *Core) caller(gid string) (*entState, error) {
 	if st := c.reg.get(gid); st != nil {
+		st.mu.Lock()
+		st.lastSeen = c.cfg.Now()
+		st.mu.Unlock()
 		return st, nil
 	}
 	return nil, userErr("this session's entity is not registered on this gateway: register again")

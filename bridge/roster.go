@@ -3,6 +3,7 @@ package bridge
 import (
 	"sort"
 	"strings"
+	"time"
 )
 
 // EntityView is one roster line.
@@ -11,7 +12,10 @@ type EntityView struct {
 	Held     int    `json:"held"`
 	Waiting  bool   `json:"waiting"`
 	Sessions int    `json:"sessions"`
-	Status   string `json:"status"` // the live herdr agent status in a pane (idle|working|blocked|done|unknown), else online | detached
+	Status   string `json:"status"` // the live herdr agent status in a pane (idle|working|blocked|done|unknown), else online | detached | stale
+	// LastSeen is a local entity's last activity while it has no session
+	// (reap.go says what counts).
+	LastSeen *time.Time `json:"lastSeen,omitempty"`
 }
 
 // HostView is one host of the roster.
@@ -33,7 +37,7 @@ type RosterView struct {
 func (c *Core) Roster() RosterView {
 	v := RosterView{Hosts: []HostView{{Host: c.cfg.Host, Local: true, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint}}, Entities: []EntityView{}}
 	for _, st := range c.reg.all() {
-		v.Entities = append(v.Entities, st.rosterLine())
+		v.Entities = append(v.Entities, c.rosterLine(st))
 	}
 	c.pres.views(&v)
 	sort.Slice(v.Hosts[1:], func(i, j int) bool { return v.Hosts[1+i].Host < v.Hosts[1+j].Host })
@@ -44,12 +48,18 @@ func (c *Core) Roster() RosterView {
 	return v
 }
 
-func (st *entState) rosterLine() EntityView {
+func (c *Core) rosterLine(st *entState) EntityView {
+	now := c.cfg.Now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	ev := EntityView{Entity: st.snapshot(), Sessions: st.sessions, Waiting: len(st.waiters) > 0, Status: "online", Held: st.unclaimedHeld()}
 	if st.sessions == 0 {
 		ev.Status = "detached"
+		seen := st.lastSeen.UTC()
+		ev.LastSeen = &seen
+		if c.idle(st, now, c.cfg.StaleAfter) {
+			ev.Status = StatusStale
+		}
 	}
 	if st.paneStatus != "" {
 		ev.Status = st.paneStatus

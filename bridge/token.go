@@ -78,9 +78,9 @@ func (c *Core) RevokeTokens(name string) (Entity, int, error) {
 	n := len(st.tokens)
 	c.reg.dropTokens(st.GID, st.tokens)
 	st.tokens = nil
-	e := st.snapshot()
+	e, rec := st.snapshot(), st.record()
 	st.mu.Unlock()
-	if err := c.st.PutEntity(storedOf(e, nil)); err != nil {
+	if err := c.st.PutEntity(rec); err != nil {
 		return e, n, fmt.Errorf("bridge: the %d token(s) of %s are refused from now on, but %s could not record it (%w): they would work again after a restart; revoke again", n, name, c.st.Path(), err)
 	}
 	c.log.Info("bearer tokens revoked", LogGID, e.GID, "name", e.Name, "tokens", n)
