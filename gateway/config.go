@@ -27,6 +27,13 @@ type FileConfig struct {
 	// ReceiptWait is how long a receipt (INJECTED, an answer's delivery)
 	// may take to come back past its own bound (default 10s).
 	ReceiptWait Duration `json:"receiptWait,omitempty"`
+	// StaleAfter: an entity outside a herdr pane with no session and no
+	// activity this long shows as stale in the roster (default 24h).
+	// ReapAfter: idle this long it is removed with its inbox, what it held
+	// dead-lettered and the senders told (default 168h, 7 days). A
+	// negative value ("-1s") turns either off.
+	StaleAfter Duration `json:"staleAfter,omitempty"`
+	ReapAfter  Duration `json:"reapAfter,omitempty"`
 }
 
 // HerdrConfig tunes the herdr side.
