@@ -147,10 +147,14 @@ func (c *Core) appendDead(rec DeadLetterRecord) {
 	}
 }
 
-// idleFor says d in days, or hours under two days.
+// idleFor says d in days, or hours under two days (short ones, set for
+// tests, as a duration).
 func idleFor(d time.Duration) string {
-	if d < 48*time.Hour {
+	switch {
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%d days", int(d.Hours()/24))
+	case d >= 2*time.Hour:
 		return fmt.Sprintf("%d hours", int(d.Hours()))
 	}
-	return fmt.Sprintf("%d days", int(d.Hours()/24))
+	return d.Round(time.Second).String()
 }
