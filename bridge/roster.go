@@ -80,7 +80,7 @@ func (c *Core) Resolve(target string) (Entity, error) {
 	if st := c.reg.get(target); st != nil {
 		if other := c.reg.named(target); other != nil && other != st {
 			// an older entity named like a gid (no longer accepted)
-			return Entity{}, userErr("target %s is ambiguous: the gid of %s and the name of another entity; remove by the other's gid", Clip(target), st.Name)
+			return Entity{}, userErr("target %s is ambiguous: it is the gid of %s and the name of the entity with gid %s; name %s by its name, the other by its gid", Clip(target), st.Name, other.GID, st.Name)
 		}
 		return st.view(), nil
 	}
