@@ -51,7 +51,7 @@ func (c *Core) openTurn(st *entState, req SendRequest) (*recvTurn, *Result, erro
 	rt := st.turns[req.TurnID]
 	if rt == nil {
 		st.mu.Unlock()
-		return nil, nil, userErr("no open ask with turn_id %s for you: it expired, was already answered and forgotten, or was never delivered to you", req.TurnID)
+		return nil, nil, userErr("no open ask with turn_id %s for you: it expired, was already answered and forgotten, or was never delivered to you", Clip(req.TurnID))
 	}
 	res := &Result{TurnID: rt.turnID, TraceID: rt.traceID}
 	switch {
@@ -76,7 +76,7 @@ func (c *Core) openTurn(st *entState, req SendRequest) (*recvTurn, *Result, erro
 		return nil, nil, err
 	}
 	if t.GID != asker {
-		return nil, nil, userErr("turn %s was asked by %s, not %s", req.TurnID, c.nameOf(asker), req.Target)
+		return nil, nil, userErr("turn %s was asked by %s, not %s", Clip(req.TurnID), c.nameOf(asker), Clip(req.Target))
 	}
 	return rt, res, nil
 }

@@ -46,7 +46,7 @@ func (c *Core) ask(ctx context.Context, st *entState, req AskRequest, prog Progr
 		t = st.asks[req.TurnID]
 		st.mu.Unlock()
 		if t == nil {
-			return nil, userErr("no open ask with turn_id %s: it was never made by you, or it ended more than a minute ago", req.TurnID)
+			return nil, userErr("no open ask with turn_id %s: it was never made by you, or it ended more than a minute ago", Clip(req.TurnID))
 		}
 	} else {
 		var err error

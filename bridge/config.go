@@ -35,6 +35,8 @@ type Config struct {
 	PaneRecheck     time.Duration // how often a pane with queued briefs is looked at without a status event (default 2s)
 	PresenceEvery   time.Duration // heartbeat period across hosts (default 5s)
 	PresenceTTL     time.Duration // a remote entry without a heartbeat this long is gone (default 3 heartbeats)
+	StaleAfter      time.Duration // an entity outside a pane idle this long shows as stale in the roster (default 24h; negative: never)
+	ReapAfter       time.Duration // … and idle this long is removed, what it held dead-lettered and reported (default 7 days; negative: never)
 
 	// Nudger is told about messages held with no waiter (the MCP server,
 	// and in herdr the pane nudger: Nudgers tells several). nil: nobody.
@@ -82,6 +84,12 @@ func (c *Config) defaults() {
 	d(&c.PresenceTTL, 3*c.PresenceEvery)
 	d(&c.ClockSkew, 2*time.Minute)
 	d(&c.PresenceWait, c.PresenceTTL)
+	if c.StaleAfter == 0 {
+		c.StaleAfter = 24 * time.Hour
+	}
+	if c.ReapAfter == 0 {
+		c.ReapAfter = 7 * 24 * time.Hour
+	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 256 << 10
 	}

@@ -148,6 +148,7 @@ func (c *Core) load() (int, error) {
 	for _, se := range stored {
 		st := newEntState(entityOf(se), c.turns)
 		st.tokens = se.Tokens
+		st.lastSeen, st.savedSeen = c.seenAtLoad(se.LastSeen), se.LastSeen
 		c.reg.put(st, se.Tokens)
 		sts = append(sts, st)
 	}
@@ -284,6 +285,13 @@ func (c *Core) attachInbox(st *entState) error {
 // entityOf and storedOf convert between an entity and its stored record.
 func entityOf(r store.Entity) Entity {
 	return Entity{GID: r.GID, Name: r.Name, Host: r.Host, Role: Role(r.Role), Groups: r.Groups, PaneID: r.PaneID, Registered: r.Registered}
+}
+
+// record is st's stored record (st.mu held).
+func (st *entState) record() store.Entity {
+	rec := storedOf(st.Entity, st.tokens)
+	rec.LastSeen = st.lastSeen
+	return rec
 }
 
 func storedOf(e Entity, tokens []string) store.Entity {

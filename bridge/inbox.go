@@ -38,6 +38,8 @@ type entState struct {
 	sessions   int
 	paneStatus string // live herdr agent status, for the roster
 	detachedAt time.Time
+	lastSeen   time.Time // last activity: a session open or ending, a tool call, a registration (reap.go)
+	savedSeen  time.Time // lastSeen as the state file has it
 	lastNudge  time.Time
 }
 

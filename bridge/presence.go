@@ -270,10 +270,15 @@ func (c *Core) kickPresence(gids ...string) {
 
 // presenceOf is st's heartbeat; false once st was removed.
 func (c *Core) presenceOf(st *entState) (Presence, bool) {
+	now := c.cfg.Now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	status := st.paneStatus
+	if c.idle(st, now, c.cfg.StaleAfter) {
+		status = StatusStale // the other hosts' rosters show it too
+	}
 	return Presence{GID: st.GID, Name: st.Name, Host: c.cfg.Host, Role: st.Role, Groups: append([]string(nil), st.Groups...),
-		PaneID: st.PaneID, Status: st.paneStatus, Forward: c.forwards(st)}, !st.removed
+		PaneID: st.PaneID, Status: status, Forward: c.forwards(st)}, !st.removed
 }
 
 // takeKick returns and clears what kickPresence asked for.

@@ -80,11 +80,15 @@ func (c *Core) register(ctx context.Context, req RegisterRequest, check func(gid
 	if len(st.tokens) > maxTokensPerEntity {
 		st.tokens = st.tokens[len(st.tokens)-maxTokensPerEntity:]
 	}
-	rec, tokens := storedOf(st.Entity, st.tokens), append([]string(nil), st.tokens...)
+	st.lastSeen = c.cfg.Now()
+	rec, tokens := st.record(), append([]string(nil), st.tokens...)
 	st.mu.Unlock()
 	if err := c.st.PutEntity(rec); err != nil {
 		return Entity{}, "", fmt.Errorf("bridge: persist entity %s: %w", req.Name, err)
 	}
+	st.mu.Lock()
+	st.savedSeen = rec.LastSeen
+	st.mu.Unlock()
 	c.reg.put(st, tokens)
 	if err := c.attachInbox(st); err != nil {
 		return Entity{}, "", err
@@ -97,11 +101,14 @@ func (c *Core) register(ctx context.Context, req RegisterRequest, check func(gid
 
 // checkRegister validates a registration and normalizes its groups.
 func checkRegister(req RegisterRequest) ([]string, error) {
-	if !ValidName(req.Name) {
-		return nil, &UserError{Msg: fmt.Sprintf("name %q is not valid: use letters, digits, '.', '_' or '-' (at most 64, no '@')", req.Name)}
+	if err := checkName(req.Name); err != nil {
+		return nil, err
 	}
 	if !req.Role.Valid() {
-		return nil, &UserError{Msg: fmt.Sprintf("role %q is not valid: use primary, worker or orchestrator", req.Role)}
+		return nil, userErr("role %s is not valid: use primary, worker or orchestrator", Clip(string(req.Role)))
+	}
+	if err := checkPaneID(req.PaneID); err != nil {
+		return nil, err
 	}
 	return normGroups(req.Groups)
 }
@@ -136,12 +143,15 @@ func normGroups(in []string) ([]string, error) {
 	var out []string
 	for _, g := range in {
 		if !ValidGroup(g) {
-			return nil, &UserError{Msg: fmt.Sprintf("group %q is not valid: lowercase letters, digits, '_' or '-', at most 63, not \"all\"", g)}
+			return nil, userErr("group %s is not valid: lowercase letters, digits, '_' or '-', at most %d bytes, not \"all\"", Clip(g), MaxGroupBytes)
 		}
 		if !seen[g] {
 			seen[g] = true
 			out = append(out, g)
 		}
+	}
+	if len(out) > MaxGroups {
+		return nil, userErr("%d groups, over the limit of %d per entity", len(out), MaxGroups)
 	}
 	return out, nil
 }
@@ -153,8 +163,14 @@ func (c *Core) Remove(ctx context.Context, gid string) error {
 	defer c.regMu.Unlock()
 	st := c.reg.get(gid)
 	if st == nil {
-		return &UserError{Msg: fmt.Sprintf("no entity %s", gid)}
+		return userErr("no entity %s", Clip(gid))
 	}
+	return c.remove(ctx, st)
+}
+
+// remove is Remove of st (regMu held).
+func (c *Core) remove(ctx context.Context, st *entState) error {
+	gid := st.GID
 	st.mu.Lock()
 	out := c.abandonTurns(st)
 	st.forgetTurns()
@@ -199,6 +215,7 @@ func (c *Core) Authenticate(token string) (Entity, bool) {
 	if st.removed || !st.hasTokenHash(h) {
 		return Entity{}, false
 	}
+	st.lastSeen = c.cfg.Now() // a token entity may have no session between calls
 	return st.snapshot(), true
 }
 
@@ -217,6 +234,7 @@ func (c *Core) Attach(gid string) {
 		st.mu.Lock()
 		st.sessions++
 		st.detachedAt = time.Time{}
+		st.lastSeen = c.cfg.Now()
 		st.mu.Unlock()
 	}
 }
@@ -232,6 +250,7 @@ func (c *Core) Detach(gid string) {
 			if st.sessions == 0 {
 				st.detachedAt = c.cfg.Now()
 			}
+			st.lastSeen = c.cfg.Now()
 		}
 		st.mu.Unlock()
 	}

@@ -37,7 +37,7 @@ func (c *Core) RemoteSpawn(ctx context.Context, caller, host string, body SpawnB
 	}
 	ct, ok := c.tr.(ControlTransport)
 	if !ok {
-		return nil, userErr("spawning on host %q needs the broker transport: this gateway runs the embedded one (this host only)", host)
+		return nil, userErr("spawning on host %s needs the broker transport: this gateway runs the embedded one (this host only)", Clip(host))
 	}
 	if err := c.checkRemoteProfile(host, body.Profile); err != nil {
 		return nil, err
@@ -82,10 +82,10 @@ func (c *Core) RemoteSpawn(ctx context.Context, caller, host string, body SpawnB
 func (c *Core) checkRemoteProfile(host, profile string) error {
 	h := c.pres.host(host)
 	if h == nil {
-		return userErr("no gateway of host %q is present: bridge_roster lists the hosts", host)
+		return userErr("no gateway of host %s is present: bridge_roster lists the hosts", Clip(host))
 	}
 	if profiles := h.p.Profiles; !slices.Contains(profiles, profile) {
-		return userErr("host %s has no spawn profile %q: its profiles are %s", host, profile, strings.Join(profiles, ", "))
+		return userErr("host %s has no spawn profile %s: its profiles are %s", host, Clip(profile), strings.Join(profiles, ", "))
 	}
 	return nil
 }

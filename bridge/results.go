@@ -82,19 +82,19 @@ func (c *Core) message(env *Envelope) Message {
 // caller is the local entity a call comes from.
 func (c *Core) caller(gid string) (*entState, error) {
 	if st := c.reg.get(gid); st != nil {
+		st.mu.Lock()
+		st.lastSeen = c.cfg.Now()
+		st.mu.Unlock()
 		return st, nil
 	}
 	return nil, userErr("this session's entity is not registered on this gateway: register again")
 }
 
 func (c *Core) checkBody(msg string) error {
-	if strings.TrimSpace(msg) == "" {
-		return userErr("message is empty")
-	}
 	if len(msg) > c.cfg.MaxMessageBytes {
 		return userErr("message is %d bytes, over the %d-byte limit: shorten it or write it to a file and send the path", len(msg), c.cfg.MaxMessageBytes)
 	}
-	return nil
+	return checkText("message", msg)
 }
 
 func (c *Core) publishErr(err error, target Entity) error {

@@ -3,6 +3,7 @@ package bridge
 import (
 	"sort"
 	"strings"
+	"time"
 )
 
 // EntityView is one roster line.
@@ -11,7 +12,10 @@ type EntityView struct {
 	Held     int    `json:"held"`
 	Waiting  bool   `json:"waiting"`
 	Sessions int    `json:"sessions"`
-	Status   string `json:"status"` // the live herdr agent status in a pane (idle|working|blocked|done|unknown), else online | detached
+	Status   string `json:"status"` // the live herdr agent status in a pane (idle|working|blocked|done|unknown), else online | detached | stale
+	// LastSeen is a local entity's last activity while it has no session
+	// (reap.go says what counts).
+	LastSeen *time.Time `json:"lastSeen,omitempty"`
 }
 
 // HostView is one host of the roster.
@@ -33,7 +37,7 @@ type RosterView struct {
 func (c *Core) Roster() RosterView {
 	v := RosterView{Hosts: []HostView{{Host: c.cfg.Host, Local: true, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint}}, Entities: []EntityView{}}
 	for _, st := range c.reg.all() {
-		v.Entities = append(v.Entities, st.rosterLine())
+		v.Entities = append(v.Entities, c.rosterLine(st))
 	}
 	c.pres.views(&v)
 	sort.Slice(v.Hosts[1:], func(i, j int) bool { return v.Hosts[1+i].Host < v.Hosts[1+j].Host })
@@ -44,12 +48,18 @@ func (c *Core) Roster() RosterView {
 	return v
 }
 
-func (st *entState) rosterLine() EntityView {
+func (c *Core) rosterLine(st *entState) EntityView {
+	now := c.cfg.Now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	ev := EntityView{Entity: st.snapshot(), Sessions: st.sessions, Waiting: len(st.waiters) > 0, Status: "online", Held: st.unclaimedHeld()}
 	if st.sessions == 0 {
 		ev.Status = "detached"
+		seen := st.lastSeen.UTC()
+		ev.LastSeen = &seen
+		if c.idle(st, now, c.cfg.StaleAfter) {
+			ev.Status = StatusStale
+		}
 	}
 	if st.paneStatus != "" {
 		ev.Status = st.paneStatus
@@ -64,7 +74,14 @@ func (c *Core) Resolve(target string) (Entity, error) {
 	if target == "" {
 		return Entity{}, userErr("target is empty: name an entity (name, name@host or gid); bridge_roster lists them")
 	}
+	if err := checkTarget(target); err != nil {
+		return Entity{}, err
+	}
 	if st := c.reg.get(target); st != nil {
+		if other := c.reg.named(target); other != nil && other != st {
+			// an older entity named like a gid (no longer accepted)
+			return Entity{}, userErr("target %s is ambiguous: it is the gid of %s and the name of the entity with gid %s; name %s by its name, the other by its gid", Clip(target), st.Name, other.GID, st.Name)
+		}
 		return st.view(), nil
 	}
 	name, host := target, ""
@@ -73,7 +90,7 @@ func (c *Core) Resolve(target string) (Entity, error) {
 		if host == c.cfg.Host {
 			host = ""
 		} else if !c.pres.knowsHost(host) {
-			return Entity{}, userErr("unknown target %q: no gateway of host %q is present (this is %q); bridge_roster lists the hosts", target, host, c.cfg.Host)
+			return Entity{}, userErr("unknown target %s: no gateway of host %s is present (this is %q); bridge_roster lists the hosts", Clip(target), Clip(host), c.cfg.Host)
 		}
 	}
 	if st := c.reg.named(name); st != nil && host == "" {
@@ -82,13 +99,13 @@ func (c *Core) Resolve(target string) (Entity, error) {
 	if r, amb := c.pres.find(target, name, host); r != nil {
 		return r.entity(), nil
 	} else if len(amb) > 1 {
-		return Entity{}, userErr("target %q is ambiguous: it names %s; say which with name@host", target, strings.Join(amb, ", "))
+		return Entity{}, userErr("target %s is ambiguous: it names %s; say which with name@host", Clip(target), strings.Join(amb, ", "))
 	}
 	names := append(c.reg.names(), c.pres.names()...)
 	if s := closeMatches(name, names); len(s) > 0 {
-		return Entity{}, userErr("unknown target %q: did you mean %s?", target, strings.Join(s, ", "))
+		return Entity{}, userErr("unknown target %s: did you mean %s?", Clip(target), strings.Join(s, ", "))
 	}
-	return Entity{}, userErr("unknown target %q: no entity of that name; bridge_roster lists who is here", target)
+	return Entity{}, userErr("unknown target %s: no entity of that name; bridge_roster lists who is here", Clip(target))
 }
 
 // closeMatches returns up to 3 names within edit distance 2 of s, or that

@@ -60,7 +60,7 @@ func (c *Core) send(ctx context.Context, st *entState, req SendRequest, prog Pro
 		return nil, err
 	}
 	if target.GID == st.GID {
-		return nil, userErr("%s is you: send to another entity", req.Target)
+		return nil, userErr("%s is you: send to another entity", Clip(req.Target))
 	}
 	s := c.openSend(st, target, req)
 	defer c.closeSend(s)
@@ -297,7 +297,7 @@ func (c *Core) Broadcast(ctx context.Context, gid string, req BroadcastRequest) 
 		return nil, err
 	}
 	if group := req.Group; group != "" && group != "all" && !ValidGroup(group) {
-		return nil, userErr("group %q is not valid: lowercase letters, digits, '_' or '-'", group)
+		return nil, userErr("group %s is not valid: lowercase letters, digits, '_' or '-', at most %d bytes", Clip(group), MaxGroupBytes)
 	}
 	return c.idempotent(ctx, st, req.RequestID, "bridge_broadcast", []string{req.Message, req.Group},
 		func(ctx context.Context) (*Result, error) { return c.broadcast(ctx, gid, req) },

@@ -142,7 +142,7 @@ func (req SpawnRequest) normalized() (SpawnRequest, error) {
 	if req.SpawnID == "" {
 		req.SpawnID = uuid.NewString()
 	} else if _, err := uuid.Parse(req.SpawnID); err != nil {
-		return req, userErr("spawn_id %q is not a UUID", req.SpawnID)
+		return req, userErr("spawn_id %s is not a UUID", Clip(req.SpawnID))
 	}
 	if req.Name == "" {
 		req.Name = defaultWorkerName(req.Profile)
@@ -173,7 +173,7 @@ func (c *Core) spawnLocal(ctx context.Context, caller string, req SpawnRequest) 
 			Reason: "already spawned as " + e.Name + " (spawn_id seen before): no second pane"}, nil
 	}
 	if _, err := c.Resolve(req.Name); err == nil {
-		return nil, userErr("an entity named %q already exists here: pick another name", req.Name)
+		return nil, userErr("an entity named %s already exists here: pick another name", Clip(req.Name))
 	}
 	res := &Result{SpawnID: req.SpawnID, Target: req.Name + "@" + c.cfg.Host}
 	started, err := c.cfg.Panes.StartPane(ctx, PaneWorker{Profile: req.Profile, Name: req.Name, GID: req.SpawnID})
@@ -205,12 +205,9 @@ func (c *Core) checkLocalSpawn(req SpawnRequest) error {
 		if len(names) == 0 {
 			return userErr("this host has no spawn profiles: define them under \"profiles\" in the gateway's config.json")
 		}
-		return userErr("no spawn profile %q on %s: profiles are %s", req.Profile, c.cfg.Host, strings.Join(names, ", "))
+		return userErr("no spawn profile %s on %s: profiles are %s", Clip(req.Profile), c.cfg.Host, strings.Join(names, ", "))
 	}
-	if !ValidName(req.Name) {
-		return userErr("name %q is not valid: letters, digits, '.', '_' or '-'", req.Name)
-	}
-	return nil
+	return checkName(req.Name)
 }
 
 // briefSpawned sends a new worker its first brief, from the caller.

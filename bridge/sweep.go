@@ -33,6 +33,7 @@ func (c *Core) sweep() {
 	c.reqs.prune(now)
 	for _, st := range c.reg.all() {
 		c.sweepEntity(st, now)
+		c.reapOrSave(st, now)
 	}
 	if time.Since(c.unmapped) >= unmapEvery {
 		// the state file's small writes (the seen-set, turns, drains)

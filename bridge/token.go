@@ -44,7 +44,7 @@ func (c *Core) localName(name string) (string, error) {
 	name = strings.TrimSpace(name)
 	if i := strings.LastIndexByte(name, '@'); i >= 0 {
 		if host := name[i+1:]; host != c.cfg.Host {
-			return "", userErr("%q is on host %q, not this one (%q): revoke it on that host's gateway", name, host, c.cfg.Host)
+			return "", userErr("%s is on host %s, not this one (%q): revoke it on that host's gateway", Clip(name), Clip(host), c.cfg.Host)
 		}
 		name = name[:i]
 	}
@@ -71,16 +71,16 @@ func (c *Core) RevokeTokens(name string) (Entity, int, error) {
 	}
 	st := c.reg.named(name)
 	if st == nil {
-		return Entity{}, 0, userErr("no entity named %q on this host (%s): herdbridge roster lists them", name, c.cfg.Host)
+		return Entity{}, 0, userErr("no entity named %s on this host (%s): herdbridge roster lists them", Clip(name), c.cfg.Host)
 	}
 	// in memory first: the tokens stop working now, whatever the disk does
 	st.mu.Lock()
 	n := len(st.tokens)
 	c.reg.dropTokens(st.GID, st.tokens)
 	st.tokens = nil
-	e := st.snapshot()
+	e, rec := st.snapshot(), st.record()
 	st.mu.Unlock()
-	if err := c.st.PutEntity(storedOf(e, nil)); err != nil {
+	if err := c.st.PutEntity(rec); err != nil {
 		return e, n, fmt.Errorf("bridge: the %d token(s) of %s are refused from now on, but %s could not record it (%w): they would work again after a restart; revoke again", n, name, c.st.Path(), err)
 	}
 	c.log.Info("bearer tokens revoked", LogGID, e.GID, "name", e.Name, "tokens", n)
@@ -99,9 +99,9 @@ func RevokeStoredTokens(path, name string) (Entity, int, error) {
 	rec, err := store.RevokeTokens(path, name)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return Entity{}, 0, userErr("no entity named %q: %s does not exist (nothing was registered on this state dir)", name, path)
+		return Entity{}, 0, userErr("no entity named %s: %s does not exist (nothing was registered on this state dir)", Clip(name), path)
 	case errors.Is(err, store.ErrNoEntity):
-		return Entity{}, 0, userErr("no entity named %q in %s (herdbridge roster lists them while a gateway runs)", name, path)
+		return Entity{}, 0, userErr("no entity named %s in %s (herdbridge roster lists them while a gateway runs)", Clip(name), path)
 	case err != nil:
 		return Entity{}, 0, err
 	}

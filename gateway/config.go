@@ -43,6 +43,13 @@ type FileConfig struct {
 	// while the broker is down, saying so.
 	OutboxMaxMessages int   `json:"outboxMaxMessages,omitempty"`
 	OutboxMaxBytes    int64 `json:"outboxMaxBytes,omitempty"`
+	// StaleAfter: an entity outside a herdr pane with no session and no
+	// activity this long shows as stale in the roster (default 24h).
+	// ReapAfter: idle this long it is removed with its inbox, what it held
+	// dead-lettered and the senders told (default 168h, 7 days). A
+	// negative value ("-1s") turns either off.
+	StaleAfter Duration `json:"staleAfter,omitempty"`
+	ReapAfter  Duration `json:"reapAfter,omitempty"`
 }
 
 // HerdrConfig tunes the herdr side.

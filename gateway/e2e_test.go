@@ -224,6 +224,43 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestLimitsThroughMCP: a body of NUL and a 600 KB target are refused as
+// tool errors that name the limit and echo at most a short prefix.
+func TestLimitsThroughMCP(t *testing.T) {
+	g := gatewaytest.StartLocal(t, "")
+	p := gatewaytest.HTTPConn(t, g, "lead", "primary")
+	w := gatewaytest.StdioConn(t, g, "worker-1", "worker")
+	huge := "\x1b" + strings.Repeat("A", 600<<10-1)
+	cases := []struct {
+		c    *gatewaytest.Conn
+		tool string
+		args map[string]any
+		want []string
+	}{
+		{p, "bridge_send", map[string]any{"target": "worker-1", "message": "\x00"}, []string{"message is empty", "no visible text"}},
+		{p, "bridge_broadcast", map[string]any{"message": "\x00\x00 \n"}, []string{"message is empty"}},
+		{w, "bridge_ask", map[string]any{"target": "lead", "question": "\u200b"}, []string{"empty"}},
+		{p, "bridge_send", map[string]any{"target": huge, "message": "x"}, []string{"target", fmt.Sprintf("%d bytes", 600<<10), `\x1b`}},
+		{p, "bridge_poll", map[string]any{"target": huge}, []string{"target", "bytes"}},
+	}
+	for _, c := range cases {
+		r := c.c.Call(c.tool, c.args)
+		if !r.IsError || len(r.Text) > 400 {
+			t.Fatalf("%s: isError=%v, %d bytes: %.300q", c.tool, r.IsError, len(r.Text), r.Text)
+		}
+		for _, s := range c.want {
+			if !strings.Contains(r.Text, s) {
+				t.Errorf("%s: %q does not mention %q", c.tool, r.Text, s)
+			}
+		}
+	}
+	for _, e := range g.Core().Roster().Entities {
+		if e.Held != 0 {
+			t.Errorf("%s holds %d after refused input", e.Name, e.Held)
+		}
+	}
+}
+
 func TestHTTPAuth(t *testing.T) {
 	g := gatewaytest.StartLocal(t, "")
 	gatewaytest.Register(t, g, "lead", "primary")

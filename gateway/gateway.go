@@ -286,6 +286,12 @@ func (g *Gateway) coreConfig() bridge.Config {
 	if cfg.InboxMaxLength == 0 {
 		cfg.InboxMaxLength = g.cfg.File.InboxMaxLength
 	}
+	if cfg.StaleAfter == 0 {
+		cfg.StaleAfter = time.Duration(g.cfg.File.StaleAfter)
+	}
+	if cfg.ReapAfter == 0 {
+		cfg.ReapAfter = time.Duration(g.cfg.File.ReapAfter)
+	}
 	return cfg
 }
 

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 )
@@ -32,6 +33,11 @@ func decodeArgs(req mcpgo.CallToolRequest, v any) error {
 	}
 	if len(raw) > maxArgBytes {
 		return fmt.Errorf("the arguments are %d bytes, over the %d-byte limit: send a shorter message", len(raw), maxArgBytes)
+	}
+	if !utf8.Valid(raw) {
+		// decoding would replace the bad bytes silently: the message the
+		// recipient read would not be the one sent
+		return errors.New("the arguments are not valid UTF-8: send text (binary data must be encoded, e.g. base64)")
 	}
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {

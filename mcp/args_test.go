@@ -91,6 +91,12 @@ func TestArgErrorsArePlain(t *testing.T) {
 	if err := decodeArgs(raw, &p); err == nil || !strings.HasPrefix(err.Error(), `unknown argument "bogus"`) {
 		t.Fatalf("raw arguments with an unknown one: %v", err)
 	}
+	// invalid UTF-8 is refused, not replaced with U+FFFD on the way in
+	var sa sendArgs
+	raw.Params.RawArguments = json.RawMessage("{\"target\":\"w\",\"message\":\"ok \xff\"}")
+	if err := decodeArgs(raw, &sa); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+		t.Fatalf("invalid UTF-8: %v, %+v", err, sa)
+	}
 }
 
 // FuzzToolArgs: no argument bytes crash a decoder; whatever decodes is

@@ -22,6 +22,9 @@ type Entity struct {
 	PaneID     string    `json:"paneId,omitempty"`
 	Registered time.Time `json:"registered"`
 	Tokens     []string  `json:"tokens"`
+	// LastSeen is the entity's last activity as last saved (reaping, in
+	// the core); zero in records written before it existed.
+	LastSeen time.Time `json:"lastSeen"`
 }
 
 // LoadEntities reads the registry.
