@@ -46,27 +46,5 @@ func TestRestartWhileSpilling(t *testing.T) {
 		mu.Unlock()
 	}
 	sw.Wait()
-	got := map[string]int{}
-	for {
-		res := h.poll(p, bridge.PollRequest{Max: 500, Wait: 500 * time.Millisecond})
-		for _, m := range res.Messages {
-			got[m.Body]++
-		}
-		if len(res.Messages) == 0 {
-			break
-		}
-	}
-	lost, dup := 0, 0
-	for i := range n {
-		switch got[fmt.Sprintf("m%04d", i)] {
-		case 0:
-			lost++
-		case 1:
-		default:
-			dup++
-		}
-	}
-	if lost != 0 || dup != 0 || storedHeld(h) != 0 {
-		t.Fatalf("%d lost, %d duplicated, %d records left", lost, dup, storedHeld(h))
-	}
+	drainedOnce(t, h, p, map[string]int{}, n)
 }

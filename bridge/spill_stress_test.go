@@ -77,6 +77,14 @@ func TestSpillDrainUnclaimStress(t *testing.T) {
 	wg.Wait()
 	h.restart()
 	time.Sleep(300 * time.Millisecond)
+	drainedOnce(t, h, p, got, n)
+}
+
+// drainedOnce drains p (adding to got, body -> times drained) and fails
+// unless each of "m0000".."m<n-1>" was drained exactly once and nothing
+// is left in the store.
+func drainedOnce(t *testing.T, h *harness, p bridge.Entity, got map[string]int, n int) {
+	t.Helper()
 	for {
 		res := h.poll(p, bridge.PollRequest{Max: 500, Wait: 500 * time.Millisecond})
 		for _, m := range res.Messages {

@@ -25,20 +25,8 @@ import (
 // not an OAuth login. Like TestTypeScriptSDK it needs node and npm: without
 // them it skips locally and fails in CI.
 func TestInspectorCLI(t *testing.T) {
-	node, errNode := exec.LookPath("node")
-	npm, errNpm := exec.LookPath("npm")
-	if errNode != nil || errNpm != nil {
-		msg := "node and npm are needed for the MCP Inspector test (node: " + sdkErrString(errNode) + ", npm: " + sdkErrString(errNpm) + ")"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + "; CI must run it: install Node 20+")
-		}
-		t.Skip(msg)
-	}
-	dir, err := filepath.Abs(filepath.Join("..", "..", "testdata", "inspector"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inspectorEnsureNodeModules(t, npm, dir)
+	node, npm := needNode(t, "the MCP Inspector test")
+	dir := npmTestdata(t, npm, "inspector", "@modelcontextprotocol/inspector", "--ignore-scripts")
 	launcher := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
 
 	bin := filepath.Join(t.TempDir(), "herdbridge")
@@ -158,40 +146,5 @@ func TestInspectorCLI(t *testing.T) {
 	stdout, stderr, err := inspect(httpAs("Bearer hb_wrong"), "--stored-auth-only", "--method", "tools/list")
 	if err == nil || !strings.Contains(stdout+stderr, "invalid_token") || !strings.Contains(stdout+stderr, "herdbridge register") {
 		fail("wrong token: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
-	}
-}
-
-// inspectorEnsureNodeModules runs `npm ci` in dir unless node_modules holds
-// the Inspector version package.json pins. Install scripts are not run: the
-// CLI needs none.
-func inspectorEnsureNodeModules(t *testing.T, npm, dir string) {
-	t.Helper()
-	var pkg struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "package.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &pkg); err != nil {
-		t.Fatalf("package.json: %v", err)
-	}
-	want := pkg.Dependencies["@modelcontextprotocol/inspector"]
-	var installed struct {
-		Version string `json:"version"`
-	}
-	if raw, err := os.ReadFile(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "package.json")); err == nil {
-		_ = json.Unmarshal(raw, &installed)
-	}
-	if want != "" && installed.Version == want {
-		return
-	}
-	t.Logf("npm ci in %s (installed Inspector %q, want %q)", dir, installed.Version, want)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--ignore-scripts")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci: %v\n%s", err, out)
 	}
 }

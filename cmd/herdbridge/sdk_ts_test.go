@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -25,20 +24,8 @@ import (
 // runs the main flows. It needs node and npm: without them it skips locally
 // and fails in CI (CI set), so CI never silently skips it.
 func TestTypeScriptSDK(t *testing.T) {
-	node, errNode := exec.LookPath("node")
-	npm, errNpm := exec.LookPath("npm")
-	if errNode != nil || errNpm != nil {
-		msg := "node and npm are needed for the TypeScript SDK test (node: " + sdkErrString(errNode) + ", npm: " + sdkErrString(errNpm) + ")"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + "; CI must run it: install Node 20+")
-		}
-		t.Skip(msg)
-	}
-	sdkDir, err := filepath.Abs(filepath.Join("..", "..", "testdata", "sdk-ts"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sdkEnsureNodeModules(t, npm, sdkDir)
+	node, npm := needNode(t, "the TypeScript SDK test")
+	sdkDir := npmTestdata(t, npm, "sdk-ts", "@modelcontextprotocol/sdk")
 
 	bin := filepath.Join(t.TempDir(), "herdbridge")
 	build := exec.Command("go", "build", "-o", bin, ".")
@@ -88,41 +75,6 @@ func sdkStderrOf(err error) string {
 		return string(ee.Stderr)
 	}
 	return ""
-}
-
-// sdkEnsureNodeModules runs `npm ci` when node_modules does not hold the SDK
-// version package.json pins, so a warm checkout (or a CI cache of
-// node_modules or ~/.npm) costs nothing.
-func sdkEnsureNodeModules(t *testing.T, npm, dir string) {
-	t.Helper()
-	var pkg struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "package.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &pkg); err != nil {
-		t.Fatalf("package.json: %v", err)
-	}
-	want := pkg.Dependencies["@modelcontextprotocol/sdk"]
-	var installed struct {
-		Version string `json:"version"`
-	}
-	if raw, err := os.ReadFile(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err == nil {
-		_ = json.Unmarshal(raw, &installed)
-	}
-	if want != "" && installed.Version == want {
-		return
-	}
-	t.Logf("npm ci in %s (installed SDK %q, want %q)", dir, installed.Version, want)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--prefer-offline")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci: %v\n%s", err, out)
-	}
 }
 
 // sdkGatewayProc is a `herdbridge gateway` child process (its stderr kept).
