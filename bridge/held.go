@@ -81,7 +81,7 @@ func newHeld(env *Envelope, acker Acker) *heldMsg {
 	if env.Corr != "" {
 		hm.head.corr = keyOf(env.Corr)
 	}
-	if uuid.UUID(hm.head.id).String() != env.MsgID {
+	if !canonicalID(env.MsgID) {
 		id := env.MsgID
 		hm.head.spelling = &id
 	}
@@ -89,6 +89,26 @@ func newHeld(env *Envelope, acker Acker) *heldMsg {
 		hm.acks = &heldAcks{acker: acker}
 	}
 	return hm
+}
+
+// canonicalID reports whether id (a UUID, as Validate requires) is in the
+// lower-case hyphenated form uuid.String gives back, so the head need not
+// keep the spelling: checked without building that string per arrival.
+func canonicalID(id string) bool {
+	if len(id) != 36 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f'):
+			return false
+		}
+	}
+	return true
 }
 
 // msgID is the message's id as it was sent.

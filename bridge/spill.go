@@ -107,7 +107,7 @@ func (c *Core) spillLoop() {
 				// they stay unacked in their transport: nothing is lost;
 				// put back in order and tried again in a while
 				c.log.Warn("held messages not moved to the store: trying again in 1 s", "n", len(batch), "err", err)
-				c.unqueue(append(batch, c.spills.take()...))
+				c.unqueue(append(batch, c.spills.takeAll()...)) // all of it: what stays queued would overtake the failed
 				retry = time.After(time.Second)
 			}
 		}
@@ -183,9 +183,20 @@ func (s *spiller) take() []spillItem {
 		bytes += s.pending[n].size
 		n++
 	}
-	batch := append([]spillItem(nil), s.pending[:n]...)
-	s.pending = append(s.pending[:0], s.pending[n:]...)
+	// advance instead of shifting the rest down: a backlog of 100k queued
+	// would otherwise be copied once per batch
+	batch := s.pending[:n:n]
+	s.pending = s.pending[n:]
 	return batch
+}
+
+// takeAll empties the queue.
+func (s *spiller) takeAll() []spillItem {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := s.pending
+	s.pending = nil
+	return all
 }
 
 // spillBatch stores batch in one transaction, then acks each message in
