@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -120,7 +119,7 @@ func (c *Core) reap(st *entState, now time.Time) {
 // of each brief or reply among them (FAILED, reason); it returns how many
 // were told. Broadcast copies and receipts are logged only: a broadcast
 // has many recipients, and a receipt about a receipt would loop.
-func (c *Core) deadLetterHeld(st *entState, held []*heldMsg, reason string, now time.Time) (told int) {
+func (c *Core) deadLetterHeld(st *entState, held []*heldMsg, reason string, now time.Time) int {
 	queue := "inbox of " + st.Addr()
 	for _, hm := range held {
 		if failedKinds[hm.head.kind] {
@@ -128,17 +127,13 @@ func (c *Core) deadLetterHeld(st *entState, held []*heldMsg, reason string, now 
 		}
 		c.appendDead(DeadLetterRecord{At: now, MsgID: hm.head.msgID(), Kind: string(hm.head.kind), From: hm.head.from, To: st.GID, Reason: "reaped: " + reason, Queue: queue})
 	}
-	tell := slices.DeleteFunc(slices.Clone(held), func(hm *heldMsg) bool { return !failedKinds[hm.head.kind] })
-	for chunk := range slices.Chunk(tell, 64) {
-		var out []outMsg
-		for _, hm := range c.bodies(st, chunk) {
-			out = append(out, c.receiptFor(KindFailed, GatewayGID(c.cfg.Host), hm.env, reason))
-			c.appendDead(DeadLetterRecord{At: now, MsgID: hm.env.MsgID, Kind: string(hm.env.Kind), From: hm.env.From, To: st.GID,
-				Reason: "reaped: " + reason, Queue: queue, Reported: true})
-		}
-		told += len(out) - c.publishAll(out)
-	}
-	return told
+	var out []outMsg
+	c.withBodies(st, held, func(k Kind) bool { return failedKinds[k] }, func(hm *heldMsg) {
+		out = append(out, c.receiptFor(KindFailed, GatewayGID(c.cfg.Host), hm.env, reason))
+		c.appendDead(DeadLetterRecord{At: now, MsgID: hm.env.MsgID, Kind: string(hm.env.Kind), From: hm.env.From, To: st.GID,
+			Reason: "reaped: " + reason, Queue: queue, Reported: true})
+	})
+	return len(out) - c.publishAll(out)
 }
 
 func (c *Core) appendDead(rec DeadLetterRecord) {

@@ -3,6 +3,7 @@ package bridge
 import (
 	"encoding/json"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -376,6 +377,24 @@ func (c *Core) bodies(st *entState, hms []*heldMsg) []*heldMsg {
 	c.log.Warn("held messages missing or unreadable in the store: dropped", LogGID, st.GID, "n", len(lost))
 	_ = c.settleTaken(st, lost)
 	return out
+}
+
+// withBodies calls f with each of hms whose kind keep accepts, its
+// envelope loaded from the store, 64 at a time, and drops each body again
+// after f: a burst of thousands (expiring, or reaped, at once) never has
+// them all in memory. What bodies could not load is settled by it.
+func (c *Core) withBodies(st *entState, hms []*heldMsg, keep func(Kind) bool, f func(*heldMsg)) {
+	need := slices.DeleteFunc(slices.Clone(hms), func(hm *heldMsg) bool { return !keep(hm.head.kind) })
+	for chunk := range slices.Chunk(need, 64) {
+		for _, hm := range c.bodies(st, chunk) {
+			f(hm)
+			st.mu.Lock()
+			if hm.seq != 0 {
+				hm.env = nil
+			}
+			st.mu.Unlock()
+		}
+	}
 }
 
 // readHeld reads and decodes gid's records seqs; a missing or unreadable

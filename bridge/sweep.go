@@ -1,9 +1,6 @@
 package bridge
 
-import (
-	"slices"
-	"time"
-)
+import "time"
 
 // every runs f every d until the core closes (one of its loops: the
 // sweeper, the nudger).
@@ -71,19 +68,10 @@ func (c *Core) sweepEntity(st *entState, now time.Time) {
 	for _, hm := range exp {
 		c.log.Info("held message expired", LogMsgID, hm.head.msgID(), LogKind, hm.head.kind, LogGID, st.GID)
 	}
-	// only an expired brief needs its body (its sender hears FAILED):
-	// loaded a chunk at a time, so a burst expiring at once stays small
-	sends := slices.DeleteFunc(slices.Clone(exp), func(hm *heldMsg) bool { return hm.head.kind != KindSend })
-	for chunk := range slices.Chunk(sends, 64) {
-		for _, hm := range c.bodies(st, chunk) {
-			out = append(out, c.receiptFor(KindFailed, st.GID, hm.env, "expired unread in the inbox of "+st.Name))
-			st.mu.Lock()
-			if hm.seq != 0 {
-				hm.env = nil
-			}
-			st.mu.Unlock()
-		}
-	}
+	// only an expired brief needs its body: its sender hears FAILED
+	c.withBodies(st, exp, func(k Kind) bool { return k == KindSend }, func(hm *heldMsg) {
+		out = append(out, c.receiptFor(KindFailed, st.GID, hm.env, "expired unread in the inbox of "+st.Name))
+	})
 	if len(exp) > 0 {
 		_ = c.settleTaken(st, exp)
 	}
