@@ -38,29 +38,13 @@ func (f *fakeInjector) Resubmit(context.Context, bridge.Brief) bridge.InjectRece
 // lends its transport to the test.
 func forwardCore(t *testing.T, inj *fakeInjector, typed bool) *bridge.Core {
 	t.Helper()
-	dir := t.TempDir()
-	tr, err := embedded.Open(filepath.Join(dir, "t.db"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(filepath.Join(dir, "s.db"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inj.tr = tr
-	cfg := bridge.Config{Host: "h1", Transport: tr, Store: st, MaxWait: 3 * time.Second, InjectWait: 2 * time.Second}
-	if typed {
-		cfg.Injector = inj
-	}
-	c, err := bridge.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); st.Close(); tr.Close() })
-	return c
+	return startCore(t, func(cfg *bridge.Config, tr *embedded.Transport) {
+		inj.tr = tr
+		cfg.MaxWait, cfg.InjectWait = 3*time.Second, 2*time.Second
+		if typed {
+			cfg.Injector = inj
+		}
+	})
 }
 
 func TestForwardPathReceipts(t *testing.T) {

@@ -80,6 +80,19 @@ func TestQueuedBriefIsNotOverdue(t *testing.T) {
 // wake a pane's runner.
 func queueCore(t *testing.T, inj bridge.Injector, mod ...func(*bridge.Config)) *bridge.Core {
 	t.Helper()
+	return startCore(t, func(cfg *bridge.Config, _ *embedded.Transport) {
+		cfg.Injector, cfg.MaxWait = inj, 3*time.Second
+		cfg.InjectWait, cfg.ReceiptWait, cfg.SweepEvery, cfg.PaneRecheck = time.Second, time.Second, 20*time.Millisecond, time.Hour
+		for _, m := range mod {
+			m(cfg)
+		}
+	})
+}
+
+// startCore starts a core of host h1 on an embedded transport and a store
+// in a temp dir, configured by mod (which may also take the transport).
+func startCore(t *testing.T, mod func(*bridge.Config, *embedded.Transport)) *bridge.Core {
+	t.Helper()
 	dir := t.TempDir()
 	tr, err := embedded.Open(filepath.Join(dir, "t.db"), embedded.Options{NoSync: true})
 	if err != nil {
@@ -89,11 +102,8 @@ func queueCore(t *testing.T, inj bridge.Injector, mod ...func(*bridge.Config)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := bridge.Config{Host: "h1", Transport: tr, Store: st, Injector: inj, MaxWait: 3 * time.Second,
-		InjectWait: time.Second, ReceiptWait: time.Second, SweepEvery: 20 * time.Millisecond, PaneRecheck: time.Hour}
-	for _, m := range mod {
-		m(&cfg)
-	}
+	cfg := bridge.Config{Host: "h1", Transport: tr, Store: st}
+	mod(&cfg, tr)
 	c, err := bridge.New(cfg)
 	if err != nil {
 		t.Fatal(err)
