@@ -12,6 +12,10 @@ func (c *Core) answer(ctx context.Context, st *entState, req SendRequest) (*Resu
 	if err != nil || res.Status != "" {
 		return res, err
 	}
+	if why := c.distrustedBy(c.mem.hostOf(rt.asker)); why != "" {
+		res.Status, res.Reason = StatusFailed, why // the turn stays open: answer again once it trusts this host
+		return res, nil
+	}
 	env := c.newEnv(KindAnswer, st.GID, rt.asker, []byte(req.Message), c.cfg.MessageTTL)
 	env.Corr, env.TurnID, env.TraceID = rt.askMsgID, rt.turnID, rt.traceID
 	st.mu.Lock()

@@ -60,6 +60,11 @@ type Config struct {
 	// KeyFingerprint is the host key's (SHA256:…), advertised in the
 	// _gateway presence entry.
 	KeyFingerprint string
+	// Trusted lists the hosts this gateway trusts, host → the fingerprints
+	// of its keys (the trust file, read live). Its _gateway heartbeat
+	// publishes it, so every peer can tell whether this host trusts it.
+	// nil: nothing is published (peers show "unknown").
+	Trusted func() map[string][]string
 }
 
 func (c *Config) defaults() {

@@ -27,6 +27,10 @@ type Presence struct {
 	Profiles []string `json:"profiles,omitempty"` // the _gateway entry: the host's spawn profiles
 	Gone     bool     `json:"gone,omitempty"`     // removed: drop it now, not at expiry
 	Key      string   `json:"key,omitempty"`      // the _gateway entry: its host key's fingerprint
+	// Trusts (the _gateway entry) is the host's trust file: host → key
+	// fingerprints. Absent from a gateway older than it: its trust is then
+	// "unknown", never "untrusted".
+	Trusts map[string][]string `json:"trusts,omitempty"`
 }
 
 // presence is the view of the other hosts, rebuilt from their signed
@@ -48,6 +52,11 @@ type presence struct {
 	hosts  map[string]*remoteEntry // other hosts' _gateway entries
 	beats  map[string]time.Time    // ts of the newest heartbeat per gid
 	heard  time.Time               // when our own heartbeat last came back
+	peers  map[string]*peerState   // other hosts' trust and clock, by host (peers.go)
+	// strangers are hosts whose heartbeats come signed by no key this
+	// gateway trusts: what they claim is unverified, shown only to say
+	// "untrusted" (at most maxStrangers).
+	strangers map[string]*stranger
 }
 
 type remoteEntry struct {
@@ -56,7 +65,8 @@ type remoteEntry struct {
 }
 
 func newPresence() *presence {
-	return &presence{kick: make(chan struct{}, 1), remote: map[string]*remoteEntry{}, hosts: map[string]*remoteEntry{}, beats: map[string]time.Time{}}
+	return &presence{kick: make(chan struct{}, 1), remote: map[string]*remoteEntry{}, hosts: map[string]*remoteEntry{}, beats: map[string]time.Time{},
+		peers: map[string]*peerState{}, strangers: map[string]*stranger{}}
 }
 
 func (r *remoteEntry) entity() Entity {
@@ -187,6 +197,7 @@ func (p *presence) record(pr Presence, now time.Time) {
 	switch {
 	case pr.Name == GatewayName:
 		p.hosts[pr.Host] = &remoteEntry{p: pr, seen: now}
+		p.peer(pr.Host).gateway(pr)
 	case pr.Gone:
 		delete(p.remote, pr.GID)
 	default:
@@ -217,6 +228,7 @@ func (p *presence) expire(now time.Time, every, ttl, skew time.Duration) {
 			delete(p.hosts, h)
 		}
 	}
+	p.expirePeers(now, ttl)
 	for gid, ts := range p.beats { // past any heartbeat's lifetime: a replay is refused as expired
 		if now.Sub(ts) > ttl+skew {
 			delete(p.beats, gid)
@@ -302,7 +314,8 @@ func (c *Core) publishPresence(extra []Presence) {
 				ps = append(ps, p)
 			}
 		}
-		return append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint})
+		return append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint,
+			Trusts: c.trustList()})
 	})
 }
 
@@ -377,10 +390,14 @@ func (c *Core) onPresence(d Delivery) {
 		return ""
 	})
 	if reason != "" {
+		c.notePeerRefused(d, reason)
 		c.refuse(d, "roster", reason, detail)
 		return
 	}
 	env := d.Env
+	if env.Host != c.cfg.Host {
+		c.pres.noteBeat(env.Host, env.TS, c.cfg.Now(), true)
+	}
 	if env.Host == c.cfg.Host {
 		c.ackPresence(d)
 		c.pres.heardSelf(c.cfg.Now(), c.cfg.PresenceEvery)

@@ -84,6 +84,9 @@ func (c *Core) checkRemoteProfile(host, profile string) error {
 	if h == nil {
 		return userErr("no gateway of host %s is present: bridge_roster lists the hosts", Clip(host))
 	}
+	if why := c.distrustedBy(host); why != "" {
+		return userErr("spawn on %s: %s", host, why)
+	}
 	if profiles := h.p.Profiles; !slices.Contains(profiles, profile) {
 		return userErr("host %s has no spawn profile %s: its profiles are %s", host, Clip(profile), strings.Join(profiles, ", "))
 	}

@@ -24,6 +24,14 @@ type HostView struct {
 	Local    bool     `json:"local"`
 	Profiles []string `json:"profiles"`
 	Key      string   `json:"key,omitempty"` // host key fingerprint (SHA256:…), across hosts
+	// Trust flags another host: both, one-way (it does not trust this
+	// host: a send there fails at once), untrusted (this host does not
+	// trust it: it is listed from heartbeats that were refused) or unknown
+	// (a gateway older than the trust list). Empty for this host, and
+	// without keys (one host).
+	Trust string `json:"trust,omitempty"`
+	// Why says what is wrong with the trust and how to fix it.
+	Why string `json:"why,omitempty"`
 }
 
 // RosterView is bridge_roster.
@@ -40,12 +48,36 @@ func (c *Core) Roster() RosterView {
 		v.Entities = append(v.Entities, c.rosterLine(st))
 	}
 	c.pres.views(&v)
+	c.flagTrust(&v)
 	sort.Slice(v.Hosts[1:], func(i, j int) bool { return v.Hosts[1+i].Host < v.Hosts[1+j].Host })
 	sort.Slice(v.Entities, func(i, j int) bool {
 		a, b := v.Entities[i], v.Entities[j]
 		return a.Host < b.Host || a.Host == b.Host && a.Name < b.Name
 	})
 	return v
+}
+
+// flagTrust sets each other host's trust flag, and lists the hosts this
+// one does not trust (heard only in refused heartbeats).
+func (c *Core) flagTrust(v *RosterView) {
+	if c.cfg.Verifier == nil {
+		return
+	}
+	peers := c.Peers()
+	listed := map[string]bool{}
+	for i := range v.Hosts {
+		h := &v.Hosts[i]
+		listed[h.Host] = true
+		if !h.Local {
+			h.Trust = peerTrust(peers, h.Host)
+			h.Why = peerWhy(peers, h.Host)
+		}
+	}
+	for _, p := range peers {
+		if !listed[p.Host] && p.Trust == TrustUntrusted && p.Key != "" {
+			v.Hosts = append(v.Hosts, HostView{Host: p.Host, Profiles: []string{}, Key: p.Key, Trust: p.Trust, Why: p.Why})
+		}
+	}
 }
 
 func (c *Core) rosterLine(st *entState) EntityView {

@@ -62,6 +62,9 @@ func (c *Core) send(ctx context.Context, st *entState, req SendRequest, prog Pro
 	if target.GID == st.GID {
 		return nil, userErr("%s is you: send to another entity", Clip(req.Target))
 	}
+	if res := c.distrustedResult(target); res != nil {
+		return res, nil // its host would refuse it unseen: say so now
+	}
 	s := c.openSend(st, target, req)
 	defer c.closeSend(s)
 	res := &Result{Status: StatusConfirmed, MsgID: s.env.MsgID, TraceID: s.env.TraceID, Target: target.Addr()}

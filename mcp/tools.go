@@ -263,7 +263,14 @@ func (s *Server) rosterTool() toolDef {
 		}
 		var b strings.Builder
 		for _, h := range v.Hosts {
-			fmt.Fprintf(&b, "host %s  profiles: %s\n", h.Host, strings.Join(h.Profiles, ", "))
+			fmt.Fprintf(&b, "host %s  profiles: %s", h.Host, strings.Join(h.Profiles, ", "))
+			if h.Trust != "" && h.Trust != bridge.TrustBoth {
+				fmt.Fprintf(&b, "  trust: %s", h.Trust)
+				if h.Why != "" {
+					fmt.Fprintf(&b, " (%s)", h.Why)
+				}
+			}
+			b.WriteString("\n")
 		}
 		for _, e := range v.Entities {
 			fmt.Fprintf(&b, "%s@%s  %s  %s  held=%d groups=%s\n", e.Name, e.Host, e.Role, e.Status, e.Held, strings.Join(e.Groups, ","))

@@ -129,7 +129,7 @@ func (c *Cluster) boot(h *Host, tune ...func(*bridge.Config)) (*Host, error) {
 	h.Transport = c.Net.Connect()
 	cfg := bridge.Config{
 		Host: host, Transport: h.Transport, Store: h.store, Logger: c.Logger.With("host", host),
-		Signer: key, Verifier: RingVerifier{h.ring}, KeyFingerprint: key.Fingerprint(),
+		Signer: key, Verifier: RingVerifier{h.ring}, KeyFingerprint: key.Fingerprint(), Trusted: h.ring.Hosts,
 		PresenceEvery: PresenceEvery, PresenceTTL: PresenceTTL, SweepEvery: SweepEvery, MaxWait: MaxWait,
 		ReceiptWait: 2 * time.Second, InjectWait: 2 * time.Second,
 	}
@@ -181,6 +181,18 @@ func (c *Cluster) Trust(host string, pub ed25519.PublicKey) {
 		if err := h.ring.Reload(); err != nil {
 			c.t.Fatalf("reload the trust ring of %s: %v", h.ID, err)
 		}
+	}
+}
+
+// Distrust has on stop trusting host (every key of it), as `herdbridge
+// keys revoke` and a trust file reload would.
+func (c *Cluster) Distrust(on *Host, host string) {
+	c.t.Helper()
+	if _, err := keys.Revoke(filepath.Join(on.Dir, keys.TrustFile), host, nil); err != nil {
+		c.t.Fatalf("revoke %s on %s: %v", host, on.ID, err)
+	}
+	if err := on.ring.Reload(); err != nil {
+		c.t.Fatalf("reload the trust ring of %s: %v", on.ID, err)
 	}
 }
 
@@ -241,10 +253,11 @@ func (h *Host) Sees(target string) bool {
 	return err == nil
 }
 
-// SeesHost reports whether h's roster lists host.
+// SeesHost reports whether h's roster lists host (from its verified
+// heartbeats: an untrusted host listed from refused ones does not count).
 func (h *Host) SeesHost(host string) bool {
 	for _, v := range h.Core.Roster().Hosts {
-		if v.Host == host {
+		if v.Host == host && v.Trust != bridge.TrustUntrusted {
 			return true
 		}
 	}
