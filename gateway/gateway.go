@@ -70,7 +70,8 @@ type Gateway struct {
 	watcher  *herdr.Watcher // nil: herdr disabled
 	nudger   *herdr.PaneNudger
 	tr       bridge.Transport
-	split    *split.Transport // with a broker: tr
+	split    *split.Transport  // with a broker: tr
+	broker   *broker.Transport // with a broker: split's remote side (doctor checks it)
 	store    *store.Store
 	core     *bridge.Core
 	mcp      *mcp.Server
@@ -244,7 +245,7 @@ func (g *Gateway) openTransport(ctx context.Context) error {
 		local.Close()
 		return err
 	}
-	g.tr, g.split = tr, tr
+	g.tr, g.split, g.broker = tr, tr, remote
 	return nil
 }
 

@@ -1,7 +1,7 @@
 package gateway
 
 // The admin socket: a 0600 unix socket in the state dir that local
-// commands (`herdbridge register`, `roster`, `stats`, `dlq`, `remove`,
+// commands (`herdbridge register`, `roster`, `stats`, `dlq`, `remove`, `doctor`,
 // `register --revoke`) and the stdio relay (`herdbridge mcp`) talk to. One
 // JSON request line, one JSON reply line; for "mcp" the connection then
 // carries the entity's MCP session. Both ends live here.
@@ -26,7 +26,7 @@ import (
 
 // Request is the first line a local client sends on the admin socket.
 type Request struct {
-	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke
+	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke | doctor
 	Name   string   `json:"name,omitempty"`
 	Role   string   `json:"role,omitempty"`
 	Groups []string `json:"groups,omitempty"`
@@ -52,6 +52,7 @@ type Reply struct {
 	Dead   []bridge.DeadLetterRecord `json:"dead,omitempty"`
 	Tokens int                       `json:"tokens,omitempty"` // op revoke: how many tokens it revoked
 	Stats  *Stats                    `json:"stats,omitempty"`
+	Doctor *DoctorReport             `json:"doctor,omitempty"`
 	// Code says what kind of refusal Error is: CodeNameHeld, or empty.
 	Code string `json:"code,omitempty"`
 }
@@ -203,8 +204,10 @@ func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
 		_ = reply(Reply{OK: true, Entity: &e})
 	case "revoke":
 		_ = reply(g.sockRevoke(req.Name))
+	case "doctor":
+		_ = reply(Reply{OK: true, Doctor: g.DoctorReport(ctx)})
 	default:
-		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke)", req.Op)})
+		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke, doctor)", req.Op)})
 	}
 }
 

@@ -46,6 +46,7 @@ func (g *Gateway) setupTrust(cfg *bridge.Config) error {
 	g.ring = ring
 	cfg.Signer, cfg.Verifier = k, ringVerifier{ring}
 	cfg.KeyFingerprint = keys.Fingerprint(k.Public())
+	cfg.Trusted = ring.Hosts // published in the heartbeat: peers see whether this host trusts them
 	return nil
 }
 

@@ -83,7 +83,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 	})
 	root.AddCommand(
 		gatewayCommand(), registerCommand(stdout), mcpCommand(stdin, stdout, stderr),
-		rosterCommand(stdout), statsCommand(stdout), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout),
+		rosterCommand(stdout), statsCommand(stdout), doctorCommand(stdout), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout),
 		demoCommand(stdout), keysCommand(stdout, stderr), brokerUserCommand(stdout),
 		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout), versionCommand(stdout),
 	)
@@ -369,6 +369,9 @@ func rosterCommand(stdout io.Writer) *cobra.Command {
 			key := ""
 			if h.Key != "" {
 				key = "\tkey " + h.Key
+			}
+			if h.Trust != "" {
+				key += "\ttrust " + h.Trust // both | one-way | untrusted | unknown; doctor says why
 			}
 			fmt.Fprintf(tw, "host %s\tprofiles: %s%s\n", h.Host, strings.Join(h.Profiles, ","), key)
 		}

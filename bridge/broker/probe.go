@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// topology is what every gateway declares at connect and needs to be
+// there: the shared exchanges and the dead-letter queue.
+var topology = []struct{ name, kind string }{
+	{ExchangeMsg, amqp.ExchangeTopic}, {ExchangeRoster, amqp.ExchangeTopic},
+	{ExchangeControl, amqp.ExchangeDirect}, {ExchangeDLX, amqp.ExchangeFanout},
+}
+
+// CheckTopology reports whether the shared exchanges and the dead-letter
+// queue exist (`herdbridge doctor`), declaring nothing: a passive declare
+// on a channel of its own, which the broker closes at the first missing
+// one.
+func (t *Transport) CheckTopology(ctx context.Context) error {
+	conn, _, err := t.waitUp(ctx)
+	if err != nil {
+		return err
+	}
+	return checkTopology(conn)
+}
+
+func checkTopology(conn *amqp.Connection) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("broker: open channel: %w", err)
+	}
+	defer ch.Close()
+	for _, x := range topology {
+		if err := ch.ExchangeDeclarePassive(x.name, x.kind, true, false, false, false, nil); err != nil {
+			return topologyErr("exchange", x.name, err)
+		}
+	}
+	if _, err := ch.QueueDeclarePassive(QueueDLQ, true, false, false, false, nil); err != nil {
+		return topologyErr("queue", QueueDLQ, err)
+	}
+	return nil
+}
+
+// topologyErr says what is missing or refused, and what to do.
+func topologyErr(what, name string, err error) error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+		return fmt.Errorf("broker: %s %s is missing: (re)start a gateway on this broker, it declares the topology", what, name)
+	}
+	if errors.As(err, &ae) && ae.Code == amqp.AccessRefused {
+		return accessErr("check "+what, name, ae)
+	}
+	return fmt.Errorf("broker: check %s %s: %w", what, name, err)
+}
+
+// Probe connects to the broker at url, checks the topology and hangs up:
+// `herdbridge doctor` when no gateway runs.
+func Probe(ctx context.Context, url string, tlsConf *tls.Config) error {
+	if err := checkTLS(Options{URL: url, TLS: tlsConf}); err != nil {
+		return err
+	}
+	type res struct {
+		c   *amqp.Connection
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, err := amqp.DialConfig(url, amqp.Config{TLSClientConfig: tlsConf.Clone(), Locale: "en_US",
+			Properties: amqp.Table{"connection_name": "herdbridge doctor"}})
+		ch <- res{c, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return fmt.Errorf("broker: connect to %s: %w%s", redact(url), r.err, connectHint(r.err, tlsConf))
+		}
+		defer r.c.Close()
+		return checkTopology(r.c)
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.c != nil {
+				r.c.Close()
+			}
+		}()
+		return fmt.Errorf("broker: connect to %s: %w", redact(url), ctx.Err())
+	}
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/herdbridge/herdbridge/gateway"
+)
+
+// errDoctorFailed makes `herdbridge doctor` exit non-zero once it printed
+// its checks.
+var errDoctorFailed = errors.New("doctor: some checks failed (see fix)")
+
+func doctorCommand(stdout io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "doctor [--json]",
+		Short: "Check the gateway, state dir, stores, herdr, broker, keys, trust both ways and clock skew, and say what to fix",
+		Long: `Doctor prints one line per check — ok, warn or fail — with the fix, and exits
+non-zero when any check fails. It asks the running gateway for what only it
+knows (herdr, its broker link, the other hosts' trust and clocks from their
+heartbeats) and checks the state dir's files itself, so it helps when the
+gateway is down too (then --broker probes the broker).`,
+		Example: "  herdbridge doctor\n  herdbridge doctor --json | jq '.checks[] | select(.status != \"ok\")'",
+		Args:    noArgs,
+	}
+	fs, dir := newFlags(c)
+	asJSON := fs.Bool("json", false, "print JSON: {ok, checks: [{name, status, detail, fix}]}")
+	configPath := fs.String("config", "", "configuration file (default: config.json in the state dir): herdr's socket when no gateway answers")
+	brokerURL := fs.String("broker", os.Getenv("HERDBRIDGE_BROKER"), "broker URL to probe when no gateway answers (default $HERDBRIDGE_BROKER)")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		res := gateway.Doctor(c.Context(), gateway.DoctorOptions{StateDir: *dir, ConfigPath: *configPath, Broker: *brokerURL})
+		if err := printDoctor(stdout, res, *asJSON); err != nil {
+			return err
+		}
+		if !res.OK {
+			return errDoctorFailed
+		}
+		return nil
+	}
+	return c
+}
+
+func printDoctor(w io.Writer, res gateway.DoctorResult, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(res)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, ch := range res.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Status, ch.Name, ch.Detail)
+		if ch.Fix != "" && ch.Status != gateway.CheckOK {
+			fmt.Fprintf(tw, "\t\tfix: %s\n", ch.Fix)
+		}
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,130 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/herdr"
+)
+
+// DoctorReport is what a running gateway knows for `herdbridge doctor`
+// (the admin socket's "doctor" op): what only the live process can see —
+// herdr as it reaches it, the broker link, and the other hosts' trust and
+// clocks from their heartbeats. Doctor checks the files itself.
+type DoctorReport struct {
+	Host      string `json:"host"`
+	Key       string `json:"key,omitempty"` // this host key's fingerprint (across hosts)
+	Transport string `json:"transport"`     // embedded | broker
+	URL       string `json:"url"`
+	// ClockSkewMs is the allowance on another host's clock (bridge
+	// Config.ClockSkew): past it, its messages are refused.
+	ClockSkewMs int64             `json:"clockSkewMs"`
+	Peers       []bridge.PeerView `json:"peers"`
+	Herdr       *HerdrReport      `json:"herdr,omitempty"`  // nil: herdr disabled
+	Broker      *BrokerReport     `json:"broker,omitempty"` // nil: embedded transport
+}
+
+// HerdrReport is herdr as the gateway reaches it.
+type HerdrReport struct {
+	Socket   string `json:"socket"`
+	Version  string `json:"version,omitempty"`
+	Protocol int    `json:"protocol,omitempty"`
+	Error    string `json:"error,omitempty"` // the ping failed
+	// Panes are the panes of the registered entities; Alive is false for
+	// one herdr no longer lists (only when the ping worked).
+	Panes []PaneCheck `json:"panes"`
+}
+
+// PaneCheck is one registered entity's pane.
+type PaneCheck struct {
+	Name  string `json:"name"`
+	Role  string `json:"role"`
+	Pane  string `json:"pane"`
+	Alive bool   `json:"alive"`
+}
+
+// BrokerReport is the broker link.
+type BrokerReport struct {
+	Connected bool   `json:"connected"`
+	Topology  string `json:"topology,omitempty"` // what is missing or refused; "" when present
+	// HeardSelfMs is how long ago this gateway's own heartbeat came back
+	// (nil: never): it proves the login may publish on the roster and read
+	// its roster queue. HeartbeatMs is the heartbeat period.
+	HeardSelfMs *int64 `json:"heardSelfMs,omitempty"`
+	HeartbeatMs int64  `json:"heartbeatMs"`
+}
+
+// DoctorReport gathers the report; each probe is bounded, so a hung herdr
+// or broker makes a slow answer, not none.
+func (g *Gateway) DoctorReport(ctx context.Context) *DoctorReport {
+	cc := g.core.Config()
+	r := &DoctorReport{Host: g.cfg.Host, Key: cc.KeyFingerprint, Transport: "embedded", URL: g.URL(),
+		ClockSkewMs: cc.ClockSkew.Milliseconds(), Peers: g.core.Peers()}
+	if r.Peers == nil {
+		r.Peers = []bridge.PeerView{}
+	}
+	if g.herdr != nil {
+		r.Herdr = g.herdrReport(ctx)
+	}
+	if g.broker != nil {
+		r.Transport = "broker"
+		r.Broker = g.brokerReport(ctx, cc)
+	}
+	return r
+}
+
+func (g *Gateway) herdrReport(ctx context.Context) *HerdrReport {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r := &HerdrReport{Socket: g.cfg.File.Herdr.Socket, Panes: []PaneCheck{}}
+	if r.Socket == "" {
+		r.Socket, _ = herdr.SocketPath()
+	}
+	pong, err := g.herdr.Ping(ctx)
+	var live []herdr.PaneInfo
+	if err == nil {
+		live, err = g.herdr.PaneList(ctx)
+	}
+	if err != nil {
+		r.Error = herdrErrText(err)
+	}
+	r.Version, r.Protocol = pong.Version, pong.Protocol
+	for _, e := range g.core.Roster().Entities {
+		if e.Host != g.cfg.Host || e.PaneID == "" {
+			continue
+		}
+		alive := err != nil || slices.ContainsFunc(live, func(p herdr.PaneInfo) bool { return p.PaneID == e.PaneID })
+		r.Panes = append(r.Panes, PaneCheck{Name: e.Name, Role: string(e.Role), Pane: e.PaneID, Alive: alive})
+	}
+	return r
+}
+
+func (g *Gateway) brokerReport(ctx context.Context, cc bridge.Config) *BrokerReport {
+	r := &BrokerReport{Connected: g.broker.Connected(), HeartbeatMs: cc.PresenceEvery.Milliseconds()}
+	if heard := g.core.HeardSelf(); !heard.IsZero() {
+		ms := cc.Now().Sub(heard).Milliseconds()
+		r.HeardSelfMs = &ms
+	}
+	if !r.Connected {
+		return r
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := g.broker.CheckTopology(ctx); err != nil {
+		r.Topology = err.Error()
+	}
+	return r
+}
+
+// herdrErrText is a failed herdr call for a doctor line: a herdr that is
+// not running says only that (the line's fix says what to do).
+func herdrErrText(err error) string {
+	var nr *herdr.NotRunningError
+	if errors.As(err, &nr) {
+		return "nothing answers (" + nr.Err.Error() + ")"
+	}
+	return err.Error()
+}
