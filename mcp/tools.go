@@ -234,7 +234,8 @@ func (s *Server) broadcastTool() toolDef {
 
 func (s *Server) rosterTool() toolDef {
 	t := mcpgo.NewTool("bridge_roster",
-		mcpgo.WithDescription("Who is here: hosts, and entities with role, groups, status, how many messages they hold and whether they are waiting."),
+		mcpgo.WithDescription("Who is here: hosts, and entities with role, groups, status, how many messages they hold and whether they are waiting. "+
+			"A host's trust is one-way when it does not trust this host (a send there fails at once with the reason), untrusted when this host does not trust it, unknown for an older gateway."),
 		mcpgo.WithInputSchema[rosterArgs](),
 		mcpgo.WithOutputSchema[bridge.RosterView](),
 		mcpgo.WithTitleAnnotation("List entities and hosts"),
