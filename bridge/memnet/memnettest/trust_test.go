@@ -134,3 +134,28 @@ func TestClockSkewMeasured(t *testing.T) {
 		t.Fatalf("its heartbeats were not refused as future-ts: %v", a.Core.Refused())
 	}
 }
+
+// TestAnswerToDistrustingHostFailsFast: w on b asks lead on a; then b
+// stops trusting a. lead's answer fails at once with the reason (b would
+// refuse it unseen), and the turn stays open: once b trusts a again, the
+// same answer is delivered.
+func TestAnswerToDistrustingHostFailsFast(t *testing.T) {
+	c := memnettest.New(t, "a", "b")
+	a, b := c.Hosts()[0], c.Hosts()[1]
+	lead, w := a.Register(t, "lead", bridge.RolePrimary), b.Register(t, "w", bridge.RoleWorker)
+	c.Converge(t)
+	turn := crossAsk(t, a, b, lead, w)
+	c.Distrust(b, "a")
+	memnettest.Eventually(t, "a sees that b does not trust it", func() bool { return peer(a, "b").Trust == bridge.TrustOneWay })
+	res, err := a.Core.Send(ctx, lead.GID, bridge.SendRequest{Message: "postgres", TurnID: turn}, nil)
+	if err != nil || res.Status != bridge.StatusFailed || !strings.Contains(res.Reason, "b does not trust this host (a)") {
+		t.Fatalf("answer to a host that does not trust a: %+v, %v", res, err)
+	}
+	c.Trust("a", a.Key.Public())
+	memnettest.Eventually(t, "a sees b trust it again", func() bool { return peer(a, "b").Trust == bridge.TrustBoth })
+	res, err = a.Core.Send(ctx, lead.GID, bridge.SendRequest{Message: "postgres", TurnID: turn}, nil)
+	if err != nil || res.Status != bridge.StatusDelivered {
+		t.Fatalf("answer once trusted again: %+v, %v; want delivered", res, err)
+	}
+	answered(t, b, w, turn, "postgres")
+}
