@@ -374,8 +374,10 @@ func (d *doctor) skewCheck(p bridge.PeerView, allow time.Duration) {
 	detail := fmt.Sprintf("%s is %v %s this clock", p.Host, abs.Round(time.Millisecond), dir)
 	fix := "synchronize both clocks with NTP (`timedatectl set-ntp true`, chrony)"
 	switch {
-	case p.SkewRefused || abs > allow:
+	case abs > allow:
 		d.add("clock "+p.Host, CheckFail, fmt.Sprintf("%s: past the %v allowance, its messages are refused (expired or future-ts)", detail, allow), fix)
+	case p.SkewRefused:
+		d.add("clock "+p.Host, CheckFail, detail+": its heartbeats are refused for their timestamp (a heartbeat gets no allowance on its expiry), so its entities drop out of the roster", fix)
 	case abs > SkewWarn:
 		d.add("clock "+p.Host, CheckWarn, fmt.Sprintf("%s (the allowance is %v)", detail, allow), fix)
 	default:
