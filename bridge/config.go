@@ -56,7 +56,10 @@ type Config struct {
 	Verifier     Verifier
 	ClockSkew    time.Duration // allowance on ts/expiresAt between hosts' clocks (default 2m)
 	PresenceWait time.Duration // how long a message from a sender without presence waits for it (default PresenceTTL)
-	Audit        *AuditLog     // metadata of every message published and received; nil: none
+	Audit        *AuditLog     // metadata of every hop of every message (observe.go); nil: none
+	// Observer is told every hop of every message (observe.go): metrics,
+	// the operator page's feed. nil: nobody.
+	Observer Observer
 	// KeyFingerprint is the host key's (SHA256:…), advertised in the
 	// _gateway presence entry.
 	KeyFingerprint string

@@ -117,7 +117,9 @@ func (c *Core) typeHead(e Entity, q queued) bool {
 		c.tellNotReady(q, r)
 		return false
 	}
-	c.log.Info("forward path", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID, "status", r.Status, LogReason, r.Reason, "ms", time.Since(start).Milliseconds())
+	took := c.cfg.Now().Sub(start)
+	c.log.Info("forward path", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID, "status", r.Status, LogReason, r.Reason, "ms", took.Milliseconds())
+	c.observeFor(HopInject, e.GID, env, r.Status, took)
 	stuck := typed && r.Status == StatusUncertain
 	if !stuck {
 		c.dequeue(q.QueuedBrief)

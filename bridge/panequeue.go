@@ -113,6 +113,7 @@ func (c *Core) enqueue(e Entity, env *Envelope) {
 		}
 		return
 	}
+	c.observeFor(HopQueue, e.GID, env, "queued behind "+strconv.Itoa(ahead), 0)
 	if ahead > 0 && env.Kind == KindSend {
 		// the runner may be busy typing the head for seconds: the sender
 		// hears now that its brief waits, not after a bound
@@ -235,6 +236,7 @@ func (c *Core) dropExpired(qs []store.QueuedBrief) []store.QueuedBrief {
 			keep = append(keep, r)
 			continue
 		case !q.Typed:
+			c.observeFor(HopExpire, q.To, q.env, "expired in its pane's queue", 0)
 			c.settleQueued(q, KindFailed, "brief "+Excerpt(string(q.env.Body))+" expired at "+q.env.ExpiresAt.UTC().Format(time.RFC3339)+
 				" still queued for "+c.nameOf(q.To)+"'s pane ("+waitsText(q.Told)+"); send it again if it still matters")
 			continue

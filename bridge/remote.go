@@ -48,7 +48,7 @@ func (c *Core) RemoteSpawn(ctx context.Context, caller, host string, body SpawnB
 	receipts, done := st.expectReceipt(env.MsgID)
 	defer done()
 	c.sign(env)
-	c.auditEnv("out", env, host, "published")
+	c.observeEnv(HopPublish, env, host, "published")
 	if err := ct.PublishControl(ctx, host, env); err != nil {
 		return nil, userErr("spawn on %s: %v", host, err)
 	}
@@ -98,7 +98,7 @@ func (c *Core) onControl(d Delivery) {
 	if !ok {
 		return
 	}
-	c.auditEnv("in", d.Env, d.Key, "accepted")
+	c.observeEnv(HopAccept, d.Env, d.Key, "accepted")
 	c.wg.Add(1)
 	go c.runRemoteSpawn(d, body)
 }

@@ -171,6 +171,26 @@ func (s *Store) QueuedPanes() ([]string, error) {
 	return out, err
 }
 
+// QueuedCounts counts the briefs queued per pane, in one read of the
+// whole queue bucket (keys only): for the roster and metrics.
+func (s *Store) QueuedCounts() (map[string]int, error) {
+	out := map[string]int{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bktPaneQueue)
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if pane, _, ok := bytes.Cut(k, []byte{0}); ok {
+				out[string(pane)]++
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 func putQueued(b *bolt.Bucket, q QueuedBrief) error {
 	raw, err := json.Marshal(q)
 	if err != nil {
