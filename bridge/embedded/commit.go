@@ -1,6 +1,8 @@
 package embedded
 
 import (
+	"time"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/herdbridge/herdbridge/bridge"
@@ -53,9 +55,17 @@ func (t *Transport) stopWriter() {
 
 func (t *Transport) writer() {
 	defer close(t.writerDone)
+	var applyAt <-chan time.Time // journaled acks waiting for a commit to carry them
 	for {
 		var ops []writeOp
 		select {
+		case <-t.ackKick:
+			if applyAt == nil {
+				applyAt = time.After(ackApplyDelay)
+			}
+			continue
+		case <-applyAt: // no publish came to carry them: commit them alone
+			applyAt = nil
 		case op := <-t.writes:
 			ops = append(ops, op)
 		case <-t.writerStop:
@@ -81,22 +91,32 @@ func (t *Transport) writer() {
 	}
 }
 
+// commit runs ops in one transaction, with the journaled acks (lazyack.go)
+// after them: the acks ride the fsync the writes pay anyway.
 func (t *Transport) commit(ops []writeOp) {
+	acks := t.takeAcks()
+	if len(ops) == 0 && len(acks) == 0 {
+		return
+	}
 	err := t.db.Update(func(tx *bolt.Tx) error {
 		for _, op := range ops {
 			if err := op.fn(tx); err != nil {
 				return err
 			}
 		}
-		return nil
+		return t.applyAcks(tx, acks)
 	})
-	if err == nil || len(ops) == 1 {
+	if err == nil {
+		t.acksCommitted(acks, nil)
 		for _, op := range ops {
-			op.done <- err
+			op.done <- nil
 		}
 		return
 	}
 	for _, op := range ops { // isolate the failing write
 		op.done <- t.db.Update(op.fn)
+	}
+	if len(acks) > 0 {
+		t.acksCommitted(acks, t.db.Update(func(tx *bolt.Tx) error { return t.applyAcks(tx, acks) }))
 	}
 }
