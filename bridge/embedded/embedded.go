@@ -77,7 +77,7 @@ type Transport struct {
 	// lazy acks (lazyack.go); pmu is a leaf: never held while waiting for
 	// the store
 	pmu     sync.Mutex
-	journal *ackJournal
+	journal *store.Journal
 	pendAck map[string]map[uint64]bool // acked and journaled, not yet committed
 	toApply []ackRec                   // journaled, not yet taken by a commit
 	ackKick chan struct{}
@@ -261,7 +261,7 @@ func (t *Transport) Close() error {
 		err = t.db.Update(func(tx *bolt.Tx) error { return t.applyAcks(tx, batch) })
 		t.acksCommitted(batch, err)
 	}
-	if jerr := t.journal.close(); err == nil {
+	if jerr := t.journal.Close(); err == nil {
 		err = jerr
 	}
 	if cerr := t.db.Close(); err == nil {

@@ -8,6 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
 // Lazy acks (see ackjournal.go for why): an ack is journaled, then applied
@@ -29,7 +30,7 @@ func (t *Transport) lazyAck(gid string, seq uint64, c *consumer) error {
 		return fmt.Errorf("embedded: settle %s/%d: %w", gid, seq, bridge.ErrClosed)
 	}
 	t.pmu.Lock()
-	err := t.journal.append(ackRec{gid: gid, seq: seq})
+	err := t.journal.Append(encodeAck(ackRec{gid: gid, seq: seq}))
 	first := false
 	if err == nil {
 		set := t.pendAck[gid]
@@ -117,7 +118,11 @@ func (t *Transport) acksCommitted(batch []ackRec, err error) {
 			}
 		}
 	}
-	if err := t.journal.rewrite(t.toApply); err != nil {
+	keep := make([][]byte, len(t.toApply))
+	for i, r := range t.toApply {
+		keep[i] = encodeAck(r)
+	}
+	if err := t.journal.Rewrite(keep); err != nil {
 		t.log.Warn("ack journal not rewritten: it keeps acks already committed (replaying them deletes nothing)", "err", err)
 	}
 }
@@ -125,13 +130,19 @@ func (t *Transport) acksCommitted(batch []ackRec, err error) {
 // replayAcks applies the acks a previous process journaled and did not
 // commit (Open, before anything is delivered).
 func (t *Transport) replayAcks(path string) error {
-	j, recs, torn, err := openAckJournal(path)
+	j, payloads, torn, err := store.OpenJournal(path)
 	if err != nil {
 		return err
 	}
 	t.journal = j
 	if torn > 0 {
 		t.log.Warn("ack journal had a torn tail (an OS crash): those messages are delivered again", "bytes", torn)
+	}
+	var recs []ackRec
+	for _, p := range payloads {
+		if r, ok := decodeAck(p); ok {
+			recs = append(recs, r)
+		}
 	}
 	if len(recs) == 0 {
 		return nil
@@ -140,7 +151,7 @@ func (t *Transport) replayAcks(path string) error {
 		return fmt.Errorf("embedded: replaying %d journaled acks: %w", len(recs), err)
 	}
 	t.log.Info("journaled acks applied", "n", len(recs))
-	return j.rewrite(nil)
+	return j.Rewrite(nil)
 }
 
 // Sequence numbers never repeat within an inbox's name, across its

@@ -15,6 +15,7 @@ type Store struct {
 	db     *bolt.DB
 	path   string
 	dlqMax int
+	lazy   *lazyPuts // lazyrequests.go
 }
 
 var (
@@ -55,7 +56,12 @@ func Open(path string, dlqMax int) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("bridge: state file %s is unusable (%w): move it aside to start fresh; nothing was deleted", path, err)
 	}
-	return &Store{db: db, path: path, dlqMax: dlqMax}, nil
+	s := &Store{db: db, path: path, dlqMax: dlqMax}
+	if err := s.openLazy(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Check judges the state file at path before Open (see CheckFile): a
@@ -83,7 +89,13 @@ func RefuseZeroLength(path string) error { return refuseZeroLength(path) }
 func (s *Store) Path() string { return s.path }
 
 // Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	err := s.closeLazy()
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // Repair repairs the state file at path if CheckFile finds it damaged (see
 // RepairFile), dropping entities whose record no longer decodes. Held
