@@ -67,12 +67,7 @@ type Transport struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
-	// group commit (commit.go)
-	wmu        sync.RWMutex
-	wclosed    bool
-	writes     chan writeOp
-	writerStop chan struct{}
-	writerDone chan struct{}
+	writer *store.GroupWriter // group commit (commit.go)
 
 	// lazy acks (lazyack.go); pmu is a leaf: never held while waiting for
 	// the store
@@ -80,7 +75,6 @@ type Transport struct {
 	journal *store.Journal
 	pendAck map[string]map[uint64]bool // acked and journaled, not yet committed
 	toApply []ackRec                   // journaled, not yet taken by a commit
-	ackKick chan struct{}
 }
 
 type inboxMeta struct {
@@ -174,7 +168,7 @@ func Open(path string, opts Options) (*Transport, error) {
 		return nil, fmt.Errorf("embedded: cannot open store %s (%w): if it is corrupt, move it aside to start with an empty store; nothing was deleted", path, err)
 	}
 	t := &Transport{db: db, path: path, opts: opts, log: opts.Logger, inboxes: map[string]*inbox{}, stop: make(chan struct{}),
-		pendAck: map[string]map[uint64]bool{}, ackKick: make(chan struct{}, 1)}
+		pendAck: map[string]map[uint64]bool{}}
 	if err := t.load(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("embedded: store %s is unreadable (%w): move it aside to start with an empty store; nothing was deleted", path, err)

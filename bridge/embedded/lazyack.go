@@ -23,10 +23,7 @@ const ackApplyDelay = 100 * time.Millisecond
 // lazyAck settles an acked delivery through the journal; a journal that
 // cannot be written falls back to a synchronous commit.
 func (t *Transport) lazyAck(gid string, seq uint64, c *consumer) error {
-	t.wmu.RLock()
-	closed := t.wclosed
-	t.wmu.RUnlock()
-	if closed {
+	if t.writer.Closed() {
 		return fmt.Errorf("embedded: settle %s/%d: %w", gid, seq, bridge.ErrClosed)
 	}
 	t.pmu.Lock()
@@ -54,10 +51,7 @@ func (t *Transport) lazyAck(gid string, seq uint64, c *consumer) error {
 	t.mu.Unlock()
 	c.release(seq)
 	if first {
-		select {
-		case t.ackKick <- struct{}{}:
-		default:
-		}
+		t.writer.CommitSoon()
 	}
 	return nil
 }

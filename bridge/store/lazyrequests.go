@@ -25,11 +25,12 @@ const lazyCommitDelay = 100 * time.Millisecond
 const journalSuffix = ".journal"
 
 type lazyPuts struct {
-	mu      sync.Mutex
-	journal *Journal
-	pending map[string][]byte // request key → record, not yet committed
-	timer   *time.Timer
-	closed  bool
+	mu         sync.Mutex
+	journal    *Journal
+	pending    map[string][]byte // request key → record, not yet committed
+	committing map[string][]byte // taken by the commit under way
+	timer      *time.Timer
+	closed     bool
 }
 
 // openLazy opens the journal and commits what a previous process left in
@@ -97,6 +98,21 @@ func (s *Store) PutRequestLazy(r Request) error {
 	return nil
 }
 
+// pendingRequests copies the journaled records not yet committed.
+func (s *Store) pendingRequests() map[string][]byte {
+	l := s.lazy
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string][]byte, len(l.pending)+len(l.committing))
+	for k, raw := range l.committing {
+		out[k] = raw
+	}
+	for k, raw := range l.pending {
+		out[k] = raw
+	}
+	return out
+}
+
 // commitLazy commits the journaled records in one transaction. The
 // journal is emptied only when nothing was added meanwhile: a replay
 // applies records in order, so a journal that keeps older versions
@@ -105,13 +121,13 @@ func (s *Store) commitLazy() {
 	l := s.lazy
 	l.mu.Lock()
 	batch := l.pending
-	l.pending = map[string][]byte{}
+	l.pending, l.committing = map[string][]byte{}, batch
 	l.timer = nil
 	l.mu.Unlock()
 	if len(batch) == 0 {
 		return
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		for _, raw := range batch {
 			if err := putRequestTx(tx, raw); err != nil {
 				return err
@@ -121,6 +137,7 @@ func (s *Store) commitLazy() {
 	})
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.committing = nil
 	if err != nil {
 		for k, raw := range batch { // tried again with the next ones
 			if _, newer := l.pending[k]; !newer {

@@ -42,7 +42,8 @@ var ErrQueueFull = errors.New("store: the pane's queue is full")
 // the pane's runner, which reads the record after, does not tell it again.
 // A queue already holding max briefs (max > 0) refuses it: ErrQueueFull.
 func (s *Store) PutQueued(q *QueuedBrief, toldIfBehind string, max int) (ahead int, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
+		ahead = 0 // a second run starts over
 		b, err := tx.CreateBucketIfNotExists(bktPaneQueue)
 		if err != nil {
 			return err
@@ -68,7 +69,7 @@ func (s *Store) PutQueued(q *QueuedBrief, toldIfBehind string, max int) (ahead i
 
 // UpdateQueued rewrites q in place (what its sender was told).
 func (s *Store) UpdateQueued(q QueuedBrief) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bktPaneQueue)
 		if err != nil {
 			return err
@@ -82,7 +83,7 @@ func (s *Store) UpdateQueued(q QueuedBrief) error {
 // crash from then on never types it again.
 func (s *Store) MarkTyped(q QueuedBrief, typing *Await) error {
 	q.Typed = true
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bktPaneQueue)
 		if err != nil {
 			return err
@@ -103,7 +104,7 @@ func (s *Store) MarkTyped(q QueuedBrief, typing *Await) error {
 
 // DeleteQueued takes a brief out of its pane's queue.
 func (s *Store) DeleteQueued(pane string, seq uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bktPaneQueue)
 		if b == nil {
 			return nil
