@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 	"github.com/herdbridge/herdbridge/keys"
 )
 
@@ -19,8 +20,28 @@ import (
 // paired; both trust files then hold the other's key; nothing was copied.
 func TestPairCommand(t *testing.T) {
 	url := brokerURL(t)
+	pairViaCLI(t, gatewaytest.UniqueHost("cli-pa"), gatewaytest.UniqueHost("cli-pb"), url, url)
+}
+
+// TestPairLeastPrivilegeUsers: pairing works with the broker user
+// `herdbridge broker-user` makes, as initiator and as joiner (its pairing
+// permissions do not depend on the host; one user keeps the test to one
+// slow recipe run).
+func TestPairLeastPrivilegeUsers(t *testing.T) {
+	base := brokerURL(t)
+	needBrokerNode(t)
+	hostA, hostB := gatewaytest.UniqueHost("lpa"), gatewaytest.UniqueHost("lpb")
+	user := "hbtest-" + hostA
+	u := amqpURLAs(t, base, user, runBrokerUserRecipe(t, hostA, user, randomHex(16)))
+	pairViaCLI(t, hostA, hostB, u, u)
+}
+
+// pairViaCLI runs `pair --json` for hostA on urlA and `pair CODE` for
+// hostB on urlB, in-process, and checks both trust files.
+func pairViaCLI(t *testing.T, hostA, hostB, urlA, urlB string) {
+	t.Helper()
+	url := urlA
 	dirA, dirB := t.TempDir(), t.TempDir()
-	hostA, hostB := "cli-pa-"+time.Now().Format("150405.000"), "cli-pb-"+time.Now().Format("150405.000")
 	pr, pw := io.Pipe()
 	var errA bytes.Buffer
 	doneA := make(chan error, 1)
@@ -43,7 +64,7 @@ func TestPairCommand(t *testing.T) {
 	}
 
 	var outB, errB bytes.Buffer
-	if err := run(context.Background(), []string{"pair", strings.ToLower(first.Code), "--state-dir", dirB, "--host-id", hostB, "--broker", url}, nil, &outB, &errB); err != nil {
+	if err := run(context.Background(), []string{"pair", strings.ToLower(first.Code), "--state-dir", dirB, "--host-id", hostB, "--broker", urlB}, nil, &outB, &errB); err != nil {
 		t.Fatalf("pair CODE: %v\n%s", err, errB.String())
 	}
 	if !strings.HasPrefix(outB.String(), "paired with "+hostA+" (SHA256:") {
