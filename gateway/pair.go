@@ -31,11 +31,10 @@ type PairConfig struct {
 type Pairing struct {
 	conn *broker.PairConn
 	opts pairing.Options
-	Key  *keys.HostKey // this host's key (created if there was none, as the gateway would)
 }
 
-// OpenPairing loads (or creates) this host's key and connects to the
-// broker.
+// OpenPairing loads this host's key (creating it, as the gateway's first
+// start would, if there is none) and connects to the broker.
 func OpenPairing(ctx context.Context, cfg PairConfig) (*Pairing, error) {
 	if cfg.Broker == "" {
 		return nil, errors.New("pair: pairing runs over the broker: pass --broker amqp[s]://… (or set HERDBRIDGE_BROKER), the URL this host's gateway uses")
@@ -60,7 +59,7 @@ func OpenPairing(ctx context.Context, cfg PairConfig) (*Pairing, error) {
 	}
 	opts := pairing.Options{Host: cfg.Host, Key: k.Public(), TrustFile: filepath.Join(cfg.StateDir, keys.TrustFile),
 		Expires: cfg.Expires, MaxFailures: cfg.MaxFailures, StepWait: cfg.StepWait, Log: cfg.Logger}
-	return &Pairing{conn: conn, opts: opts, Key: k}, nil
+	return &Pairing{conn: conn, opts: opts}, nil
 }
 
 // Offer draws a code and waits on the broker for the joiner (Offer.Wait).

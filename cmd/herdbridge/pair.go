@@ -91,8 +91,14 @@ func (o pairOutput) line(v map[string]any, text string) {
 
 func (o pairOutput) paired(p *gateway.Pairing, r pairing.Result) {
 	fp := keys.Fingerprint(r.PeerKey)
-	o.line(map[string]any{"paired": r.Peer, "fingerprint": fp, "failures": r.Failures},
-		fmt.Sprintf("paired with %s (%s): it is trusted in %s; a running gateway picks it up within a few seconds", r.Peer, fp, p.TrustFile()))
+	text := fmt.Sprintf("paired with %s (%s): it is trusted in %s; a running gateway picks it up within a few seconds", r.Peer, fp, p.TrustFile())
+	if r.Failures > 0 {
+		text += fmt.Sprintf("\n%d wrong attempt(s) were refused before", r.Failures)
+	}
+	if trusted, err := keys.ReadTrust(p.TrustFile()); err == nil && len(trusted[r.Peer]) > 1 {
+		text += fmt.Sprintf("\n%s now has %d trusted keys; if its old key is gone: herdbridge keys revoke %s OLDKEY", r.Peer, len(trusted[r.Peer]), r.Peer)
+	}
+	o.line(map[string]any{"paired": r.Peer, "fingerprint": fp, "failures": r.Failures}, text)
 }
 
 func pairOffer(c *cobra.Command, cfg gateway.PairConfig, out pairOutput) error {

@@ -134,7 +134,7 @@ func (o *Offer) handle(ctx context.Context, raw []byte) (Result, error) {
 		return Result{}, fmt.Errorf("pairing: answering %s: %w", hello.Host, err)
 	}
 	if err := o.awaitConfirm(ctx, hello.SID, confirmTag(isk, tagJoiner, tr)); err != nil {
-		return Result{}, fmt.Errorf("pairing: attempt of host %q: %w", hello.Host, err)
+		return Result{}, fmt.Errorf("host %q: %w", hello.Host, err)
 	}
 	if hello.Host == o.opts.Host {
 		return Result{}, errSameHost(hello.Host)
