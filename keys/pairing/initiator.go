@@ -80,9 +80,6 @@ func (o *Offer) Wait(ctx context.Context) (Result, error) {
 		if ctx.Err() != nil {
 			return Result{Failures: o.failures}, o.waitErr(ctx, ctx.Err())
 		}
-		if errors.Is(err, errIgnored) {
-			continue
-		}
 		o.failures++
 		o.opts.Log.Warn("pairing attempt refused", logFailures, o.failures, logMax, o.opts.MaxFailures, logErr, err)
 		if o.failures >= o.opts.MaxFailures {
@@ -91,10 +88,6 @@ func (o *Offer) Wait(ctx context.Context) (Result, error) {
 		}
 	}
 }
-
-// errIgnored is a message that is neither an attempt nor an attack: a
-// hello while another attempt is under way is left unanswered.
-var errIgnored = errors.New("pairing: ignored")
 
 func (o *Offer) waitErr(ctx context.Context, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) && !time.Now().Before(o.expires) {

@@ -354,3 +354,47 @@ func TestBadShareRefused(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { os.Exit(m.Run()) }
+
+// TestReplayedReplyRefusedByJoiner: an onlooker who recorded the reply of
+// one pairing and answers a later joiner of the same code with it (as if
+// it were the initiator) is refused: the reply belongs to another session.
+func TestReplayedReplyRefusedByJoiner(t *testing.T) {
+	rv := newMem()
+	tap := rv.tap()
+	a, b := newParty(t, "hostA"), newParty(t, "hostB")
+	offer, waitA := listen(t, rv, a.opts())
+	if _, err := Join(context.Background(), rv, offer.Code(), b.opts()); err != nil {
+		t.Fatal(err)
+	}
+	<-waitA
+	var reply []byte
+	for len(tap) > 0 {
+		if m := <-tap; bytes.Contains(m.msg, []byte(`"t":"reply"`)) {
+			reply = m.msg
+		}
+	}
+	// the onlooker takes the code's address once the initiator left
+	eve, err := rv.Open(context.Background(), InitiatorAddr(offer.Code()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eve.Close()
+	c := newParty(t, "hostC")
+	joined := make(chan error, 1)
+	go func() { _, err := Join(context.Background(), rv, offer.Code(), c.opts()); joined <- err }()
+	raw, err := eve.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello, err := ParseMessage(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eve.Send(context.Background(), joinerAddr(offer.Code(), hello.SID), reply, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-joined; !errors.Is(err, ErrReplay) {
+		t.Fatalf("joiner answered with a recorded reply: %v, want ErrReplay", err)
+	}
+	c.mustTrustNothing(t)
+}
