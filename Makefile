@@ -44,6 +44,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzStampRequestID$$' -fuzztime $(FUZZTIME) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTrust$$' -fuzztime $(FUZZTIME) ./keys/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePublicKey$$' -fuzztime $(FUZZTIME) ./keys/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseMessage$$' -fuzztime $(FUZZTIME) ./keys/pairing/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCode$$' -fuzztime $(FUZZTIME) ./keys/pairing/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSpool$$' -fuzztime $(FUZZTIME) ./bridge/embedded/
 
 demo:
