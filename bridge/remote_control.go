@@ -137,7 +137,10 @@ func (c *Core) runRemoteStop(d Delivery) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), time.Minute)
 	defer cancel()
 	var res *Result
-	err := checkText("reason", body.Reason)
+	var err error
+	if body.Reason != "" {
+		err = checkText("reason", body.Reason)
+	}
 	if err == nil && c.mem.has(stopKey(body.StopID)) {
 		res = stoppedBefore(StopRequest{Target: body.Target, StopID: body.StopID})
 	} else if err == nil {

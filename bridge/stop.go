@@ -54,6 +54,9 @@ func (req StopRequest) normalized() (StopRequest, error) {
 	if len(req.Reason) > MaxStopReasonBytes {
 		return req, userErr("reason is %d bytes, over the %d-byte limit: say it in a sentence", len(req.Reason), MaxStopReasonBytes)
 	}
+	if req.Reason == "" {
+		return req, nil
+	}
 	return req, checkText("reason", req.Reason)
 }
 
