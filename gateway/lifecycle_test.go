@@ -32,7 +32,9 @@ func TestStopBusyWorker(t *testing.T) {
 	other := gatewaytest.HTTPConn(t, g, "w2", "worker")
 
 	sentCh := make(chan gatewaytest.CallResult, 1)
-	go func() { sentCh <- p.Call("bridge_send", map[string]any{"target": "w", "message": "Refactor the parser.", "wait_s": 20}) }()
+	go func() {
+		sentCh <- p.Call("bridge_send", map[string]any{"target": "w", "message": "Refactor the parser.", "wait_s": 20})
+	}()
 	gatewaytest.Eventually(t, 5*time.Second, "the brief typed and the worker busy", func() bool {
 		return len(fake.Submitted(pane)) == 1 && fake.Status(pane) == "working"
 	})
