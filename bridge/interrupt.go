@@ -140,5 +140,5 @@ func (c *Core) runRemoteInterrupt(d Delivery) {
 	if err == nil {
 		res, err = c.interruptLocal(ctx, target.view(), body.Next)
 	}
-	c.answerControl(d, res, err)
+	c.answerControl(d, body.Target, res, err)
 }

@@ -12,9 +12,9 @@ import (
 // worker on another host go to that host's control queue as a STOP or an
 // INTERRUPT, signed by the caller's gateway like a SPAWN. The worker's
 // gateway judges the caller again (its role from signed presence: a
-// worker may act only on itself), acts, and answers with an INJECTED whose
-// body is "<status>: <reason>" (stopped, interrupted, uncertain, …) or a
-// FAILED saying why not. A STOP carries its stop id, which the worker's
+// worker may act only on itself), acts, and answers with an INJECTED in
+// the worker's name whose body is "<status>: <reason>" (stopped,
+// interrupted, uncertain, …) or a FAILED saying why not. A STOP carries its stop id, which the worker's
 // gateway remembers: a STOP redelivered or retried after it was carried
 // out stops nothing twice.
 //
@@ -49,8 +49,11 @@ func (c *Core) stopRemote(ctx context.Context, st *entState, target Entity, req 
 	if err != nil {
 		return nil, err
 	}
-	if res.Status == StatusPending {
+	switch res.Status {
+	case StatusPending:
 		res.Next = "bridge_roster shows whether " + target.Addr() + " is gone; call bridge_stop again with stop_id " + req.StopID + " to ask once more (it never stops twice)"
+	case StatusStopped: // a retry here answers at once, even after the worker left the roster
+		c.mem.mark(stopKey(req.StopID), c.cfg.Now().Add(stopMemory))
 	}
 	return res, nil
 }
@@ -149,23 +152,25 @@ func (c *Core) runRemoteStop(d Delivery) {
 			res, err = c.stopLocal(ctx, caller.Addr(), body.Target, StopRequest{Target: body.Target, Reason: body.Reason, ClosePane: body.ClosePane, StopID: body.StopID})
 		}
 	}
-	c.answerControl(d, res, err)
+	c.answerControl(d, body.Target, res, err)
 }
 
-// answerControl tells a control message's caller how it ended (INJECTED
-// "<status>: <reason>", or FAILED with the error), marks it handled and
-// acks it.
-func (c *Core) answerControl(d Delivery, res *Result, err error) {
+// answerControl tells a control message's caller how it ended, marks it
+// handled and acks it: an INJECTED "<status>: <reason>" in the name of the
+// worker it acted on (worker, whose binding to this host outlives its
+// removal), or a FAILED with the error from the gateway itself (the one
+// kind a gateway speaks for itself: verify.go).
+func (c *Core) answerControl(d Delivery, worker string, res *Result, err error) {
 	env := d.Env
-	kind, body := KindFailed, ""
+	from, kind, body := GatewayGID(c.cfg.Host), KindFailed, ""
 	if err != nil {
 		body = err.Error()
 		c.log.Warn("remote control refused or failed", LogKind, env.Kind, LogMsgID, env.MsgID, LogFrom, env.From, LogReason, body)
 	} else {
-		kind, body = KindInjected, res.Status+": "+res.Reason
+		from, kind, body = worker, KindInjected, res.Status+": "+res.Reason
 		c.log.Info("remote control done", LogKind, env.Kind, LogMsgID, env.MsgID, LogFrom, env.From, "status", res.Status)
 	}
-	c.publishAll([]outMsg{c.receiptFor(kind, GatewayGID(c.cfg.Host), env, body)})
+	c.publishAll([]outMsg{c.receiptFor(kind, from, env, body)})
 	c.mem.markEnv("control:"+env.MsgID, env)
 	if err := d.Acker.Ack(); err != nil {
 		c.log.Warn("control message ack failed", LogKind, env.Kind, LogMsgID, env.MsgID, "err", err)

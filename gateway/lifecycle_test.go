@@ -212,3 +212,66 @@ func escapes(f *herdrtest.Server, pane string) int {
 	}
 	return n
 }
+
+// TestCrossHostStopAndInterrupt: a primary on host A interrupts a busy
+// worker on host B (INTERRUPT on control.B: Escape pressed there, the
+// message typed next), then stops it (STOP on control.B): B closes the
+// pane and removes the worker, the brief still queued there is reported
+// FAILED back on A, A's roster loses it, and a retry with the stop_id is
+// deduplicated. A worker on A may not stop it.
+func TestCrossHostStopAndInterrupt(t *testing.T) {
+	fake := herdrtest.New(t, herdrtest.WithTurnDuration(0))
+	pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
+	hostA, hostB := gatewaytest.UniqueHost("la"), gatewaytest.UniqueHost("lb")
+	ga := gatewaytest.StartHost(t, hostA, brokerURL(t))
+	gb := gatewaytest.StartHost(t, hostB, brokerURL(t), func(c *gateway.Config) {
+		c.File.Herdr.Disabled = false
+		c.File.Herdr.Socket = fake.SocketPath()
+		c.Core.InjectWait = 8 * time.Second
+		c.Core.PaneRecheck = 200 * time.Millisecond
+	})
+	gatewaytest.PaneConn(t, gb, "w", "worker", pane)
+	p := gatewaytest.HTTPConn(t, ga, "lead", "primary")
+	wa := gatewaytest.HTTPConn(t, ga, "wa", "worker")
+	target := "w@" + hostB
+	gatewaytest.Eventually(t, 10*time.Second, "A sees w on B", func() bool { _, err := ga.Core().Resolve(target); return err == nil })
+	gatewaytest.Eventually(t, 10*time.Second, "B sees lead and wa", func() bool {
+		_, e1 := gb.Core().Resolve("lead@" + hostA)
+		_, e2 := gb.Core().Resolve("wa@" + hostA)
+		return e1 == nil && e2 == nil
+	})
+	p.MustStatus("bridge_send", map[string]any{"target": target, "message": "Long job."}, "submitted")
+	queued := p.MustStatus("bridge_send", map[string]any{"target": target, "message": "Queued job."}, "queued")
+
+	r := p.Call("bridge_interrupt", map[string]any{"target": target, "message": "Urgent fix first."})
+	if r.IsError || r.Status != bridge.StatusInterrupted || escapes(fake, pane) != 1 {
+		t.Fatalf("remote interrupt: %+v %s (%d escapes)", r.Result, r.Text, escapes(fake, pane))
+	}
+	gatewaytest.Eventually(t, 10*time.Second, "the message typed next on B", func() bool { return len(fake.Submitted(pane)) == 2 })
+	if s := fake.Submitted(pane)[1]; !strings.Contains(s, "Urgent fix first.") {
+		t.Fatalf("typed after the interrupt: %q", s)
+	}
+
+	if r := wa.Call("bridge_stop", map[string]any{"target": target}); !r.IsError || !strings.Contains(r.Text, "refused") {
+		t.Fatalf("a worker stopping a remote worker: %+v %s", r.Result, r.Text)
+	}
+	stopID := "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
+	r = p.Call("bridge_stop", map[string]any{"target": target, "reason": "plan changed", "close_pane": true, "stop_id": stopID})
+	if r.IsError || r.Status != bridge.StatusStopped || !strings.Contains(r.Reason, "plan changed") || !strings.Contains(r.Reason, "closed") {
+		t.Fatalf("remote stop: %+v %s", r.Result, r.Text)
+	}
+	if !fake.Pane(pane).Closed {
+		t.Fatal("the pane on B is still open")
+	}
+	if _, err := gb.Core().Resolve("w"); err == nil {
+		t.Fatal("w is still registered on B")
+	}
+	gatewaytest.Eventually(t, 10*time.Second, "A's roster without w", func() bool { _, err := ga.Core().Resolve(target); return err != nil })
+	if m := receiptsHeld(t, p, 15*time.Second, queued.MsgID)[queued.MsgID]; m.Kind != bridge.KindFailed {
+		t.Fatalf("queued brief's receipt: %+v", m)
+	}
+	again := p.Call("bridge_stop", map[string]any{"target": target, "stop_id": stopID})
+	if again.IsError || !again.Deduped || requests(fake, "pane.close")() != 1 {
+		t.Fatalf("retried remote stop: %+v %s", again.Result, again.Text)
+	}
+}
