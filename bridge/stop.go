@@ -145,7 +145,7 @@ func (c *Core) stopLocal(ctx context.Context, by, gid string, req StopRequest) (
 	st.goneWhy = why // whoever removes it now (this stop, or the pane watcher seeing the pane close) says why
 	st.mu.Unlock()
 	if closePane && e.PaneID != "" {
-		note, err := c.closeWorkerPane(ctx, e)
+		note, err := c.closeWorkerPane(ctx, e, req.StopID)
 		if err != nil {
 			st.mu.Lock()
 			st.goneWhy = ""
@@ -170,7 +170,7 @@ func (c *Core) stopLocal(ctx context.Context, by, gid string, req StopRequest) (
 }
 
 // closeWorkerPane closes e's pane; a pane already gone counts as closed.
-func (c *Core) closeWorkerPane(ctx context.Context, e Entity) (string, error) {
+func (c *Core) closeWorkerPane(ctx context.Context, e Entity, stopID string) (string, error) {
 	if c.cfg.Panes == nil {
 		return "", userErr("%s lives in pane %s, but this gateway has no herdr connection to close it: stop it with close_pane=false (its agent keeps running), or enable herdr", e.Addr(), e.PaneID)
 	}
@@ -181,7 +181,7 @@ func (c *Core) closeWorkerPane(ctx context.Context, e Entity) (string, error) {
 	case errors.Is(err, ErrPaneGone):
 		return "its pane " + e.PaneID + " was already gone", nil
 	}
-	return "", userErr("herdr could not close pane %s of %s (%v): nothing was removed; call bridge_stop again with the same stop_id, or with close_pane=false to remove the worker and leave its pane", e.PaneID, e.Addr(), err)
+	return "", userErr("herdr could not close pane %s of %s (%v): nothing was removed; call bridge_stop again with stop_id %s, or with close_pane=false to remove the worker and leave its pane", e.PaneID, e.Addr(), err, stopID)
 }
 
 // ErrPaneGone is what a PaneStarter's ClosePane wraps when the pane does
