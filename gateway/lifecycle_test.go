@@ -79,10 +79,21 @@ func TestStopBusyWorker(t *testing.T) {
 	if ans.Status != bridge.StatusAbandoned {
 		t.Fatalf("answer to the stopped worker's ask: %+v %s", ans.Result, ans.Text)
 	}
-	// the queued brief FAILED to its sender, naming the stop
-	got := receiptsHeld(t, p, 10*time.Second, queued.MsgID)
-	if m := got[queued.MsgID]; m.Kind != bridge.KindFailed {
-		t.Fatalf("queued brief's receipt: %+v", m)
+	// the brief it worked on: ABANDONED, naming the stop; the queued one: FAILED
+	var abandoned, failed *bridge.Message
+	gatewaytest.Eventually(t, 10*time.Second, "ABANDONED and FAILED held for the sender", func() bool {
+		for _, m := range p.Call("bridge_poll", map[string]any{"max": 100}).Messages {
+			switch {
+			case m.Kind == bridge.KindAbandoned && m.Corr == sent.MsgID:
+				abandoned = &m
+			case m.Kind == bridge.KindFailed && m.Corr == queued.MsgID:
+				failed = &m
+			}
+		}
+		return abandoned != nil && failed != nil
+	})
+	if !strings.Contains(abandoned.Body, "stopped by lead@") || !strings.Contains(abandoned.Body, "wrong approach") {
+		t.Fatalf("ABANDONED for the brief it worked on: %q", abandoned.Body)
 	}
 	// a retry with the same stop_id: nothing again
 	again := p.Call("bridge_stop", map[string]any{"target": "w", "stop_id": stopID})
