@@ -284,7 +284,7 @@ func (c *Core) attachInbox(st *entState) error {
 
 // entityOf and storedOf convert between an entity and its stored record.
 func entityOf(r store.Entity) Entity {
-	return Entity{GID: r.GID, Name: r.Name, Host: r.Host, Role: Role(r.Role), Groups: r.Groups, PaneID: r.PaneID, Registered: r.Registered}
+	return Entity{GID: r.GID, Name: r.Name, Host: r.Host, Role: Role(r.Role), Groups: r.Groups, PaneID: r.PaneID, Registered: r.Registered, Spawned: r.Spawned}
 }
 
 // record is st's stored record (st.mu held).
@@ -296,5 +296,5 @@ func (st *entState) record() store.Entity {
 
 func storedOf(e Entity, tokens []string) store.Entity {
 	return store.Entity{GID: e.GID, Name: e.Name, Host: e.Host, Role: string(e.Role), Groups: append([]string(nil), e.Groups...),
-		PaneID: e.PaneID, Registered: e.Registered, Tokens: append([]string(nil), tokens...)}
+		PaneID: e.PaneID, Registered: e.Registered, Tokens: append([]string(nil), tokens...), Spawned: e.Spawned}
 }
