@@ -48,6 +48,9 @@ type Config struct {
 	// Panes starts spawned workers in new panes. nil: this host cannot
 	// spawn (it can still ask other hosts to).
 	Panes PaneStarter
+	// Spawn bounds spawning here: how many workers, and what a caller may
+	// choose per profile (spawnpolicy.go).
+	Spawn SpawnLimits
 
 	// Trust (SPEC §3, §8). With a Verifier, every delivery must carry a
 	// signature valid under its host's trusted key and a from that lives on

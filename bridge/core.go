@@ -15,7 +15,7 @@
 // (briefs waiting for their pane, each typed by its pane's one runner
 // goroutine). Lock order: regMu → presence.pub → an entity's mu → any one
 // leaf lock (registry, gate, memory, ledger, requests, presence, nudges,
-// spawns, pane queues, and the store's own, which turn records are written
+// spawns, spawn slots, history, pane queues, and the store's own, which turn records are written
 // under); a leaf lock is never held while another lock is taken.
 package bridge
 
@@ -46,6 +46,7 @@ type Core struct {
 	pres   *presence
 	nudges nudgeSet
 	spawns spawnClaims
+	slots  spawnSlots
 	claims nameClaims // live stdio sessions' names (claim.go)
 	queues paneQueues
 	spills *spiller
@@ -150,6 +151,9 @@ func (c *Core) load() (int, error) {
 		st.tokens = se.Tokens
 		st.lastSeen, st.savedSeen = c.seenAtLoad(se.LastSeen), se.LastSeen
 		c.reg.put(st, se.Tokens)
+		if se.Profile != "" { // a spawned worker: it holds its slot across the restart
+			c.slots.bind(se.GID, se.Profile)
+		}
 		sts = append(sts, st)
 	}
 	if err := c.loadTurns(c.startedAt); err != nil {
@@ -284,7 +288,8 @@ func (c *Core) attachInbox(st *entState) error {
 
 // entityOf and storedOf convert between an entity and its stored record.
 func entityOf(r store.Entity) Entity {
-	return Entity{GID: r.GID, Name: r.Name, Host: r.Host, Role: Role(r.Role), Groups: r.Groups, PaneID: r.PaneID, Registered: r.Registered}
+	return Entity{GID: r.GID, Name: r.Name, Host: r.Host, Role: Role(r.Role), Groups: r.Groups, PaneID: r.PaneID, Registered: r.Registered,
+		Profile: r.Profile, History: r.History}
 }
 
 // record is st's stored record (st.mu held).
@@ -296,5 +301,5 @@ func (st *entState) record() store.Entity {
 
 func storedOf(e Entity, tokens []string) store.Entity {
 	return store.Entity{GID: e.GID, Name: e.Name, Host: e.Host, Role: string(e.Role), Groups: append([]string(nil), e.Groups...),
-		PaneID: e.PaneID, Registered: e.Registered, Tokens: append([]string(nil), tokens...)}
+		PaneID: e.PaneID, Registered: e.Registered, Tokens: append([]string(nil), tokens...), Profile: e.Profile, History: e.History}
 }

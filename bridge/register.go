@@ -29,6 +29,11 @@ type RegisterRequest struct {
 	// Token marks a token registration (`herdbridge register`): refused
 	// while a live stdio session holds the name, unless Takeover.
 	Token bool
+	// Profile marks a spawned worker with its spawn profile (spawn only).
+	Profile string
+	// History turns the entity's history on or off; nil leaves it as it
+	// was (off for a new entity).
+	History *bool
 }
 
 const maxTokensPerEntity = 32
@@ -90,6 +95,9 @@ func (c *Core) register(ctx context.Context, req RegisterRequest, check func(gid
 	st.savedSeen = rec.LastSeen
 	st.mu.Unlock()
 	c.reg.put(st, tokens)
+	if rec.Profile != "" {
+		c.slots.bind(rec.GID, rec.Profile)
+	}
 	if err := c.attachInbox(st); err != nil {
 		return Entity{}, "", err
 	}
@@ -125,6 +133,12 @@ func (c *Core) entityFor(req RegisterRequest, groups []string) (*entState, error
 		if req.PaneID != "" {
 			st.PaneID = req.PaneID
 		}
+		if req.Profile != "" {
+			st.Profile = req.Profile
+		}
+		if req.History != nil {
+			st.History = *req.History
+		}
 		st.mu.Unlock()
 		return st, nil
 	}
@@ -135,7 +149,11 @@ func (c *Core) entityFor(req RegisterRequest, groups []string) (*entState, error
 	if other := c.reg.get(gid); other != nil {
 		return nil, userErr("gid %s is taken by %s", gid, other.Name)
 	}
-	return newEntState(Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC()}, c.turns), nil
+	e := Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC(), Profile: req.Profile}
+	if req.History != nil {
+		e.History = *req.History
+	}
+	return newEntState(e, c.turns), nil
 }
 
 func normGroups(in []string) ([]string, error) {
@@ -197,7 +215,11 @@ func (c *Core) remove(ctx context.Context, st *entState) error {
 		return fmt.Errorf("bridge: delete what was held for %s: %w", st.Name, err)
 	}
 	c.publishPresence([]Presence{{GID: gid, Name: st.Name, Host: c.cfg.Host, Gone: true}})
-	return c.st.DeleteEntity(gid)
+	if err := c.st.DeleteEntity(gid); err != nil {
+		return err
+	}
+	c.slots.free(gid) // once it is gone from the store: a restart would count it again
+	return nil
 }
 
 // Authenticate maps a bearer token to its entity: the index finds the

@@ -18,7 +18,11 @@ import (
 type FileConfig struct {
 	// Profiles are the workers bridge_spawn can start on this host.
 	Profiles map[string]herdr.Profile `json:"profiles,omitempty"`
-	Herdr    HerdrConfig              `json:"herdr"`
+	// MaxWorkers caps the spawned workers registered on this host at once
+	// (0: no cap); each profile may have its own maxWorkers too. A spawn
+	// past a cap is refused at once, naming the cap and the count.
+	MaxWorkers int         `json:"maxWorkers,omitempty"`
+	Herdr      HerdrConfig `json:"herdr"`
 	// InboxMaxLength caps each inbox (default 10000); past it sends are
 	// refused with "inbox full" and the message is dead-lettered. On a
 	// broker, changing it for an existing inbox is refused at startup
@@ -119,6 +123,9 @@ func LoadFile(path string, required bool) (FileConfig, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if c.MaxWorkers < 0 {
+		return c, fmt.Errorf("config %s: maxWorkers %d is negative", path, c.MaxWorkers)
 	}
 	for name, p := range c.Profiles {
 		if err := p.Validate(name); err != nil {

@@ -292,7 +292,19 @@ func (g *Gateway) coreConfig() bridge.Config {
 	if cfg.ReapAfter == 0 {
 		cfg.ReapAfter = time.Duration(g.cfg.File.ReapAfter)
 	}
+	cfg.Spawn = g.spawnLimits()
 	return cfg
+}
+
+// spawnLimits are the configuration's caps and per-profile policies, with
+// worktrees made under the state dir.
+func (g *Gateway) spawnLimits() bridge.SpawnLimits {
+	l := bridge.SpawnLimits{MaxWorkers: g.cfg.File.MaxWorkers, Profiles: map[string]bridge.ProfilePolicy{},
+		WorktreeDir: filepath.Join(g.cfg.StateDir, "worktrees")}
+	for name, p := range g.cfg.File.Profiles {
+		l.Profiles[name] = p.ProfilePolicy
+	}
+	return l
 }
 
 // wireHerdr gives the core what it needs of herdr, all in its Config: the

@@ -45,11 +45,16 @@ type broadcastArgs struct {
 }
 
 type spawnArgs struct {
-	Host    string `json:"host,omitempty" jsonschema:"Host to spawn on (default: this one)"`
-	Profile string `json:"profile" jsonschema:"A spawn profile of that host (bridge_roster lists them)"`
-	Name    string `json:"name,omitempty" jsonschema:"Name for the new worker (default: profile-xxxx)"`
-	Brief   string `json:"brief,omitempty" jsonschema:"First brief, delivered once the worker is ready"`
-	SpawnID string `json:"spawn_id,omitempty" jsonschema:"A UUID to make a retried spawn idempotent: it becomes the worker's gid, and a spawn with an id already used returns that worker instead of starting another"`
+	Host     string   `json:"host,omitempty" jsonschema:"Host to spawn on (default: this one)"`
+	Profile  string   `json:"profile" jsonschema:"A spawn profile of that host (bridge_roster lists them)"`
+	Name     string   `json:"name,omitempty" jsonschema:"Name for the new worker (default: profile-xxxx)"`
+	Brief    string   `json:"brief,omitempty" jsonschema:"First brief, delivered once the worker is ready"`
+	SpawnID  string   `json:"spawn_id,omitempty" jsonschema:"A UUID to make a retried spawn idempotent: it becomes the worker's gid, and a spawn with an id already used returns that worker instead of starting another"`
+	Cwd      string   `json:"cwd,omitempty" jsonschema:"Directory to start the worker in: under one of the profile's roots (symlinks are followed; a path leading out is refused). Default: the profile's cwd"`
+	Repo     string   `json:"repo,omitempty" jsonschema:"One of the profile's named repos: the worker starts in it, or with worktree in a new git worktree of it"`
+	Worktree bool     `json:"worktree,omitempty" jsonschema:"Start the worker in a new git worktree of repo, on branch herdbridge/<name>"`
+	Model    string   `json:"model,omitempty" jsonschema:"Model for the agent, one of the profile's models (passed as --model)"`
+	Args     []string `json:"args,omitempty" jsonschema:"Extra agent arguments, each one of the profile's allowArgs"`
 }
 
 type rosterArgs struct {
@@ -276,7 +281,8 @@ func (s *Server) rosterTool() toolDef {
 func (s *Server) spawnTool() toolDef {
 	t := mcpgo.NewTool("bridge_spawn",
 		mcpgo.WithDescription("Start a new worker from a spawn profile of a host (profiles are defined in that gateway's configuration; you name one, never a command). "+
-			"Returns when the worker's agent is ready and registered (spawnId = its gid), then delivers brief through the forward path: status submitted, uncertain or failed (with the reason), or confirmed without a brief."),
+			"Returns when the worker's agent is ready and registered (spawnId = its gid), then delivers brief through the forward path: status submitted, uncertain or failed (with the reason), or confirmed without a brief; phases lists the steps it went through with their times. "+
+			"A spawn past the host's or profile's maxWorkers is refused at once, naming the limit and the count."),
 		mcpgo.WithInputSchema[spawnArgs](),
 		mcpgo.WithOutputSchema[bridge.Result](),
 		mcpgo.WithTitleAnnotation("Spawn a worker"),
@@ -290,7 +296,8 @@ func (s *Server) spawnTool() toolDef {
 		if err := decodeArgs(req, &a); err != nil {
 			return nil, argErr(err)
 		}
-		return s.core.Spawn(ctx, gid, bridge.SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief, SpawnID: a.SpawnID})
+		return s.core.Spawn(ctx, gid, bridge.SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief, SpawnID: a.SpawnID,
+			Choice: bridge.SpawnChoice{Cwd: a.Cwd, Repo: a.Repo, Worktree: a.Worktree, Model: a.Model, Args: a.Args}})
 	})}
 }
 
