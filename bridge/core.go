@@ -50,6 +50,7 @@ type Core struct {
 	claims nameClaims // live stdio sessions' names (claim.go)
 	queues paneQueues
 	spills *spiller
+	hist   *historyLog // nil: no history
 
 	unmapped time.Time // when the sweeper last released the state file's pages (sweep goroutine only)
 
@@ -75,12 +76,16 @@ func New(cfg Config) (*Core, error) {
 	if !ValidHost(cfg.Host) {
 		return nil, fmt.Errorf("bridge: host id %q is not valid (letters, digits, '.', '_', '-'; at most 63)", cfg.Host)
 	}
-	return &Core{
+	c := &Core{
 		cfg: cfg, log: cfg.Logger, tr: cfg.Transport, st: cfg.Store,
 		reg: newRegistry(), gate: newGate(), mem: newMemory(cfg.SeenSize, cfg.MessageTTL, cfg.ClockSkew),
 		ledger: newLedger(cfg.Store, cfg.Logger), reqs: newRequests(cfg.Store, cfg.Logger),
 		turns: &turnBook{st: cfg.Store, log: cfg.Logger}, pres: newPresence(), spills: newSpiller(cfg.Prefetch),
-	}, nil
+	}
+	if cfg.History.Dir != "" {
+		c.hist = newHistoryLog(cfg.History, cfg.Logger, cfg.Now, c.nameOf)
+	}
+	return c, nil
 }
 
 // Host is this gateway's host id.
@@ -118,6 +123,10 @@ func (c *Core) Start(ctx context.Context) error {
 	}
 	if err := c.startQueues(); err != nil {
 		return fmt.Errorf("bridge: restart the pane queues: %w", err)
+	}
+	if c.hist != nil {
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); c.hist.run(c.ctx) }()
 	}
 	c.wg.Add(3)
 	go c.spillLoop()

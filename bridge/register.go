@@ -138,6 +138,7 @@ func (c *Core) entityFor(req RegisterRequest, groups []string) (*entState, error
 		}
 		if req.History != nil {
 			st.History = *req.History
+			st.histOn.Store(*req.History)
 		}
 		st.mu.Unlock()
 		return st, nil
@@ -149,7 +150,8 @@ func (c *Core) entityFor(req RegisterRequest, groups []string) (*entState, error
 	if other := c.reg.get(gid); other != nil {
 		return nil, userErr("gid %s is taken by %s", gid, other.Name)
 	}
-	e := Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC(), Profile: req.Profile}
+	e := Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC(),
+		Profile: req.Profile}
 	if req.History != nil {
 		e.History = *req.History
 	}
@@ -218,7 +220,13 @@ func (c *Core) remove(ctx context.Context, st *entState) error {
 	if err := c.st.DeleteEntity(gid); err != nil {
 		return err
 	}
-	c.slots.free(gid) // once it is gone from the store: a restart would count it again
+	c.slots.free(gid)  // once it is gone from the store: a restart would count it again
+	if c.hist != nil { // its transcript goes with it: nobody can read it any more
+		_ = c.hist.flush(ctx) // what it sent last is not written after the purge
+		if _, err := c.hist.purge(st.Name); err != nil {
+			c.log.Warn("history of a removed entity not deleted", LogGID, gid, "err", err)
+		}
+	}
 	return nil
 }
 

@@ -61,6 +61,7 @@ type Result struct {
 	TurnID   string       `json:"turnId,omitempty"`
 	SpawnID  string       `json:"spawnId,omitempty"` // bridge_spawn: the new worker's gid
 	Phases   []SpawnPhase `json:"phases,omitempty"`  // bridge_spawn: the steps it went through
+	History  *HistoryView `json:"history,omitempty"` // bridge_history
 	Target   string       `json:"target,omitempty"`
 	Reason   string       `json:"reason,omitempty"`
 	Messages []Message    `json:"messages,omitempty"`
