@@ -23,6 +23,8 @@ type FileConfig struct {
 	// past a cap is refused at once, naming the cap and the count.
 	MaxWorkers int         `json:"maxWorkers,omitempty"`
 	Herdr      HerdrConfig `json:"herdr"`
+	// History is the opt-in per-entity transcript (HistoryConfig).
+	History HistoryConfig `json:"history"`
 	// InboxMaxLength caps each inbox (default 10000); past it sends are
 	// refused with "inbox full" and the message is dead-lettered. On a
 	// broker, changing it for an existing inbox is refused at startup
@@ -81,6 +83,19 @@ type HerdrConfig struct {
 	// INJECTED receipt (default 30s); past it plus receiptWait the sender
 	// gets FAILED.
 	InjectWait Duration `json:"injectWait,omitempty"`
+}
+
+// HistoryConfig sets the history kept of entities' messages, in
+// <state dir>/history/<name>.jsonl (mode 0600).
+type HistoryConfig struct {
+	// All keeps every local entity's history (as --history does); without
+	// it only entities registered with --history have one.
+	All bool `json:"all,omitempty"`
+	// MaxBytes caps one entity's history (default 16 MiB): past it the
+	// oldest entries go.
+	MaxBytes int64 `json:"maxBytes,omitempty"`
+	// MaxAge: older entries are dropped (default 720h, 30 days).
+	MaxAge Duration `json:"maxAge,omitempty"`
 }
 
 // Duration is a time.Duration written as "30s".

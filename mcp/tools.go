@@ -57,6 +57,13 @@ type spawnArgs struct {
 	Args     []string `json:"args,omitempty" jsonschema:"Extra agent arguments, each one of the profile's allowArgs"`
 }
 
+type historyArgs struct {
+	Target string `json:"target,omitempty" jsonschema:"Only messages to or from this entity (name, name@host or gid)"`
+	Since  string `json:"since,omitempty" jsonschema:"Only entries at or after this time: RFC 3339 (2026-01-02T15:04:05Z) or a duration back from now (2h)"`
+	Max    *int   `json:"max,omitempty" jsonschema:"The newest this many matching entries (default 50, at most 500)"`
+	Query  string `json:"query,omitempty" jsonschema:"Only entries whose body contains this text (case-insensitive)"`
+}
+
 type rosterArgs struct {
 	Host string `json:"host,omitempty" jsonschema:"Only this host"`
 }
@@ -77,7 +84,7 @@ type toolDef struct {
 }
 
 func (s *Server) tools() []toolDef {
-	ts := []toolDef{s.sendTool(), s.askTool(), s.pollTool(), s.broadcastTool(), s.rosterTool(), s.spawnTool()}
+	ts := []toolDef{s.sendTool(), s.askTool(), s.pollTool(), s.broadcastTool(), s.rosterTool(), s.spawnTool(), s.historyTool()}
 	for i := range ts {
 		ts[i].Tool = plainSchemas(ts[i].Tool)
 	}
@@ -301,6 +308,34 @@ func (s *Server) spawnTool() toolDef {
 	})}
 }
 
+func (s *Server) historyTool() toolDef {
+	t := mcpgo.NewTool("bridge_history",
+		mcpgo.WithDescription("Re-read the messages you sent and received (bodies included), oldest first, from your own history: it consumes nothing and changes nothing. "+
+			"History is opt-in (the gateway's --history, or registering with --history) and capped by size and age. Status history."),
+		mcpgo.WithInputSchema[historyArgs](),
+		mcpgo.WithOutputSchema[bridge.Result](),
+		mcpgo.WithTitleAnnotation("Re-read your message history"),
+		mcpgo.WithReadOnlyHintAnnotation(true),
+		mcpgo.WithDestructiveHintAnnotation(false),
+		mcpgo.WithIdempotentHintAnnotation(true),
+		mcpgo.WithOpenWorldHintAnnotation(false),
+	)
+	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
+		var a historyArgs
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, argErr(err)
+		}
+		max := 0
+		if a.Max != nil {
+			if *a.Max < 1 || *a.Max > 500 {
+				return nil, argErr(errors.New("max must be between 1 and 500"))
+			}
+			max = *a.Max
+		}
+		return s.core.History(ctx, gid, bridge.HistoryRequest{Target: a.Target, Since: a.Since, Max: max, Query: a.Query})
+	})}
+}
+
 func summary(r *bridge.Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "status: %s", r.Status)
@@ -320,6 +355,14 @@ func summary(r *bridge.Result) string {
 		fmt.Fprintf(&b, "\nmsgId: %s", r.MsgID)
 	}
 	writeMessages(&b, r.Messages)
+	writeHistory(&b, r.History)
+	if len(r.Phases) > 0 {
+		parts := make([]string, len(r.Phases))
+		for i, p := range r.Phases {
+			parts[i] = fmt.Sprintf("%s %dms", p.Phase, p.MS)
+		}
+		fmt.Fprintf(&b, "\nphases: %s", strings.Join(parts, ", "))
+	}
 	if r.Held != nil && r.Held.Total > 0 {
 		var parts []string
 		for _, f := range r.Held.From {
