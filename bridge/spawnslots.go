@@ -76,10 +76,3 @@ func (s *spawnSlots) free(gid string) {
 	defer s.mu.Unlock()
 	delete(s.live, gid)
 }
-
-// count is the current count for profile.
-func (s *spawnSlots) count(profile string) slotCount {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.countLocked(profile)
-}
