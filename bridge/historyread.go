@@ -81,8 +81,11 @@ func (c *Core) History(ctx context.Context, gid string, req HistoryRequest) (*Re
 	// one sent when it was sent, and the two queues may interleave
 	slices.SortStableFunc(all, func(a, b HistoryEntry) int { return a.TS.Compare(b.TS) })
 	v := &HistoryView{Entries: []HistoryEntry{}, Skipped: skipped, Dropped: c.hist.dropped.Load()}
+	seen := map[string]bool{} // a message redelivered after a restart arrived once
 	for i := range all {
-		if match(&all[i]) {
+		key := all[i].Dir + all[i].MsgID
+		if match(&all[i]) && !seen[key] {
+			seen[key] = true
 			v.Entries = append(v.Entries, all[i])
 		}
 	}
