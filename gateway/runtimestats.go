@@ -16,7 +16,7 @@ import (
 // runtime/metrics instead) and two small /proc reads on Linux.
 type RuntimeStats struct {
 	Goroutines int    `json:"goroutines"`
-	HeapBytes  uint64 `json:"heapBytes"` // live and not yet swept heap objects
+	HeapBytes  uint64 `json:"heapBytes"` // the live heap the last GC marked
 	RSSBytes   uint64 `json:"rssBytes"`  // resident set (0 where /proc is missing)
 	OpenFiles  int    `json:"openFiles"` // open file descriptors (-1 where /proc is missing)
 }
@@ -67,10 +67,11 @@ func openFiles() int {
 	return len(names) - 1
 }
 
-// heapBytes is the heap's objects (live and not yet swept), read without
-// stopping the world.
+// heapBytes is the live heap as the last GC marked it (garbage left out,
+// so a leak shows as a rising line, not a saw), read without stopping the
+// world.
 func heapBytes() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0
