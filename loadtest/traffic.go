@@ -159,6 +159,7 @@ func (e *Engine) paneLoop(ctx context.Context, a *Agent) {
 	pane, seen := e.panes[a], 0
 	for sleep(ctx, 50*time.Millisecond) == nil {
 		got := e.cfg.Panes.Submitted(a.Host, pane)
+		seen = min(seen, len(got)) // the list only grows; guard the slice anyway
 		for _, prompt := range got[seen:] {
 			tag := TagOf(prompt)
 			if tag == "" {
