@@ -38,12 +38,26 @@ func (e *Engine) send(ctx context.Context, a *Agent, kind Kind, to []string, too
 
 // primaryLoop: briefs (to pull and pane workers, some waiting for the
 // reply), broadcasts to a group and filtered polls, one every ActEvery.
+// A primary's first actions are one of each, so even a short run has
+// every kind; then they are drawn at random.
 func (e *Engine) primaryLoop(ctx context.Context, p *Agent) {
 	workers := append(append([]*Agent(nil), e.pull...), e.pane...)
-	for sleep(ctx, jitter(e.cfg.ActEvery)) == nil {
-		switch x := rand.Float64(); {
+	if len(workers) == 0 {
+		return // nobody to brief
+	}
+	for n := 0; sleep(ctx, jitter(e.cfg.ActEvery)) == nil; n++ {
+		x := rand.Float64()
+		if n < len(firstActions) {
+			x = firstActions[n]
+		}
+		switch {
 		case x < 0.60:
 			w := pick(workers)
+			if n == 0 && len(e.pull) > 0 {
+				w = pick(e.pull)
+			} else if n == 1 && len(e.pane) > 0 {
+				w = pick(e.pane)
+			}
 			kind := KindBrief
 			if e.panes[w] != "" {
 				kind = KindPaneBrief
@@ -66,9 +80,13 @@ func (e *Engine) primaryLoop(ctx context.Context, p *Agent) {
 	}
 }
 
+// firstActions are a primary's first draws: a brief to a pull worker, one
+// to a pane worker, a broadcast, a brief that waits, a filtered poll.
+var firstActions = []float64{0, 0, 0.75, 0.65, 0.9}
+
 func (e *Engine) broadcast(ctx context.Context, p *Agent) {
 	group, members := GroupPull, e.pull
-	if rand.IntN(2) == 0 && len(e.pane) > 0 {
+	if (rand.IntN(2) == 0 || len(e.pull) == 0) && len(e.pane) > 0 {
 		group, members = GroupPane, e.pane
 	}
 	to := make([]string, len(members))
@@ -85,6 +103,9 @@ const askTimeout = 90
 // askLoop: a pull worker asks a primary every AskEvery and waits for the
 // answer (bridge_ask(turn_id) again while it is pending).
 func (e *Engine) askLoop(ctx context.Context, w *Agent) {
+	if len(e.primaries) == 0 {
+		return // nobody to ask
+	}
 	for sleep(ctx, jitter(e.cfg.AskEvery)) == nil {
 		p := pick(e.primaries)
 		s := e.Ledger.Begin(KindAsk, w.Addr(), w.Host, []string{p.Addr()})
