@@ -24,6 +24,10 @@ func replyToOf(b string) string {
 	return strings.Fields(after + " ")[0]
 }
 
+// retryFor bounds how long a send is retried while its gateway is away
+// (a restart takes seconds): past it the call is recorded as an error.
+const retryFor = 3 * time.Minute
+
 // send makes one accounted call of tool from a; args get the message
 // (under msgKey) and a request_id (the tag), so a retry publishes nothing
 // twice.
@@ -31,7 +35,9 @@ func (e *Engine) send(ctx context.Context, a *Agent, kind Kind, to []string, too
 	s := e.Ledger.Begin(kind, a.Addr(), a.Host, to)
 	args[msgKey] = body(kind, s.Tag, a.Addr())
 	args["request_id"] = s.Tag
-	r, err := a.Call(context.WithoutCancel(ctx), tool, args, callTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryFor)
+	defer cancel()
+	r, err := a.Call(cctx, tool, args, callTimeout)
 	e.Ledger.End(s, a.Host, r, err)
 	return r, err == nil && !r.IsError
 }
@@ -109,15 +115,16 @@ func (e *Engine) askLoop(ctx context.Context, w *Agent) {
 	for sleep(ctx, jitter(e.cfg.AskEvery)) == nil {
 		p := pick(e.primaries)
 		s := e.Ledger.Begin(KindAsk, w.Addr(), w.Host, []string{p.Addr()})
-		bctx := context.WithoutCancel(ctx)
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryFor)
 		r, err := w.Call(bctx, "bridge_ask", map[string]any{"target": p.Addr(), "question": body(KindAsk, s.Tag, w.Addr()),
 			"timeout_s": askTimeout, "request_id": s.Tag}, callTimeout)
 		for tries := 0; err == nil && !r.IsError && r.Status == bridge.StatusPending && tries < 5; tries++ {
 			r, err = w.Call(bctx, "bridge_ask", map[string]any{"turn_id": r.TurnID}, callTimeout)
 		}
+		cancel()
 		e.Ledger.End(s, w.Host, r, err)
 		if err == nil {
-			e.receive(bctx, w, r.Messages)
+			e.receive(ctx, w, r.Messages)
 		}
 	}
 }
