@@ -84,6 +84,8 @@ type Stats struct {
 	Audit        string            `json:"audit"`
 	AuditDropped uint64            `json:"auditDropped"`
 	AuditError   string            `json:"auditError,omitempty"`
+	// Runtime: goroutines, heap, RSS and open files of the gateway process.
+	Runtime *RuntimeStats `json:"runtime,omitempty"`
 }
 
 func (g *Gateway) listenSocket() error {
@@ -222,6 +224,7 @@ func (g *Gateway) stats() *Stats {
 		st.Refused = map[string]uint64{}
 	}
 	st.AuditDropped = g.audit.Dropped()
+	st.Runtime = readRuntimeStats()
 	if err := g.audit.Err(); err != nil {
 		st.AuditError = err.Error()
 	}

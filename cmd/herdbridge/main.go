@@ -412,6 +412,10 @@ func statsCommand(stdout io.Writer) *cobra.Command {
 			signing = "on, host key " + st.Key
 		}
 		fmt.Fprintf(stdout, "host %s; signing %s; audit log %s\n", st.Host, signing, st.Audit)
+		if rt := st.Runtime; rt != nil {
+			fmt.Fprintf(stdout, "runtime: %d goroutines, heap %.1f MiB, RSS %.1f MiB, %d open files\n",
+				rt.Goroutines, float64(rt.HeapBytes)/(1<<20), float64(rt.RSSBytes)/(1<<20), rt.OpenFiles)
+		}
 		if st.AuditDropped > 0 || st.AuditError != "" {
 			fmt.Fprintf(stdout, "audit records dropped: %d (%s)\n", st.AuditDropped, st.AuditError)
 		}
