@@ -13,16 +13,36 @@ import (
 
 // AuditRecord is one line of the audit log: metadata only, never a body.
 type AuditRecord struct {
-	At      time.Time `json:"at"`
-	Dir     string    `json:"dir"` // out: published by this gateway; in: arrived at it
-	Kind    Kind      `json:"kind,omitempty"`
-	MsgID   string    `json:"msgId,omitempty"`
-	TraceID string    `json:"traceId,omitempty"`
-	From    string    `json:"from,omitempty"`
-	To      string    `json:"to,omitempty"`
-	Host    string    `json:"host,omitempty"`
-	Key     string    `json:"key,omitempty"`
-	Verdict string    `json:"verdict"` // published | publish failed: … | accepted | refused: <reason>
+	At        time.Time `json:"at"`
+	Dir       string    `json:"dir"` // out: published by this gateway; in: arrived at it or handled here
+	Hop       Hop       `json:"hop,omitempty"`
+	Kind      Kind      `json:"kind,omitempty"`
+	MsgID     string    `json:"msgId,omitempty"`
+	TraceID   string    `json:"traceId,omitempty"`
+	Corr      string    `json:"corr,omitempty"`
+	From      string    `json:"from,omitempty"`
+	To        string    `json:"to,omitempty"`
+	Host      string    `json:"host,omitempty"`
+	Key       string    `json:"key,omitempty"`
+	Entity    string    `json:"entity,omitempty"`
+	Verdict   string    `json:"verdict"` // published | spooled: … | publish failed: … | accepted | refused: <reason> | the hop's status
+	LatencyMs float64   `json:"latencyMs,omitempty"`
+}
+
+// auditRecord is the audit line of e.
+func auditRecord(e Event) AuditRecord {
+	r := AuditRecord{At: e.At, Dir: "in", Hop: e.Hop, Kind: e.Kind, MsgID: e.MsgID, TraceID: e.TraceID, Corr: e.Corr,
+		From: e.From, To: e.To, Host: e.Host, Key: e.Key, Entity: e.Entity, Verdict: e.Status,
+		LatencyMs: float64(e.Latency.Microseconds()) / 1000}
+	switch e.Hop {
+	case HopPublish:
+		r.Dir = "out"
+	case HopAccept:
+		r.Verdict = "accepted"
+	case HopRefuse:
+		r.Verdict = "refused: " + e.Status
+	}
+	return r
 }
 
 // AuditLog appends AuditRecords as JSON lines to a file opened O_APPEND
@@ -159,23 +179,4 @@ func (a *AuditLog) Close() error {
 		a.fail(a.f.Close())
 	})
 	return a.Err()
-}
-
-// audit writes r to the configured audit log, if any.
-func (c *Core) audit(r AuditRecord) {
-	if c.cfg.Audit == nil {
-		return
-	}
-	if r.At.IsZero() {
-		r.At = c.cfg.Now()
-	}
-	c.cfg.Audit.Write(r)
-}
-
-// auditEnv records env's metadata with verdict.
-func (c *Core) auditEnv(dir string, env *Envelope, key, verdict string) {
-	if c.cfg.Audit == nil {
-		return
-	}
-	c.audit(AuditRecord{Dir: dir, Kind: env.Kind, MsgID: env.MsgID, TraceID: env.TraceID, From: env.From, To: env.To, Host: env.Host, Key: key, Verdict: verdict})
 }

@@ -23,6 +23,7 @@ type Config struct {
 	AskTTL          time.Duration // default lifetime of an ASK (default 10m)
 	MessageTTL      time.Duration // expiresAt of SEND/REPLY/BROADCAST (default 24h)
 	MaxMessageBytes int           // largest message a tool accepts (default 256 KiB)
+	SpillDelay      time.Duration // how long a held message no call waits for stays in memory before it is written to the store (default 1s): one drained sooner is never written
 	Prefetch        int           // per-inbox prefetch bound (default 128): deliveries in flight before they are held, so it bounds memory by count × message size
 	InboxMaxLength  int           // per-inbox cap (default 10000)
 	InboxTTL        time.Duration // transport backstop TTL (default 7 days)
@@ -47,6 +48,11 @@ type Config struct {
 	// Panes starts spawned workers in new panes. nil: this host cannot
 	// spawn (it can still ask other hosts to).
 	Panes PaneStarter
+	// Spawn bounds spawning here: how many workers, and what a caller may
+	// choose per profile (spawnpolicy.go).
+	Spawn SpawnLimits
+	// History keeps entities' transcripts (history.go); Dir empty: none.
+	History HistoryConfig
 
 	// Trust (SPEC §3, §8). With a Verifier, every delivery must carry a
 	// signature valid under its host's trusted key and a from that lives on
@@ -56,7 +62,10 @@ type Config struct {
 	Verifier     Verifier
 	ClockSkew    time.Duration // allowance on ts/expiresAt between hosts' clocks (default 2m)
 	PresenceWait time.Duration // how long a message from a sender without presence waits for it (default PresenceTTL)
-	Audit        *AuditLog     // metadata of every message published and received; nil: none
+	Audit        *AuditLog     // metadata of every hop of every message (observe.go); nil: none
+	// Observer is told every hop of every message (observe.go): metrics,
+	// the operator page's feed. nil: nobody.
+	Observer Observer
 	// KeyFingerprint is the host key's (SHA256:…), advertised in the
 	// _gateway presence entry.
 	KeyFingerprint string
@@ -81,6 +90,7 @@ func (c *Config) defaults() {
 	d(&c.InboxTTL, 7*24*time.Hour)
 	d(&c.InboxExpires, 7*24*time.Hour)
 	d(&c.SweepEvery, time.Second)
+	d(&c.SpillDelay, time.Second)
 	d(&c.NudgeEvery, 2*time.Second)
 	d(&c.ReattachGrace, 30*time.Second)
 	d(&c.InjectWait, 30*time.Second)
@@ -107,6 +117,7 @@ func (c *Config) defaults() {
 	if c.SeenSize <= 0 {
 		c.SeenSize = 65536
 	}
+	c.History.defaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -23,6 +23,11 @@ func (c *Core) onDeadLetter(dl DeadLetter) {
 			rec.Reported = true
 		}
 	}
+	ev := Event{Hop: HopDeadLetter, Kind: Kind(rec.Kind), MsgID: rec.MsgID, From: rec.From, To: rec.To, Key: rec.Queue, Status: rec.Reason}
+	if dl.Env != nil {
+		ev.TraceID, ev.Corr, ev.Host = dl.Env.TraceID, dl.Env.Corr, dl.Env.Host
+	}
+	c.observe(ev)
 	c.log.Warn("dead letter", LogMsgID, rec.MsgID, LogKind, rec.Kind, LogFrom, rec.From, LogTo, rec.To, LogReason, rec.Reason, "queue", rec.Queue)
 	if err := c.st.AppendDead(rec); err != nil {
 		c.log.Error("dead-letter log write failed", LogMsgID, rec.MsgID, "err", err)

@@ -39,6 +39,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 	if st == nil {
 		return
 	}
+	c.recordIn(st, d.Env)
 	var a arrival
 	switch env := d.Env; env.Kind {
 	case KindAsk:
@@ -117,7 +118,7 @@ func (c *Core) admit(gid string, d Delivery) *entState {
 	if c.alreadyHere(st, d) {
 		return nil
 	}
-	c.auditEnv("in", env, d.Key, "accepted")
+	c.observeEnv(HopAccept, env, d.Key, "accepted")
 	if env.Expired(c.cfg.Now()) {
 		c.expiredOnArrival(st, d)
 		return nil
@@ -302,6 +303,7 @@ func (c *Core) settleArrival(st *entState, d Delivery, a arrival) {
 		hm := newHeld(d.Env, d.Acker)
 		st.addHeld(hm)
 		if !st.match(hm) { // taken at once: acked when the call settles it
+			c.observeFor(HopHold, st.GID, d.Env, "held", 0)
 			c.heldNoWaiter(st)
 		}
 		c.spillNext(st)

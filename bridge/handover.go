@@ -88,6 +88,9 @@ func (c *Core) handOver(ctx context.Context, st *entState, hms []*heldMsg) {
 		if err := c.settleTaken(st, hms); err != nil {
 			c.log.Warn("ack after handover failed", LogGID, st.GID, "err", err)
 		}
+		for _, hm := range hms {
+			c.observeFor(HopDrain, st.GID, hm.env, "drained", 0)
+		}
 	}
 	if h := handoverFrom(ctx); h != nil {
 		h.add(commit, func() { c.unclaim(st, hms) })

@@ -3,6 +3,7 @@ package bridge
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,9 +16,13 @@ import (
 type entState struct {
 	mu sync.Mutex
 	Entity
+	histOn  atomic.Bool // Entity.History, read without mu by the publish path
 	tokens  []string
 	sub     Subscription
 	removed bool // dropped from the registry: deliveries treat it as gone
+	// goneWhy, when set, is why it is being removed (bridge_stop): the
+	// sentence its counterparts' ABANDONED carries instead of the generic one.
+	goneWhy string
 
 	held     []*heldMsg // arrival order
 	heldByID map[msgKey]*heldMsg
@@ -48,7 +53,7 @@ type briefRef struct {
 }
 
 func newEntState(e Entity, book *turnBook) *entState {
-	return &entState{
+	st := &entState{
 		Entity:   e,
 		book:     book,
 		heldByID: map[msgKey]*heldMsg{},
@@ -57,6 +62,8 @@ func newEntState(e Entity, book *turnBook) *entState {
 		askByMsg: map[string]*askTurn{},
 		turns:    map[string]*recvTurn{},
 	}
+	st.histOn.Store(e.History)
+	return st
 }
 
 // Addr is name@host without taking mu: GID, Name and Host never change

@@ -57,6 +57,9 @@ func TestQueuedBriefIsNotOverdue(t *testing.T) {
 	if err != nil || res.Status != bridge.StatusQueued || !strings.Contains(res.Reason, "w is working") || !strings.Contains(res.Reason, "place 1") {
 		t.Fatalf("send: %+v (%v)", res, err)
 	}
+	if q := rosterQueued(c, "w"); q != 1 {
+		t.Fatalf("roster shows %d queued briefs for w, want 1", q)
+	}
 	offset.Store(int64(time.Hour)) // far past InjectWait + ReceiptWait, well before expiresAt (24h)
 	if r, _ := c.Poll(ctx, p.GID, bridge.PollRequest{Wait: 500 * time.Millisecond}, nil); r.Status != bridge.StatusEmpty {
 		t.Fatalf("a queued brief was reported: %+v", r)
@@ -212,4 +215,14 @@ func TestPaneQueueBounded(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// rosterQueued is the roster's count of briefs queued for name's pane.
+func rosterQueued(c *bridge.Core, name string) int {
+	for _, e := range c.Roster().Entities {
+		if e.Name == name {
+			return e.Queued
+		}
+	}
+	return -1
 }

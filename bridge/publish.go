@@ -17,7 +17,7 @@ func (c *Core) newEnv(kind Kind, from, to string, body []byte, ttl time.Duration
 	}
 }
 
-// publish signs env, publishes it and audits the outcome. A message the
+// publish signs env, publishes it and observes the outcome. A message the
 // transport spooled (ErrSpooled: its broker is unreachable) counts as
 // published: it is durable at this gateway and goes out when the broker
 // returns.
@@ -33,16 +33,17 @@ func (c *Core) publishSpool(ctx context.Context, key string, env *Envelope, mand
 	err = c.tr.Publish(ctx, key, env, mandatory)
 	switch {
 	case errors.Is(err, ErrSpooled):
-		c.auditEnv("out", env, key, "spooled: the broker is unreachable, published when it returns")
+		c.observeEnv(HopPublish, env, key, "spooled: the broker is unreachable, published when it returns")
 		c.log.Info("spooled: the broker is unreachable", LogKind, env.Kind, LogMsgID, env.MsgID, LogTo, key)
 		spooled = true
 	case err != nil:
-		c.auditEnv("out", env, key, "publish failed: "+err.Error())
+		c.observeEnv(HopPublish, env, key, "publish failed: "+err.Error())
 		return false, err
 	default:
-		c.auditEnv("out", env, key, "published")
+		c.observeEnv(HopPublish, env, key, "published")
 	}
 	c.publishedFor(ctx, env)
+	c.recordOut(env)
 	return spooled, nil
 }
 

@@ -14,23 +14,33 @@ import (
 type SpawnBody struct {
 	Profile string `json:"profile"`
 	Name    string `json:"name,omitempty"`
+	// the caller's choices, checked by the receiving host against its own
+	// profile's policy
+	SpawnChoice
 }
 
 // spawnRemote sends SPAWN to req.Host, waits for the worker to appear in
 // the roster, then briefs it from here (the brief is the caller's own
 // message, so it is published, and signed, by the caller's gateway).
 func (c *Core) spawnRemote(ctx context.Context, caller string, req SpawnRequest) (*Result, error) {
-	res, err := c.RemoteSpawn(ctx, caller, req.Host, SpawnBody{Profile: req.Profile, Name: req.Name}, req.SpawnID, c.cfg.MaxWait)
+	ph := newPhases(c.cfg.Now)
+	res, err := c.remoteSpawn(ctx, caller, req.Host, SpawnBody{Profile: req.Profile, Name: req.Name, SpawnChoice: req.Choice}, req.SpawnID, c.cfg.MaxWait, ph)
 	if err != nil || res.Status != StatusConfirmed || req.Brief == "" {
 		return res, err
 	}
-	return c.briefSpawned(ctx, caller, req.SpawnID, req.Brief)
+	return c.briefSpawned(ctx, caller, req.SpawnID, req.Brief, ph)
 }
 
 // RemoteSpawn asks host to start profile as a worker named name with gid
 // spawnID. It returns when the worker appears in the roster, when the host
 // reports FAILED, or when wait (capped at MaxWait) runs out (pending).
 func (c *Core) RemoteSpawn(ctx context.Context, caller, host string, body SpawnBody, spawnID string, wait time.Duration) (*Result, error) {
+	return c.remoteSpawn(ctx, caller, host, body, spawnID, wait, newPhases(c.cfg.Now))
+}
+
+// remoteSpawn is RemoteSpawn recording its phases in ph: the SPAWN sent,
+// the worker ready (seen in the roster).
+func (c *Core) remoteSpawn(ctx context.Context, caller, host string, body SpawnBody, spawnID string, wait time.Duration, ph *phases) (*Result, error) {
 	st, err := c.caller(caller)
 	if err != nil {
 		return nil, err
@@ -48,16 +58,18 @@ func (c *Core) RemoteSpawn(ctx context.Context, caller, host string, body SpawnB
 	receipts, done := st.expectReceipt(env.MsgID)
 	defer done()
 	c.sign(env)
-	c.auditEnv("out", env, host, "published")
+	c.observeEnv(HopPublish, env, host, "published")
 	if err := ct.PublishControl(ctx, host, env); err != nil {
 		return nil, userErr("spawn on %s: %v", host, err)
 	}
+	ph.passed(PhaseSpawnSent)
 	res := &Result{Status: StatusPending, MsgID: env.MsgID, SpawnID: spawnID, Target: body.Name + "@" + host}
 	ready := func() bool {
 		r := c.pres.entry(spawnID)
 		if r != nil {
 			res.Status, res.Target = StatusConfirmed, r.p.Name+"@"+r.p.Host
 			res.Reason = "worker ready on " + host
+			ph.passed(PhaseReady)
 		}
 		return r != nil
 	}
@@ -70,6 +82,7 @@ func (c *Core) RemoteSpawn(ctx context.Context, caller, host string, body SpawnB
 	if _, err := c.await(ctx, waitSpec{st: st, d: c.capWait(wait), done: ready, every: 50 * time.Millisecond, receipts: receipts, onReceipt: failed}); err != nil {
 		return nil, err
 	}
+	res.Phases = ph.all()
 	if res.Status == StatusPending {
 		res.Reason = "the spawn is under way on " + host
 		res.Next = "bridge_roster shows the worker (gid " + spawnID + ") once it is ready; a FAILED is held for you if it fails"
@@ -93,62 +106,86 @@ func (c *Core) checkRemoteProfile(host, profile string) error {
 	return nil
 }
 
-// onControl handles control.<host>: a SPAWN runs the local spawn, then is
-// acked; a failure goes back to the caller as FAILED (corr = the SPAWN).
-// Success needs no message: the new worker shows up in the roster.
+// onControl handles control.<host>: a SPAWN runs the local spawn, a STOP
+// or INTERRUPT acts on a local worker (remote_control.go), each on its own
+// goroutine, then is acked; a failure goes back to the caller as FAILED
+// (corr = the control message). A spawn's success needs no message: the
+// new worker shows up in the roster.
 func (c *Core) onControl(d Delivery) {
-	body, ok := c.admitControl(d)
-	if !ok {
+	if !c.admitControl(d) {
 		return
 	}
-	c.auditEnv("in", d.Env, d.Key, "accepted")
+	c.observeEnv(HopAccept, d.Env, d.Key, "accepted")
 	c.wg.Add(1)
-	go c.runRemoteSpawn(d, body)
+	switch d.Env.Kind {
+	case KindStop:
+		go c.runRemoteStop(d)
+	case KindInterrupt:
+		go c.runRemoteInterrupt(d)
+	default:
+		go c.runRemoteSpawn(d)
+	}
 }
 
-// admitControl verifies a control delivery and decodes its SPAWN; false
+// admitControl verifies a control delivery and checks its body; false
 // when it was refused, is a benign redelivery, or waits for presence.
-func (c *Core) admitControl(d Delivery) (SpawnBody, bool) {
+func (c *Core) admitControl(d Delivery) bool {
 	where := "control." + c.cfg.Host
 	reason, detail, wait := c.verify(d, func(env *Envelope) string {
 		if env.To != "control."+c.cfg.Host || d.Key != "" && d.Key != c.cfg.Host {
-			return "SPAWN to " + env.To + " with routing key " + d.Key + " on " + c.cfg.Host
+			return string(env.Kind) + " to " + env.To + " with routing key " + d.Key + " on " + c.cfg.Host
 		}
 		return ""
 	})
 	if wait {
 		c.waitForPresence(d, where, "control:"+d.Env.MsgID, c.onControl)
-		return SpawnBody{}, false
+		return false
 	}
-	if reason == "" && d.Env.Kind != KindSpawn {
+	if reason == "" && !controlKinds[d.Env.Kind] {
 		reason, detail = RefuseBadKind, "a "+string(d.Env.Kind)+" on the control queue"
 	}
 	if reason == "" && c.mem.has("control:"+d.Env.MsgID) {
 		if d.Redelivered { // handled and marked, its ack lost: benign
 			_ = d.Acker.Ack()
-			return SpawnBody{}, false
+			return false
 		}
-		reason, detail = RefuseReplayed, "SPAWN msgId already handled"
+		reason, detail = RefuseReplayed, string(d.Env.Kind)+" msgId already handled"
 	}
-	var body SpawnBody
-	if reason == "" && (json.Unmarshal(d.Env.Body, &body) != nil || body.Profile == "") {
-		reason, detail = RefuseMalformed, "bad SPAWN body"
+	if reason == "" && !controlBodyOK(d.Env) {
+		reason, detail = RefuseMalformed, "bad "+string(d.Env.Kind)+" body"
 	}
 	if reason != "" {
 		c.refuse(d, where, reason, detail)
-		return SpawnBody{}, false
+		return false
 	}
-	return body, true
+	return true
+}
+
+// controlBodyOK checks that a control message's body decodes and names
+// what it acts on.
+func controlBodyOK(env *Envelope) bool {
+	switch env.Kind {
+	case KindStop:
+		var b StopBody
+		return json.Unmarshal(env.Body, &b) == nil && isUUID(b.Target) && isUUID(b.StopID)
+	case KindInterrupt:
+		var b InterruptBody
+		return json.Unmarshal(env.Body, &b) == nil && isUUID(b.Target)
+	}
+	var b SpawnBody
+	return json.Unmarshal(env.Body, &b) == nil && b.Profile != ""
 }
 
 // runRemoteSpawn runs a SPAWN another host asked for, reports a failure to
 // its caller, and acks it (a gateway that dies mid-spawn gets it again, and
 // deduplicates on spawnId).
-func (c *Core) runRemoteSpawn(d Delivery, body SpawnBody) {
+func (c *Core) runRemoteSpawn(d Delivery) {
 	defer c.wg.Done()
 	env := d.Env
+	var body SpawnBody
+	_ = json.Unmarshal(env.Body, &body) // checked by admitControl
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 3*time.Minute)
-	req, err := SpawnRequest{Profile: body.Profile, Name: body.Name, SpawnID: env.SpawnID}.normalized()
+	req, err := SpawnRequest{Profile: body.Profile, Name: body.Name, SpawnID: env.SpawnID, Choice: body.SpawnChoice}.normalized()
 	var res *Result
 	if err == nil {
 		res, err = c.spawnLocal(ctx, "", req)

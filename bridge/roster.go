@@ -12,7 +12,8 @@ type EntityView struct {
 	Held     int    `json:"held"`
 	Waiting  bool   `json:"waiting"`
 	Sessions int    `json:"sessions"`
-	Status   string `json:"status"` // the live herdr agent status in a pane (idle|working|blocked|done|unknown), else online | detached | stale
+	Queued   int    `json:"queued,omitempty"` // briefs waiting to be typed into its pane (forward path)
+	Status   string `json:"status"`           // the live herdr agent status in a pane (idle|working|blocked|done|unknown), else online | detached | stale
 	// LastSeen is a local entity's last activity while it has no session
 	// (reap.go says what counts).
 	LastSeen *time.Time `json:"lastSeen,omitempty"`
@@ -44,8 +45,16 @@ type RosterView struct {
 // the other hosts' from their heartbeats.
 func (c *Core) Roster() RosterView {
 	v := RosterView{Hosts: []HostView{{Host: c.cfg.Host, Local: true, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint}}, Entities: []EntityView{}}
+	queued, err := c.st.QueuedCounts()
+	if err != nil {
+		c.log.Warn("roster: pane queues not readable", "err", err)
+	}
 	for _, st := range c.reg.all() {
-		v.Entities = append(v.Entities, c.rosterLine(st))
+		line := c.rosterLine(st)
+		if line.PaneID != "" {
+			line.Queued = queued[line.PaneID]
+		}
+		v.Entities = append(v.Entities, line)
 	}
 	c.pres.views(&v)
 	c.flagTrust(&v)

@@ -67,6 +67,7 @@ func (c *Core) sweepEntity(st *entState, now time.Time) {
 	st.mu.Unlock()
 	for _, hm := range exp {
 		c.log.Info("held message expired", LogMsgID, hm.head.msgID(), LogKind, hm.head.kind, LogGID, st.GID)
+		c.observeHead(HopExpire, st.GID, &hm.head, "expired unread")
 	}
 	// only an expired brief needs its body: its sender hears FAILED
 	c.withBodies(st, exp, func(k Kind) bool { return k == KindSend }, func(hm *heldMsg) {

@@ -288,7 +288,7 @@ func (c *Core) refuse(d Delivery, where, reason, detail string) {
 	}
 	c.log.Warn("message refused", LogReason, reason, LogMsgID, id, LogKind, kind, LogFrom, from, LogTo, to, "host", host,
 		"key", d.Key, "queue", where, LogTraceID, trace, "detail", detail)
-	c.audit(AuditRecord{Dir: "in", Kind: kind, MsgID: id, TraceID: trace, From: from, To: to, Host: host, Key: d.Key, Verdict: "refused: " + reason})
+	c.observe(Event{Hop: HopRefuse, Kind: kind, MsgID: id, TraceID: trace, From: from, To: to, Host: host, Key: d.Key, Status: reason})
 	if err := d.Acker.Reject(ReasonRejected + ": " + reason); err != nil {
 		c.log.Warn("reject failed", LogMsgID, id, "err", err)
 	}

@@ -1,0 +1,109 @@
+package bridge
+
+import "time"
+
+// Observing: every step a message takes through this gateway is one
+// Event. Events go to the audit log (which `herdbridge trace` reads back)
+// and to the configured Observer (metrics, the operator page's live feed).
+// Events carry metadata only, never a body.
+
+// Hop names one step of a message through a gateway.
+type Hop string
+
+const (
+	HopPublish    Hop = "publish"    // this gateway published it; Status: published | spooled | failed: …
+	HopAccept     Hop = "accept"     // it arrived, was verified and admitted; Latency: since its ts (the publish)
+	HopRefuse     Hop = "refuse"     // it arrived and was refused; Status: the reason
+	HopHold       Hop = "hold"       // held for its entity to drain (no call took it at once)
+	HopDrain      Hop = "drain"      // handed to its entity by a call (poll, a send's reply, an ask's answer); Latency: since its ts
+	HopQueue      Hop = "queue"      // a brief queued for its worker's pane
+	HopInject     Hop = "inject"     // typed into a pane; Status: the rung observed; Latency: the typing
+	HopExpire     Hop = "expire"     // expired unread where it was held or queued
+	HopDeadLetter Hop = "deadletter" // consumed from the dead-letter queue; Status: the reason
+)
+
+// Event is one hop of one message at this gateway.
+type Event struct {
+	At      time.Time
+	Hop     Hop
+	Kind    Kind
+	MsgID   string
+	TraceID string
+	Corr    string
+	From    string
+	To      string
+	Host    string        // the sending host
+	Key     string        // the routing key or queue it went by, when one is known
+	Entity  string        // the local entity it concerns, when one does
+	Status  string        // the hop's outcome (see Hop)
+	Latency time.Duration // hop-specific, zero when not measured (see Hop)
+}
+
+// Observer is told every Event. Observe is called on the core's
+// goroutines, some holding an entity's lock: it must not block and must
+// not call back into the Core.
+type Observer interface {
+	Observe(Event)
+}
+
+// Observers fans one Event out to several observers.
+type Observers []Observer
+
+// Observe tells each observer.
+func (os Observers) Observe(e Event) {
+	for _, o := range os {
+		o.Observe(e)
+	}
+}
+
+// observe stamps e and hands it to the audit log and the observer.
+func (c *Core) observe(e Event) {
+	if c.cfg.Audit == nil && c.cfg.Observer == nil {
+		return
+	}
+	if e.At.IsZero() {
+		e.At = c.cfg.Now()
+	}
+	if c.cfg.Audit != nil {
+		c.cfg.Audit.Write(auditRecord(e))
+	}
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.Observe(e)
+	}
+}
+
+// observeEnv is observe for a hop of env with status.
+func (c *Core) observeEnv(hop Hop, env *Envelope, key, status string) {
+	if c.cfg.Audit == nil && c.cfg.Observer == nil {
+		return
+	}
+	e := Event{Hop: hop, Kind: env.Kind, MsgID: env.MsgID, TraceID: env.TraceID, Corr: env.Corr,
+		From: env.From, To: env.To, Host: env.Host, Key: key, Status: status}
+	if (hop == HopAccept || hop == HopDrain) && !env.TS.IsZero() {
+		e.At = c.cfg.Now()
+		e.Latency = e.At.Sub(env.TS)
+	}
+	c.observe(e)
+}
+
+// observeFor is observeEnv for a hop at local entity gid.
+func (c *Core) observeFor(hop Hop, gid string, env *Envelope, status string, latency time.Duration) {
+	if c.cfg.Audit == nil && c.cfg.Observer == nil {
+		return
+	}
+	e := Event{Hop: hop, Kind: env.Kind, MsgID: env.MsgID, TraceID: env.TraceID, Corr: env.Corr,
+		From: env.From, To: env.To, Host: env.Host, Entity: gid, Status: status, Latency: latency}
+	if hop == HopDrain && !env.TS.IsZero() {
+		e.At = c.cfg.Now()
+		e.Latency = e.At.Sub(env.TS)
+	}
+	c.observe(e)
+}
+
+// observeHead is observe for a hop of a held message known by its head.
+func (c *Core) observeHead(hop Hop, gid string, h *heldHead, status string) {
+	if c.cfg.Audit == nil && c.cfg.Observer == nil {
+		return
+	}
+	c.observe(Event{Hop: hop, Kind: h.kind, MsgID: h.msgID(), From: h.from, To: gid, Entity: gid, Status: status})
+}
