@@ -92,8 +92,13 @@ func (c *Core) checkRemoteProfile(host, profile string) error {
 
 // onControl handles control.<host>: a SPAWN runs the local spawn, then is
 // acked; a failure goes back to the caller as FAILED (corr = the SPAWN).
-// Success needs no message: the new worker shows up in the roster.
+// Success needs no message: the new worker shows up in the roster. A
+// TRACE or its answer goes to onTraceControl.
 func (c *Core) onControl(d Delivery) {
+	if d.Env != nil && isTraceKind(d.Env.Kind) {
+		c.onTraceControl(d) // trace.go
+		return
+	}
 	body, ok := c.admitControl(d)
 	if !ok {
 		return
