@@ -2,7 +2,7 @@ package gateway
 
 // The admin socket: a 0600 unix socket in the state dir that local
 // commands (`herdbridge register`, `roster`, `stats`, `dlq`, `remove`,
-// `register --revoke`) and the stdio relay (`herdbridge mcp`) talk to. One
+// `register --revoke`, `trace`) and the stdio relay (`herdbridge mcp`) talk to. One
 // JSON request line, one JSON reply line; for "mcp" the connection then
 // carries the entity's MCP session. Both ends live here.
 
@@ -26,7 +26,7 @@ import (
 
 // Request is the first line a local client sends on the admin socket.
 type Request struct {
-	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke
+	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke | trace
 	Name   string   `json:"name,omitempty"`
 	Role   string   `json:"role,omitempty"`
 	Groups []string `json:"groups,omitempty"`
@@ -39,6 +39,10 @@ type Request struct {
 	// Takeover ("mcp", "register"): take the name from the live session
 	// holding it instead of being refused.
 	Takeover bool `json:"takeover,omitempty"`
+	// ID ("trace") is the traceId or msgId to trace; WaitMs bounds the
+	// wait for the other hosts' answers (0: bridge.TraceWait).
+	ID     string `json:"id,omitempty"`
+	WaitMs int64  `json:"waitMs,omitempty"`
 }
 
 // Reply is the gateway's answer line.
@@ -52,6 +56,7 @@ type Reply struct {
 	Dead   []bridge.DeadLetterRecord `json:"dead,omitempty"`
 	Tokens int                       `json:"tokens,omitempty"` // op revoke: how many tokens it revoked
 	Stats  *Stats                    `json:"stats,omitempty"`
+	Trace  *bridge.TraceReport       `json:"trace,omitempty"`
 	// Code says what kind of refusal Error is: CodeNameHeld, or empty.
 	Code string `json:"code,omitempty"`
 }
@@ -203,8 +208,15 @@ func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
 		_ = reply(Reply{OK: true, Entity: &e})
 	case "revoke":
 		_ = reply(g.sockRevoke(req.Name))
+	case "trace":
+		rep, err := g.core.Trace(ctx, req.ID, time.Duration(req.WaitMs)*time.Millisecond)
+		if err != nil {
+			_ = reply(Reply{Error: err.Error()})
+			return
+		}
+		_ = reply(Reply{OK: true, Trace: rep})
 	default:
-		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke)", req.Op)})
+		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke, trace)", req.Op)})
 	}
 }
 
