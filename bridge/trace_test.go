@@ -242,3 +242,38 @@ func TestTimelineAcrossSkewedClocks(t *testing.T) {
 		t.Fatalf("a skewed hop keeps its own time: %v", tl[1].At)
 	}
 }
+
+// BenchmarkScanAudit reads a full window (TraceWindow bytes of other
+// messages' hops, one conversation among them) for one trace.
+func BenchmarkScanAudit(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "audit.log")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	trace := uuid.NewString()
+	t0 := time.Now().UTC()
+	var size int64
+	lines := 0
+	for i := 0; size < bridge.TraceWindow; i++ {
+		r := bridge.AuditRecord{At: t0.Add(time.Duration(i) * time.Millisecond), Dir: "in", Hop: bridge.HopAccept, Kind: bridge.KindSend,
+			MsgID: uuid.NewString(), TraceID: uuid.NewString(), From: uuid.NewString(), To: uuid.NewString(), Host: "build-host",
+			Key: uuid.NewString(), Verdict: "accepted", LatencyMs: 12.345}
+		if i%10000 == 0 {
+			r.TraceID = trace
+		}
+		raw, _ := json.Marshal(r)
+		n, _ := f.Write(append(raw, '\n'))
+		size += int64(n)
+		lines++
+	}
+	f.Close()
+	b.ResetTimer()
+	for range b.N {
+		hops, _, _, err := bridge.ScanAudit(path, trace, bridge.TraceWindow)
+		if err != nil || len(hops) == 0 {
+			b.Fatal(len(hops), err)
+		}
+	}
+	b.ReportMetric(float64(size)/float64(lines), "bytes/hop")
+}
