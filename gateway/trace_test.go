@@ -195,7 +195,7 @@ func TestTraceRefusedFromStrangers(t *testing.T) {
 		t.Fatal(err)
 	}
 	ct := ga.Transport().(bridge.ControlTransport)
-	send := func(host, from string) {
+	send := func(host, from string) string {
 		now := time.Now()
 		env := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindTrace, MsgID: uuid.NewString(), From: from, To: "control." + hostB,
 			Host: host, TS: now, ExpiresAt: now.Add(time.Minute), Body: []byte(`{"id":"` + uuid.NewString() + `"}`)}
@@ -203,13 +203,27 @@ func TestTraceRefusedFromStrangers(t *testing.T) {
 		if err := ct.PublishControl(context.Background(), hostB, env); err != nil {
 			t.Fatal(err)
 		}
+		return env.MsgID
 	}
-	send("stranger-"+hostA, bridge.GatewayGID("stranger-"+hostA)) // signed by A's key, claiming a host nobody trusts
-	send(hostA, lead.GID)                                         // A's key, but an entity, not A's gateway
-	gatewaytest.Eventually(t, 10*time.Second, "both refused on B", func() bool {
-		r := gb.Core().Refused()
-		return r[bridge.RefuseUnknownHost] >= 1 && r[bridge.RefuseFromNotOnHost] >= 1
-	})
+	stranger := send("stranger-"+hostA, bridge.GatewayGID("stranger-"+hostA)) // signed by A's key, claiming a host nobody trusts
+	entity := send(hostA, lead.GID)                                           // A's key, but an entity, not A's gateway
+	for id, reason := range map[string]string{stranger: bridge.RefuseUnknownHost, entity: bridge.RefuseFromNotOnHost} {
+		// B's own trace of the TRACE shows the refusal, and nothing answered it
+		var tl []bridge.TraceHop
+		gatewaytest.Eventually(t, 10*time.Second, "the TRACE refused on B: "+reason, func() bool {
+			tl = askTrace(t, gb, id, 5*time.Second).Timeline()
+			return hopIndex(tl, hostB, bridge.KindTrace, bridge.HopRefuse) >= 0
+		})
+		h := tl[hopIndex(tl, hostB, bridge.KindTrace, bridge.HopRefuse)]
+		if h.Verdict != "refused: "+reason {
+			t.Errorf("TRACE %s: %q, want refused: %s", id, h.Verdict, reason)
+		}
+		for _, h := range tl {
+			if h.Kind == bridge.KindTraceAnswer {
+				t.Errorf("TRACE %s was answered: %+v", id, h)
+			}
+		}
+	}
 	// A's own gateway is answered: B is not refusing everything
 	rep := askTrace(t, ga, uuid.NewString(), 5*time.Second)
 	for _, h := range rep.Hosts {
