@@ -277,3 +277,18 @@ func BenchmarkScanAudit(b *testing.B) {
 	}
 	b.ReportMetric(float64(size)/float64(lines), "bytes/hop")
 }
+
+// TestTraceKindsNotInInboxes: a TRACE_ANSWER (from a gateway, to a gid)
+// published into an entity's inbox is refused bad-kind, never held as a
+// message.
+func TestTraceKindsNotInInboxes(t *testing.T) {
+	h := newHarness(t, nil)
+	w := h.reg("w1", bridge.RoleWorker)
+	env := h.rawEnv(bridge.KindTraceAnswer, bridge.GatewayGID("h1"), w.GID, `{"hops":[]}`)
+	env.Corr = uuid.NewString()
+	h.publishRaw(w.GID, env)
+	eventually(t, "the TRACE_ANSWER refused", func() bool { return h.c.Refused()[bridge.RefuseBadKind] == 1 })
+	if v, _ := h.view("w1"); v.Held != 0 {
+		t.Fatalf("held %d", v.Held)
+	}
+}
