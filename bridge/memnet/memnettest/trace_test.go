@@ -9,7 +9,8 @@ import (
 	"github.com/herdbridge/herdbridge/bridge/memnet/memnettest"
 )
 
-// withAudit gives a host an audit log of its own.
+// withAudit gives a host an audit log of its own, closed when the test
+// ends: call it before memnettest.New, so the hosts stop first.
 func withAudit(t *testing.T) func(*bridge.Config) {
 	a, err := bridge.OpenAuditLog(filepath.Join(t.TempDir(), "audit.log"), nil)
 	if err != nil {
@@ -24,8 +25,9 @@ func withAudit(t *testing.T) func(*bridge.Config) {
 // brief's traceId; tracing it on A lists each message's hops from both
 // hosts' audit logs, answered over the control plane.
 func TestTraceAcrossHosts(t *testing.T) {
+	auditA, auditB := withAudit(t), withAudit(t) // opened first: closed after the cluster (cleanups run last-in first-out)
 	c := memnettest.New(t)
-	a, b := c.Start("a", withAudit(t)), c.Start("b", withAudit(t))
+	a, b := c.Start("a", auditA), c.Start("b", auditB)
 	lead := a.Register(t, "lead", bridge.RolePrimary)
 	w := b.Register(t, "w", bridge.RoleWorker)
 	c.Converge(t)
