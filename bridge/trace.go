@@ -318,7 +318,7 @@ func (c *Core) takeTraceAnswer(d Delivery, ans TraceHost) {
 func (c *Core) answerTrace(d Delivery, req TraceRequest) {
 	defer c.wg.Done()
 	env := d.Env
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), traceTTL)
+	ctx, cancel := context.WithTimeout(c.ctx, traceTTL) // a gateway stopping answers no more
 	defer cancel()
 	th := c.traceLocal(ctx, req.ID)
 	th.Host = ""
