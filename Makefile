@@ -56,6 +56,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseMessage$$' -fuzztime $(FUZZTIME) ./keys/pairing/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCode$$' -fuzztime $(FUZZTIME) ./keys/pairing/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSpool$$' -fuzztime $(FUZZTIME) ./bridge/embedded/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTraceRequest$$' -fuzztime $(FUZZTIME) ./bridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTraceAnswer$$' -fuzztime $(FUZZTIME) ./bridge/
 
 demo:
 	$(GO) run ./cmd/herdbridge demo --state-dir /nonexistent-herdbridge-demo

@@ -86,6 +86,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 		rosterCommand(stdout), statsCommand(stdout), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout), historyCommand(stdout),
 		demoCommand(stdout), keysCommand(stdout, stderr), pairCommand(stdout, stderr), brokerUserCommand(stdout),
 		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout), versionCommand(stdout),
+		traceCommand(stdout),
 	)
 	root.InitDefaultCompletionCmd() // completion bash|zsh|fish|powershell (cobra's, so it covers every flag)
 	return root
