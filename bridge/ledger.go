@@ -112,3 +112,19 @@ func (l *ledger) due(now time.Time) []store.Await {
 	}
 	return out
 }
+
+// inFlight counts the briefs awaiting their receipt, by target gid.
+func (l *ledger) inFlight() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int, len(l.awaits))
+	for _, a := range l.awaits {
+		out[a.To]++
+	}
+	return out
+}
+
+// BriefsInFlight counts the briefs this gateway sent into workers' panes
+// whose receipt (INJECTED or FAILED) has not come back, by target gid: for
+// metrics.
+func (c *Core) BriefsInFlight() map[string]int { return c.ledger.inFlight() }
