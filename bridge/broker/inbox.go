@@ -219,7 +219,7 @@ func (t *Transport) publishFailed(conn *amqp.Connection, env *bridge.Envelope, e
 		// the socket failed under the write (a reset as the broker stops):
 		// the connection is gone though not yet marked so. Close it for the
 		// supervisor, and publish again once reconnected.
-		t.log.Warn("broker connection failed under a publish; reconnecting", "msgId", env.MsgID, "err", err)
+		t.log.Warn("broker connection failed under a publish; reconnecting", bridge.LogMsgID, env.MsgID, bridge.LogTraceID, env.TraceID, "err", err)
 		conn.Close()
 		return nil
 	}

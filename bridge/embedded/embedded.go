@@ -475,7 +475,7 @@ func (t *Transport) putDead(tx *bolt.Tx, h map[string]any, body []byte, reason, 
 		}
 		var old deadRecord
 		_ = json.Unmarshal(v, &old)
-		t.log.Warn("dead-letter queue over its cap: oldest entry dropped", "cap", t.opts.DLQMax, "msgId", old.H[bridge.HdrMsgID], "reason", old.Reason)
+		t.log.Warn("dead-letter queue over its cap: oldest entry dropped", "cap", t.opts.DLQMax, bridge.LogMsgID, old.H[bridge.HdrMsgID], bridge.LogTraceID, old.H[bridge.HdrTraceID], "reason", old.Reason)
 		if err := d.Delete(k); err != nil {
 			return err
 		}
