@@ -174,3 +174,42 @@ func BenchmarkMetricsScrape(b *testing.B) {
 		}
 	}
 }
+
+// TestMetricsAcrossHosts: on a broker, /metrics reports the link (its
+// publishes and confirms, connected), the other host's presence, and the
+// latency of a reply that crossed hosts, timed on the sender's gateway.
+func TestMetricsAcrossHosts(t *testing.T) {
+	hostA, hostB := gatewaytest.UniqueHost("ma"), gatewaytest.UniqueHost("mb")
+	ga := gatewaytest.StartHost(t, hostA, brokerURL(t))
+	gb := gatewaytest.StartHost(t, hostB, brokerURL(t))
+	_, tok := gatewaytest.Register(t, ga, "lead", "primary")
+	lead := gatewaytest.TokenConn(t, ga.URL(), "lead", tok)
+	w := gatewaytest.StdioConn(t, gb, "worker-b", "worker")
+	gatewaytest.Eventually(t, 10*time.Second, "host A sees worker-b", func() bool {
+		_, err := ga.Core().Resolve("worker-b@" + hostB)
+		return err == nil
+	})
+	gatewaytest.Eventually(t, 10*time.Second, "host B sees lead", func() bool {
+		_, err := gb.Core().Resolve("lead@" + hostA)
+		return err == nil
+	})
+	lead.MustStatus("bridge_send", map[string]any{"target": "worker-b@" + hostB, "message": "cross-host brief"}, "confirmed")
+	waitPoll(t, w, "cross-host brief")
+	w.MustStatus("bridge_send", map[string]any{"target": "lead@" + hostA, "message": "done"}, "confirmed")
+	gatewaytest.Eventually(t, 10*time.Second, "the cross-host reply timed on A", func() bool {
+		return metricValue(scrapeGateway(t, ga, tok), "herdbridge_reply_latency_seconds", "kind", "reply") == 1
+	})
+	f := scrapeGateway(t, ga, tok)
+	if metricValue(f, "herdbridge_broker_connected") != 1 {
+		t.Error("broker not reported connected")
+	}
+	if p, c := metricValue(f, "herdbridge_broker_publishes_total"), metricValue(f, "herdbridge_broker_confirms_total"); p < 2 || c < 2 {
+		t.Errorf("broker publishes %v, confirms %v: want the brief and presence heartbeats at least", p, c)
+	}
+	if metricValue(f, "herdbridge_presence_hosts") < 1 || metricValue(f, "herdbridge_presence_entities") < 1 {
+		t.Errorf("presence: %v hosts, %v entities; want host B and worker-b", metricValue(f, "herdbridge_presence_hosts"), metricValue(f, "herdbridge_presence_entities"))
+	}
+	if metricValue(f, "herdbridge_delivery_latency_seconds", "hop", "accept") < 1 {
+		t.Error("the reply's arrival on A not timed")
+	}
+}
