@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -225,4 +226,31 @@ func TestMetricsAcrossHosts(t *testing.T) {
 	if metricValue(f, "herdbridge_delivery_latency_seconds", "hop", "accept") < 1 {
 		t.Error("the reply's arrival on A not timed")
 	}
+}
+
+// TestMetricsMaxEntitiesFromConfig: the configuration file's
+// metrics.maxEntities caps the entities /metrics names.
+func TestMetricsMaxEntitiesFromConfig(t *testing.T) {
+	cfg := gatewaytest.LocalConfig(t, "")
+	path := cfg.StateDir + "/config.json"
+	if err := os.WriteFile(path, []byte(`{"metrics": {"maxEntities": 1}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if cfg.File, err = gateway.LoadFile(path, true); err != nil {
+		t.Fatal(err)
+	}
+	cfg.File.Herdr.Disabled = true
+	g := gatewaytest.Start(t, cfg)
+	lead, tok := gatewaytest.Register(t, g, "lead", "primary")
+	for _, name := range []string{"w1", "w2", "w3"} {
+		gatewaytest.RegisterOn(t, g, name, bridge.RoleWorker)
+		if _, err := g.Core().Send(context.Background(), lead, bridge.SendRequest{Target: name, Message: "brief"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gatewaytest.Eventually(t, 10*time.Second, "two of three busy entities folded", func() bool {
+		f := scrapeGateway(t, g, tok)
+		return metricValue(f, "herdbridge_metrics_entities_folded") == 2 && metricValue(f, "herdbridge_entity_held_messages", "entity", "_other") == 2
+	})
 }
