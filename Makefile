@@ -3,7 +3,7 @@
 #   make run     start a gateway (embedded transport, no broker needed)
 #   make test    vet, gofmt check, race tests incl. end-to-end and the TypeScript SDK client (what CI runs)
 #   make bench   benchmarks: MCP round trips vs a no-op tool, core send->drain, RSS with 10k held,
-#                envelope sign/verify; with RMQ_URL: gateway<->gateway vs raw amqp091-go, signed vs unsigned
+#                envelope sign/verify, a /metrics scrape with 1,000 entities; with RMQ_URL: gateway<->gateway vs raw amqp091-go, signed vs unsigned
 #   make fuzz    run every fuzz target for FUZZTIME each
 #   make demo    run the demo exchange against a fresh in-process gateway
 GO        ?= go
@@ -30,7 +30,7 @@ test: vet
 	$(GO) test -race -count=1 -p 1 -timeout 20m ./...
 
 bench:
-	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 -timeout 30m ./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 -timeout 30m ./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/ ./metrics/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFromHeaders$$' -fuzztime $(FUZZTIME) ./bridge/
@@ -45,6 +45,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTrust$$' -fuzztime $(FUZZTIME) ./keys/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePublicKey$$' -fuzztime $(FUZZTIME) ./keys/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSpool$$' -fuzztime $(FUZZTIME) ./bridge/embedded/
+	$(GO) test -run '^$$' -fuzz '^FuzzEventLabels$$' -fuzztime $(FUZZTIME) ./metrics/
 
 demo:
 	$(GO) run ./cmd/herdbridge demo --state-dir /nonexistent-herdbridge-demo

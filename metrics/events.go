@@ -55,7 +55,7 @@ func (m *eventMetrics) register(reg *prometheus.Registry) {
 }
 
 func (m *eventMetrics) observe(e bridge.Event) {
-	m.messages.WithLabelValues(string(e.Hop), kindLabel(e.Kind), outcome(e)).Inc()
+	m.messages.WithLabelValues(hopLabel(e.Hop), kindLabel(e.Kind), outcome(e)).Inc()
 	switch e.Hop {
 	case bridge.HopPublish:
 		m.pending.published(e)
@@ -95,6 +95,18 @@ func labelOf(what string, k bridge.Kind) string {
 		return string(k)
 	}
 	return what
+}
+
+// hops are the core's (bridge/observe.go): a hop added there counts as
+// "other" until it is added here.
+var hops = map[bridge.Hop]bool{bridge.HopPublish: true, bridge.HopAccept: true, bridge.HopRefuse: true, bridge.HopHold: true,
+	bridge.HopDrain: true, bridge.HopQueue: true, bridge.HopInject: true, bridge.HopExpire: true, bridge.HopDeadLetter: true}
+
+func hopLabel(h bridge.Hop) string {
+	if hops[h] {
+		return string(h)
+	}
+	return "other"
 }
 
 // kindLabel is k, or "other" for a kind outside SPEC §3 (a refused
