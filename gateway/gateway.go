@@ -67,27 +67,29 @@ type Gateway struct {
 	addr    string      // actual HTTP address
 	tlsConf *tls.Config // from TLSCert/TLSKey; nil: plain HTTP on loopback
 
-	herdr   *herdr.Client
-	watcher *herdr.Watcher // nil: herdr disabled
-	nudger  *herdr.PaneNudger
-	tr      bridge.Transport
-	split   *split.Transport    // with a broker: tr
+	herdr    *herdr.Client
+	watcher  *herdr.Watcher // nil: herdr disabled
+	nudger   *herdr.PaneNudger
+	tr       bridge.Transport
+	split    *split.Transport // with a broker: tr
+	store    *store.Store
+	core     *bridge.Core
+	mcp      *mcp.Server
+	http     *http.Server
+	shutdown func(context.Context) error
+	audit    *bridge.AuditLog
+	ring     *keys.Ring // trusted keys (across hosts only)
+	sock, ln net.Listener
+	net      NetConfig  // File.Net with its defaults
+	uids     uidCounter // admin socket connections per peer uid
+
+	// what /metrics reads (metrics.go)
 	local   *embedded.Transport // the embedded transport: tr, or split's same-host side
 	broker  *broker.Transport   // with a broker: split's remote side
 	metrics *metrics.Metrics
 	// operatorAuth accepts an operator credential on the read-only views
 	// (readAuthorized); nil: entity tokens only.
 	operatorAuth func(*http.Request) bool
-	store        *store.Store
-	core         *bridge.Core
-	mcp          *mcp.Server
-	http         *http.Server
-	shutdown     func(context.Context) error
-	audit        *bridge.AuditLog
-	ring         *keys.Ring // trusted keys (across hosts only)
-	sock, ln     net.Listener
-	net          NetConfig  // File.Net with its defaults
-	uids         uidCounter // admin socket connections per peer uid
 
 	// life is cancelled by Close: the context of the pane nudger and of
 	// everything Run starts.
