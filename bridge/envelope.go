@@ -64,6 +64,10 @@ var kinds = map[Kind]bool{
 // controlKinds are the kinds addressed to a host's control queue.
 var controlKinds = map[Kind]bool{KindSpawn: true, KindStop: true, KindInterrupt: true}
 
+// Known reports whether k is one of the kinds of SPEC §3 (a refused
+// message may carry any string as its kind).
+func (k Kind) Known() bool { return kinds[k] }
+
 // needsCorr lists the kinds that answer another message and so must name it.
 var needsCorr = map[Kind]bool{
 	KindInjected: true, KindFailed: true, KindNoWaiter: true, KindTooLate: true,

@@ -113,5 +113,5 @@ func (c *Core) observeHead(hop Hop, gid string, h *heldHead, status string) {
 	if c.cfg.Audit == nil && c.cfg.Observer == nil {
 		return
 	}
-	c.observe(Event{Hop: hop, Kind: h.kind, MsgID: h.msgID(), From: h.from, To: gid, Entity: gid, Status: status})
+	c.observe(Event{Hop: hop, Kind: h.kind, MsgID: h.msgID(), TraceID: h.traceID(), From: h.from, To: gid, Entity: gid, Status: status})
 }

@@ -2,9 +2,11 @@ package bridge_test
 
 import (
 	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
 )
@@ -71,6 +73,27 @@ func TestObserverSeesEveryHop(t *testing.T) {
 		}
 		if e.Hop == bridge.HopDrain && e.Latency <= 0 {
 			t.Errorf("drain latency %v", e.Latency)
+		}
+	}
+}
+
+// TestExpireHopCarriesTraceID: a held message that expires unread is
+// observed (and logged) with its traceId, though only its compact head is
+// kept once it is held.
+func TestExpireHopCarriesTraceID(t *testing.T) {
+	rec := &recorder{}
+	h := newHarness(t, func(c *bridge.Config) { c.Observer = rec })
+	p := h.reg("lead", bridge.RolePrimary)
+	h.reg("w1", bridge.RoleWorker)
+	res := h.send(p, bridge.SendRequest{Target: "w1", Message: "brief one"})
+	h.heldFor("w1", 1)
+	h.clk.Advance(h.c.Config().MessageTTL + time.Second)
+	eventually(t, "the expiry observed", func() bool { return slices.Contains(rec.hops(res.MsgID), "expire:expired unread") })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, e := range rec.ev {
+		if e.MsgID == res.MsgID && e.Hop == bridge.HopExpire && e.TraceID != res.TraceID {
+			t.Errorf("expire hop traceId %q, want %q", e.TraceID, res.TraceID)
 		}
 	}
 }

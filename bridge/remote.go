@@ -209,6 +209,6 @@ func (c *Core) runRemoteSpawn(d Delivery) {
 	}
 	c.mem.markEnv("control:"+env.MsgID, env)
 	if err := d.Acker.Ack(); err != nil {
-		c.log.Warn("SPAWN ack failed", LogMsgID, env.MsgID, "err", err)
+		c.log.Warn("SPAWN ack failed", LogMsgID, env.MsgID, LogTraceID, env.TraceID, "err", err)
 	}
 }

@@ -212,7 +212,7 @@ func (c *Core) waitForPresence(d Delivery, queue, seenKey string, redo func(Deli
 	g.pendingN[queue]++
 	g.ids[d.Env.MsgID] = true
 	g.mu.Unlock()
-	c.log.Info("sender has no presence yet: waiting for its heartbeat", LogMsgID, d.Env.MsgID, LogFrom, d.Env.From, "host", d.Env.Host)
+	c.log.Info("sender has no presence yet: waiting for its heartbeat", LogMsgID, d.Env.MsgID, LogTraceID, d.Env.TraceID, LogFrom, d.Env.From, "host", d.Env.Host)
 	if c.mem.hostOf(d.Env.From) != "" {
 		c.redoPending(d.Env.From) // its heartbeat came while this one was being judged
 	}
@@ -293,6 +293,6 @@ func (c *Core) refuse(d Delivery, where, reason, detail string) {
 		"key", d.Key, "queue", where, LogTraceID, trace, "detail", detail)
 	c.observe(Event{Hop: HopRefuse, Kind: kind, MsgID: id, TraceID: trace, From: from, To: to, Host: host, Key: d.Key, Status: reason})
 	if err := d.Acker.Reject(ReasonRejected + ": " + reason); err != nil {
-		c.log.Warn("reject failed", LogMsgID, id, "err", err)
+		c.log.Warn("reject failed", LogMsgID, id, LogTraceID, trace, "err", err)
 	}
 }
