@@ -1,8 +1,8 @@
 package bridge_test
 
 import (
-	"sort"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
