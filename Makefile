@@ -3,7 +3,7 @@
 #   make run     start a gateway (embedded transport, no broker needed)
 #   make test    vet, gofmt check, race tests incl. end-to-end and the TypeScript SDK client (what CI runs)
 #   make bench   benchmarks: MCP round trips vs a no-op tool, core send->drain, RSS with 10k held,
-#                envelope sign/verify; with RMQ_URL: gateway<->gateway vs raw amqp091-go, signed vs unsigned
+#                envelope sign/verify, a /metrics scrape with 1,000 entities; with RMQ_URL: gateway<->gateway vs raw amqp091-go, signed vs unsigned
 #   make soak    2 gateway processes on a private broker, 50 agents, 10 min of mixed traffic with a gateway
 #                kill -9 and a broker restart; writes soak-report/report.{md,json} (SOAK=30m for longer)
 #   make fuzz    run every fuzz target for FUZZTIME each
@@ -34,7 +34,7 @@ test: vet
 	$(GO) test -race -count=1 -p 1 -timeout 20m ./...
 
 bench:
-	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 -timeout 30m ./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 -timeout 30m ./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/ ./metrics/
 
 soak:
 	HB_SOAK=$(SOAK) HB_SOAK_STRICT=1 HB_SOAK_REPORT=$(abspath $(SOAK_REPORT)) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 90m ./loadtest/
@@ -57,6 +57,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseMessage$$' -fuzztime $(FUZZTIME) ./keys/pairing/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCode$$' -fuzztime $(FUZZTIME) ./keys/pairing/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSpool$$' -fuzztime $(FUZZTIME) ./bridge/embedded/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTraceRequest$$' -fuzztime $(FUZZTIME) ./bridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTraceAnswer$$' -fuzztime $(FUZZTIME) ./bridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzEventLabels$$' -fuzztime $(FUZZTIME) ./metrics/
 
 demo:
 	$(GO) run ./cmd/herdbridge demo --state-dir /nonexistent-herdbridge-demo

@@ -12,7 +12,7 @@ func (c *Core) onDeadLetter(dl DeadLetter) {
 	rec := DeadLetterRecord{At: dl.At, MsgID: dl.MsgID, Reason: dl.Reason, Queue: dl.Queue}
 	var out []outMsg
 	if e := dl.Env; e != nil {
-		rec.MsgID, rec.Kind, rec.From, rec.To = e.MsgID, string(e.Kind), e.From, e.To
+		rec.MsgID, rec.TraceID, rec.Kind, rec.From, rec.To = e.MsgID, e.TraceID, string(e.Kind), e.From, e.To
 		// Only the broker's own expiry is reported here: a message that sat
 		// unconsumed past its TTL (its gateway was gone). A refused one was
 		// answered, if at all, by the gateway that refused it — a forged
@@ -23,18 +23,18 @@ func (c *Core) onDeadLetter(dl DeadLetter) {
 			rec.Reported = true
 		}
 	}
-	ev := Event{Hop: HopDeadLetter, Kind: Kind(rec.Kind), MsgID: rec.MsgID, From: rec.From, To: rec.To, Key: rec.Queue, Status: rec.Reason}
+	ev := Event{Hop: HopDeadLetter, Kind: Kind(rec.Kind), MsgID: rec.MsgID, TraceID: rec.TraceID, From: rec.From, To: rec.To, Key: rec.Queue, Status: rec.Reason}
 	if dl.Env != nil {
-		ev.TraceID, ev.Corr, ev.Host = dl.Env.TraceID, dl.Env.Corr, dl.Env.Host
+		ev.Corr, ev.Host = dl.Env.Corr, dl.Env.Host
 	}
 	c.observe(ev)
-	c.log.Warn("dead letter", LogMsgID, rec.MsgID, LogKind, rec.Kind, LogFrom, rec.From, LogTo, rec.To, LogReason, rec.Reason, "queue", rec.Queue)
+	c.log.Warn("dead letter", LogMsgID, rec.MsgID, LogTraceID, rec.TraceID, LogKind, rec.Kind, LogFrom, rec.From, LogTo, rec.To, LogReason, rec.Reason, "queue", rec.Queue)
 	if err := c.st.AppendDead(rec); err != nil {
-		c.log.Error("dead-letter log write failed", LogMsgID, rec.MsgID, "err", err)
+		c.log.Error("dead-letter log write failed", LogMsgID, rec.MsgID, LogTraceID, rec.TraceID, "err", err)
 	}
 	c.publishAll(out)
 	if err := dl.Acker.Ack(); err != nil {
-		c.log.Warn("dead letter ack failed", LogMsgID, rec.MsgID, "err", err)
+		c.log.Warn("dead letter ack failed", LogMsgID, rec.MsgID, LogTraceID, rec.TraceID, "err", err)
 	}
 }
 

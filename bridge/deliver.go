@@ -73,6 +73,9 @@ func (c *Core) verifyDelivery(gid string, d Delivery) bool {
 	if reason == "" {
 		reason, detail = missedAskFromElsewhere(d.Env, c.cfg.Host)
 	}
+	if reason == "" && isTraceKind(d.Env.Kind) { // never an entity's message
+		reason, detail = RefuseBadKind, "a "+string(d.Env.Kind)+" in an inbox (it belongs on the control queue)"
+	}
 	if reason == "" {
 		return true
 	}
@@ -92,7 +95,7 @@ func (c *Core) verifyDelivery(gid string, d Delivery) bool {
 // held, expired, or the entity's own broadcast.
 func (c *Core) admit(gid string, d Delivery) *entState {
 	env, where := d.Env, InboxQueueName(gid)
-	c.log.Debug("arrived", LogKind, env.Kind, LogMsgID, env.MsgID, LogGID, gid, LogFrom, env.From)
+	c.log.Debug("arrived", LogKind, env.Kind, LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, gid, LogFrom, env.From)
 	st := c.reg.get(gid)
 	if st != nil {
 		st.mu.Lock()
@@ -172,7 +175,7 @@ func (c *Core) expiredOnArrival(st *entState, d Delivery) {
 	env := d.Env
 	c.mem.markEnv(st.GID+env.MsgID, env)
 	st.mu.Unlock()
-	c.log.Info("expired on arrival", LogMsgID, env.MsgID, LogKind, env.Kind, LogGID, st.GID)
+	c.log.Info("expired on arrival", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogKind, env.Kind, LogGID, st.GID)
 	c.ack(d)
 	if env.Kind == KindSend {
 		c.publishAll([]outMsg{c.receiptFor(KindFailed, st.GID, env, "expired before delivery")})
@@ -232,7 +235,7 @@ func (c *Core) onNotice(st *entState, env *Envelope) arrival {
 	} else if awaited && env.Kind != KindNoWaiter && env.Kind != KindTooLate && c.ledger.take(env.Corr) {
 		// taken under the sender's lock, the lock the sweeper's overdue
 		// check holds: a receipt that came is never also reported FAILED
-		a.after = func() { c.ledger.forget(env.Corr, "cannot forget a settled brief") }
+		a.after = func() { c.ledger.forget(env.Corr, env.TraceID, "cannot forget a settled brief") }
 	}
 	if ch, ok := st.receipts[env.Corr]; ok {
 		select {
@@ -249,7 +252,7 @@ func (c *Core) onNotice(st *entState, env *Envelope) arrival {
 		a.hold = true // the sender's call is gone, but it must learn how its brief landed (or why it waits)
 	}
 	if !a.hold {
-		c.log.Debug("receipt with nothing waiting dropped", LogKind, env.Kind, LogMsgID, env.MsgID, "corr", env.Corr, LogGID, st.GID)
+		c.log.Debug("receipt with nothing waiting dropped", LogKind, env.Kind, LogMsgID, env.MsgID, LogTraceID, env.TraceID, "corr", env.Corr, LogGID, st.GID)
 	}
 	return a
 }
@@ -327,7 +330,7 @@ func (c *Core) settleArrival(st *entState, d Delivery, a arrival) {
 func (c *Core) forwardAcked(e Entity, d Delivery) {
 	env := d.Env
 	if err := d.Acker.Ack(); err != nil {
-		c.log.Warn("brief not acked, so not typed", LogMsgID, env.MsgID, LogGID, e.GID, "err", err)
+		c.log.Warn("brief not acked, so not typed", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID, "err", err)
 		if env.Kind == KindSend {
 			c.publishAll([]outMsg{c.receiptFor(KindFailed, e.GID, env,
 				"brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: its gateway could not take it from the inbox ("+err.Error()+")")})
@@ -340,6 +343,6 @@ func (c *Core) forwardAcked(e Entity, d Delivery) {
 // ack settles a delivery the entity needs no more.
 func (c *Core) ack(d Delivery) {
 	if err := d.Acker.Ack(); err != nil {
-		c.log.Warn("settle failed", LogMsgID, d.Env.MsgID, "err", err)
+		c.log.Warn("settle failed", LogMsgID, d.Env.MsgID, LogTraceID, d.Env.TraceID, "err", err)
 	}
 }

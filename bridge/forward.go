@@ -133,7 +133,7 @@ func (c *Core) typeHead(e Entity, q queued) bool {
 	}
 	if env.Kind == KindSend && c.publishAll([]outMsg{c.injectReceipt(e, env, r)}) == 0 && typed {
 		if err := c.st.DeleteTyping(env.MsgID); err != nil {
-			c.log.Warn("cannot forget a typed brief", LogMsgID, env.MsgID, "err", err)
+			c.log.Warn("cannot forget a typed brief", LogMsgID, env.MsgID, LogTraceID, env.TraceID, "err", err)
 		}
 	} // else the receipt did not go out: the typing record stays, and a restart reports it uncertain
 	return !stuck
@@ -164,12 +164,12 @@ func (c *Core) recoverHead(e Entity, q queued) bool {
 	case StatusNotReady:
 		return false
 	case StatusSubmitted:
-		c.log.Info("a brief reported uncertain was found in the composer and submitted", LogMsgID, q.env.MsgID, LogGID, e.GID)
+		c.log.Info("a brief reported uncertain was found in the composer and submitted", LogMsgID, q.env.MsgID, LogTraceID, q.env.TraceID, LogGID, e.GID)
 		c.workingOn(e.GID, q.env)
 		c.settleQueued(q, KindInjected, StatusSubmitted+": "+LateReceipt+"brief "+Excerpt(string(q.env.Body))+
 			" was found unsent in the composer of "+e.Name+"'s pane (reported uncertain before); one Enter was pressed and the agent started the turn")
 	default:
-		c.log.Info("a brief reported uncertain is not in its composer: left as reported", LogMsgID, q.env.MsgID, LogGID, e.GID, LogReason, r.Reason)
+		c.log.Info("a brief reported uncertain is not in its composer: left as reported", LogMsgID, q.env.MsgID, LogTraceID, q.env.TraceID, LogGID, e.GID, LogReason, r.Reason)
 		c.dequeue(q.QueuedBrief)
 	}
 	return true
@@ -219,7 +219,7 @@ func (c *Core) typedBeforeCrash() error {
 		return err
 	}
 	for _, r := range recs {
-		c.log.Warn("a brief was being typed when the gateway stopped: reported uncertain", LogMsgID, r.MsgID, LogTo, r.To)
+		c.log.Warn("a brief was being typed when the gateway stopped: reported uncertain", LogMsgID, r.MsgID, LogTraceID, r.TraceID, LogTo, r.To)
 		out := c.notice(KindInjected, r.To, r.From, r.MsgID, "", r.TraceID,
 			StatusUncertain+": the gateway of "+r.ToName+" stopped while typing brief "+r.Excerpt+"; it may or may not have reached the agent")
 		c.publishAll([]outMsg{out})
@@ -244,12 +244,12 @@ func (c *Core) overdueReceipts(now time.Time) {
 		switch {
 		case !took: // its receipt came meanwhile
 		case held:
-			c.ledger.forget(a.MsgID, "cannot forget a settled brief")
+			c.ledger.forget(a.MsgID, a.TraceID, "cannot forget a settled brief")
 		default:
-			c.log.Warn("no INJECTED within the bound: brief reported failed", LogMsgID, a.MsgID, LogFrom, a.From, LogTo, a.To)
+			c.log.Warn("no INJECTED within the bound: brief reported failed", LogMsgID, a.MsgID, LogTraceID, a.TraceID, LogFrom, a.From, LogTo, a.To)
 			c.publishAll([]outMsg{c.notice(KindFailed, a.To, a.From, a.MsgID, "", a.TraceID,
 				"brief "+a.Excerpt+" to "+a.ToName+": no INJECTED receipt within the bound, so it was probably not typed (its gateway may have crashed between taking it and typing it); send it again if it still matters")})
-			c.ledger.forget(a.MsgID, "cannot forget an overdue brief")
+			c.ledger.forget(a.MsgID, a.TraceID, "cannot forget an overdue brief")
 		}
 	}
 }

@@ -46,6 +46,7 @@ type heldHead struct {
 	kind     Kind
 	id       msgKey
 	corr     msgKey  // zero: none
+	trace    msgKey  // the traceId, for logs and Events; zero: none
 	exp      int64   // expiresAt, Unix nanoseconds
 	spelling *string // the msgId as sent when it is not the canonical lower-case form
 }
@@ -80,6 +81,9 @@ func newHeld(env *Envelope, acker Acker) *heldMsg {
 	}
 	if env.Corr != "" {
 		hm.head.corr = keyOf(env.Corr)
+	}
+	if env.TraceID != "" {
+		hm.head.trace = keyOf(env.TraceID)
 	}
 	if !canonicalID(env.MsgID) {
 		id := env.MsgID
@@ -117,6 +121,14 @@ func (h *heldHead) msgID() string {
 		return *h.spelling
 	}
 	return uuid.UUID(h.id).String()
+}
+
+// traceID is the message's traceId in its canonical spelling ("" for none).
+func (h *heldHead) traceID() string {
+	if h.trace == (msgKey{}) {
+		return ""
+	}
+	return uuid.UUID(h.trace).String()
 }
 
 func (h *heldHead) expiresAt() time.Time { return time.Unix(0, h.exp) }

@@ -45,7 +45,7 @@ func (l *ledger) expect(a store.Await) {
 	l.awaits[a.MsgID] = a
 	l.mu.Unlock()
 	if err := l.st.PutAwait(a); err != nil {
-		l.log.Warn("cannot persist a brief awaiting its receipt", LogMsgID, a.MsgID, "err", err)
+		l.log.Warn("cannot persist a brief awaiting its receipt", LogMsgID, a.MsgID, LogTraceID, a.TraceID, "err", err)
 	}
 }
 
@@ -65,7 +65,7 @@ func (l *ledger) queued(corr string, grace time.Duration) {
 		return
 	}
 	if err := l.st.PutAwait(a); err != nil {
-		l.log.Warn("cannot persist the deadline of a queued brief", LogMsgID, a.MsgID, "err", err)
+		l.log.Warn("cannot persist the deadline of a queued brief", LogMsgID, a.MsgID, LogTraceID, a.TraceID, "err", err)
 	}
 }
 
@@ -80,23 +80,31 @@ func (l *ledger) awaiting(corr string) bool {
 // settle forgets the brief corr once its INJECTED, FAILED or ABANDONED
 // arrived (or it was never published).
 func (l *ledger) settle(corr string) {
-	if l.take(corr) {
-		l.forget(corr, "cannot forget a settled brief")
+	if a, ok := l.takeAwait(corr); ok {
+		l.forget(corr, a.TraceID, "cannot forget a settled brief")
 	}
 }
 
 // take removes corr from memory; it reports whether it was there.
 func (l *ledger) take(corr string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, ok := l.awaits[corr]
-	delete(l.awaits, corr)
+	_, ok := l.takeAwait(corr)
 	return ok
 }
 
-func (l *ledger) forget(msgID, what string) {
+// takeAwait is take, with what was recorded.
+func (l *ledger) takeAwait(corr string) (store.Await, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a, ok := l.awaits[corr]
+	delete(l.awaits, corr)
+	return a, ok
+}
+
+// forget deletes the brief msgID's record from the store (traceID: for
+// the log line, if that fails).
+func (l *ledger) forget(msgID, traceID, what string) {
 	if err := l.st.DeleteAwait(msgID); err != nil {
-		l.log.Warn(what, LogMsgID, msgID, "err", err)
+		l.log.Warn(what, LogMsgID, msgID, LogTraceID, traceID, "err", err)
 	}
 }
 
@@ -112,3 +120,19 @@ func (l *ledger) due(now time.Time) []store.Await {
 	}
 	return out
 }
+
+// inFlight counts the briefs awaiting their receipt, by target gid.
+func (l *ledger) inFlight() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int, len(l.awaits))
+	for _, a := range l.awaits {
+		out[a.To]++
+	}
+	return out
+}
+
+// BriefsInFlight counts the briefs this gateway sent into workers' panes
+// whose receipt (INJECTED or FAILED) has not come back, by target gid: for
+// metrics.
+func (c *Core) BriefsInFlight() map[string]int { return c.ledger.inFlight() }

@@ -1,9 +1,12 @@
 package bridge_test
 
 import (
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
 )
@@ -20,15 +23,22 @@ func (r *recorder) Observe(e bridge.Event) {
 	r.mu.Unlock()
 }
 
-// hops lists the hops recorded for msgID, in order.
+// hops lists the hops recorded for msgID in time order (a publish is
+// stamped with the message's ts, but told after the transport returns:
+// the receiving side may be told first).
 func (r *recorder) hops(msgID string) []string {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
+	var evs []bridge.Event
 	for _, e := range r.ev {
 		if e.MsgID == msgID {
-			out = append(out, string(e.Hop)+":"+e.Status)
+			evs = append(evs, e)
 		}
+	}
+	r.mu.Unlock()
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].At.Before(evs[j].At) })
+	var out []string
+	for _, e := range evs {
+		out = append(out, string(e.Hop)+":"+e.Status)
 	}
 	return out
 }
@@ -63,6 +73,27 @@ func TestObserverSeesEveryHop(t *testing.T) {
 		}
 		if e.Hop == bridge.HopDrain && e.Latency <= 0 {
 			t.Errorf("drain latency %v", e.Latency)
+		}
+	}
+}
+
+// TestExpireHopCarriesTraceID: a held message that expires unread is
+// observed (and logged) with its traceId, though only its compact head is
+// kept once it is held.
+func TestExpireHopCarriesTraceID(t *testing.T) {
+	rec := &recorder{}
+	h := newHarness(t, func(c *bridge.Config) { c.Observer = rec })
+	p := h.reg("lead", bridge.RolePrimary)
+	h.reg("w1", bridge.RoleWorker)
+	res := h.send(p, bridge.SendRequest{Target: "w1", Message: "brief one"})
+	h.heldFor("w1", 1)
+	h.clk.Advance(h.c.Config().MessageTTL + time.Second)
+	eventually(t, "the expiry observed", func() bool { return slices.Contains(rec.hops(res.MsgID), "expire:expired unread") })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, e := range rec.ev {
+		if e.MsgID == res.MsgID && e.Hop == bridge.HopExpire && e.TraceID != res.TraceID {
+			t.Errorf("expire hop traceId %q, want %q", e.TraceID, res.TraceID)
 		}
 	}
 }

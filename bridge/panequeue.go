@@ -136,7 +136,7 @@ func (c *Core) enqueue(e Entity, env *Envelope) {
 	}
 	if err != nil {
 		// acked, so this was its only copy: a loss, told at once
-		c.log.Warn("brief not queued for its pane", LogMsgID, env.MsgID, LogGID, e.GID, "err", err)
+		c.log.Warn("brief not queued for its pane", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID, "err", err)
 		if env.Kind == KindSend {
 			why := "its gateway could not queue it (" + err.Error() + ")"
 			if errors.Is(err, store.ErrQueueFull) {
@@ -316,7 +316,7 @@ func (c *Core) tellQueued(q queued, waits, why string, place int) {
 	c.publishAll([]outMsg{c.receiptFor(KindInjected, q.To, q.env, c.queuedReason(q, why, place))})
 	q.Told = waits
 	if err := c.st.UpdateQueued(q.QueuedBrief); err != nil {
-		c.log.Warn("cannot record that a queued brief's sender was told", LogMsgID, q.env.MsgID, "err", err)
+		c.log.Warn("cannot record that a queued brief's sender was told", LogMsgID, q.env.MsgID, LogTraceID, q.env.TraceID, "err", err)
 	}
 }
 

@@ -34,7 +34,7 @@ func (c *Core) publishSpool(ctx context.Context, key string, env *Envelope, mand
 	switch {
 	case errors.Is(err, ErrSpooled):
 		c.observeEnv(HopPublish, env, key, "spooled: the broker is unreachable, published when it returns")
-		c.log.Info("spooled: the broker is unreachable", LogKind, env.Kind, LogMsgID, env.MsgID, LogTo, key)
+		c.log.Info("spooled: the broker is unreachable", LogKind, env.Kind, LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogTo, key)
 		spooled = true
 	case err != nil:
 		c.observeEnv(HopPublish, env, key, "publish failed: "+err.Error())
@@ -79,7 +79,7 @@ func (c *Core) publishAll(out []outMsg) (failed int) {
 		err := c.publish(ctx, o.env.To, o.env, false)
 		cancel()
 		if err != nil {
-			c.log.Warn("notice not delivered", LogKind, o.env.Kind, LogMsgID, o.env.MsgID, "corr", o.env.Corr, LogTo, o.env.To, "err", err)
+			c.log.Warn("notice not delivered", LogKind, o.env.Kind, LogMsgID, o.env.MsgID, LogTraceID, o.env.TraceID, "corr", o.env.Corr, LogTo, o.env.To, "err", err)
 			failed++
 		}
 	}

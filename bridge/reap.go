@@ -126,12 +126,12 @@ func (c *Core) deadLetterHeld(st *entState, held []*heldMsg, cause, reason strin
 		if failedKinds[hm.head.kind] {
 			continue // with its body, below
 		}
-		c.appendDead(DeadLetterRecord{At: now, MsgID: hm.head.msgID(), Kind: string(hm.head.kind), From: hm.head.from, To: st.GID, Reason: cause + ": " + reason, Queue: queue})
+		c.appendDead(DeadLetterRecord{At: now, MsgID: hm.head.msgID(), TraceID: hm.head.traceID(), Kind: string(hm.head.kind), From: hm.head.from, To: st.GID, Reason: cause + ": " + reason, Queue: queue})
 	}
 	var out []outMsg
 	c.withBodies(st, held, func(k Kind) bool { return failedKinds[k] }, func(hm *heldMsg) {
 		out = append(out, c.receiptFor(KindFailed, GatewayGID(c.cfg.Host), hm.env, reason))
-		c.appendDead(DeadLetterRecord{At: now, MsgID: hm.env.MsgID, Kind: string(hm.env.Kind), From: hm.env.From, To: st.GID,
+		c.appendDead(DeadLetterRecord{At: now, MsgID: hm.env.MsgID, TraceID: hm.env.TraceID, Kind: string(hm.env.Kind), From: hm.env.From, To: st.GID,
 			Reason: cause + ": " + reason, Queue: queue, Reported: true})
 	})
 	return len(out) - c.publishAll(out)
@@ -139,7 +139,7 @@ func (c *Core) deadLetterHeld(st *entState, held []*heldMsg, cause, reason strin
 
 func (c *Core) appendDead(rec DeadLetterRecord) {
 	if err := c.st.AppendDead(rec); err != nil {
-		c.log.Error("dead-letter log write failed", LogMsgID, rec.MsgID, "err", err)
+		c.log.Error("dead-letter log write failed", LogMsgID, rec.MsgID, LogTraceID, rec.TraceID, "err", err)
 	}
 }
 

@@ -262,7 +262,7 @@ func (r *requests) persist(rec store.Request) {
 	if err := r.st.PutRequestLazy(rec); err != nil {
 		// the call still dedups while this gateway runs; only a restart
 		// would forget it
-		r.log.Warn("cannot persist a request id", LogMsgID, rec.MsgID, "err", err)
+		r.log.Warn("cannot persist a request id", LogMsgID, rec.MsgID, LogTraceID, rec.TraceID, "err", err)
 	}
 }
 

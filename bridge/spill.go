@@ -298,7 +298,7 @@ func (c *Core) encodeSpills(batch []spillItem) ([]spillItem, []store.HeldPut) {
 		}
 		raw, err := json.Marshal(env)
 		if err != nil { // cannot happen for a decoded envelope; it stays in its transport
-			c.log.Warn("held message not encodable", LogMsgID, env.MsgID, "err", err)
+			c.log.Warn("held message not encodable", LogMsgID, env.MsgID, LogTraceID, env.TraceID, "err", err)
 			continue
 		}
 		live = append(live, it)

@@ -66,7 +66,7 @@ func (c *Core) sweepEntity(st *entState, now time.Time) {
 	}
 	st.mu.Unlock()
 	for _, hm := range exp {
-		c.log.Info("held message expired", LogMsgID, hm.head.msgID(), LogKind, hm.head.kind, LogGID, st.GID)
+		c.log.Info("held message expired", LogMsgID, hm.head.msgID(), LogTraceID, hm.head.traceID(), LogKind, hm.head.kind, LogGID, st.GID)
 		c.observeHead(HopExpire, st.GID, &hm.head, "expired unread")
 	}
 	// only an expired brief needs its body: its sender hears FAILED

@@ -56,6 +56,8 @@ type FileConfig struct {
 	// negative value ("-1s") turns either off.
 	StaleAfter Duration `json:"staleAfter,omitempty"`
 	ReapAfter  Duration `json:"reapAfter,omitempty"`
+	// Metrics tunes /metrics (MetricsConfig).
+	Metrics MetricsConfig `json:"metrics"`
 }
 
 // HerdrConfig tunes the herdr side.

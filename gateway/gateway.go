@@ -25,6 +25,7 @@ import (
 	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/keys"
 	"github.com/herdbridge/herdbridge/mcp"
+	"github.com/herdbridge/herdbridge/metrics"
 )
 
 // Config is every setting of one gateway. The zero value of a field is
@@ -73,8 +74,7 @@ type Gateway struct {
 	watcher  *herdr.Watcher // nil: herdr disabled
 	nudger   *herdr.PaneNudger
 	tr       bridge.Transport
-	split    *split.Transport  // with a broker: tr
-	broker   *broker.Transport // with a broker: split's remote side (doctor checks it)
+	split    *split.Transport // with a broker: tr
 	store    *store.Store
 	core     *bridge.Core
 	mcp      *mcp.Server
@@ -85,6 +85,14 @@ type Gateway struct {
 	sock, ln net.Listener
 	net      NetConfig  // File.Net with its defaults
 	uids     uidCounter // admin socket connections per peer uid
+
+	// what /metrics reads (metrics.go)
+	local   *embedded.Transport // the embedded transport: tr, or split's same-host side
+	broker  *broker.Transport   // with a broker: split's remote side
+	metrics *metrics.Metrics
+	// operatorAuth accepts an operator credential on the read-only views
+	// (readAuthorized); nil: entity tokens only.
+	operatorAuth func(*http.Request) bool
 
 	// life is cancelled by Close: the context of the pane nudger and of
 	// everything Run starts.
@@ -171,6 +179,7 @@ func (g *Gateway) open(ctx context.Context) error {
 		return err
 	}
 	cfg.Audit = g.audit
+	g.openMetrics(&cfg)
 	g.wireHerdr(&cfg)
 	if g.core, err = bridge.New(cfg); err != nil {
 		return err
@@ -198,6 +207,7 @@ func (g *Gateway) open(ctx context.Context) error {
 	g.addr = ln.Addr().String()
 	g.ln = g.wrapTLS(newSteadyListener(ln, "http", g.net.MaxConns, g.log))
 	handler, shutdown := g.mcp.Handler(mcp.HTTPOptions{})
+	handler = g.withMetrics(handler)
 	g.shutdown = shutdown
 	// No ReadTimeout or WriteTimeout: SSE and streamable-HTTP GET streams
 	// live for the whole session. A silent new connection is closed after
@@ -218,7 +228,7 @@ func (g *Gateway) openTransport(ctx context.Context) error {
 		if err != nil {
 			return err // no typed nil in g.tr: closeState would call it
 		}
-		g.tr = tr
+		g.tr, g.local = tr, tr
 		return nil
 	}
 	if !strings.HasPrefix(g.cfg.Broker, "amqp://") && !strings.HasPrefix(g.cfg.Broker, "amqps://") {
@@ -250,7 +260,7 @@ func (g *Gateway) openTransport(ctx context.Context) error {
 		local.Close()
 		return err
 	}
-	g.tr, g.split, g.broker = tr, tr, remote
+	g.tr, g.split, g.local, g.broker = tr, tr, local, remote
 	return nil
 }
 

@@ -68,6 +68,7 @@ type Transport struct {
 	wg        sync.WaitGroup
 	pubMu     sync.Mutex  // publishes and the returns drain
 	pubErr    *amqp.Error // why the broker last closed the publish channel (a channel exception)
+	counts    counters    // for metrics (Counts)
 }
 
 // Open dials the broker, declares the shared topology and starts the
@@ -284,6 +285,7 @@ func (t *Transport) supervise(closed chan *amqp.Error) {
 			cancel()
 			if err == nil {
 				t.log.Info("broker connection recovered", "seconds", time.Since(start).Seconds())
+				t.counts.reconnects.Add(1)
 				closed = c
 				break
 			}

@@ -247,7 +247,8 @@ func (a *acker) Ack() error {
 // carries only "rejected" to the dead-letter queue.
 func (a *acker) Reject(reason string) error {
 	a.once.Do(func() {
-		a.log.Debug("rejecting to the dead-letter exchange", "msgId", a.d.MessageId, "reason", reason)
+		trace, _ := a.d.Headers[bridge.HdrTraceID].(string)
+		a.log.Debug("rejecting to the dead-letter exchange", bridge.LogMsgID, a.d.MessageId, bridge.LogTraceID, trace, "reason", reason)
 		a.err = a.d.Reject(false)
 	})
 	return a.err

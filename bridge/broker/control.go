@@ -29,10 +29,12 @@ func (t *Transport) PublishControl(ctx context.Context, host string, env *bridge
 	if err != nil {
 		return fmt.Errorf("broker: publish control to %s: %w", host, err)
 	}
+	t.counts.publishes.Add(1)
 	acked, err := dc.WaitContext(ctx)
 	if err != nil {
 		return fmt.Errorf("broker: publish control to %s: %w", host, err)
 	}
+	t.counts.confirmed(acked)
 	if !acked {
 		return fmt.Errorf("broker: control message to %s was not confirmed", host)
 	}

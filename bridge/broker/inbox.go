@@ -176,9 +176,13 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 			}
 			continue // publish again
 		}
+		t.counts.publishes.Add(1)
 		acked, err := dc.WaitContext(ctx)
 		if err != nil {
 			return fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
+		}
+		if acked || !pub.IsClosed() { // a closed channel's publishes were lost, not nacked
+			t.counts.confirmed(acked)
 		}
 		if !acked {
 			if pub.IsClosed() {
@@ -215,7 +219,7 @@ func (t *Transport) publishFailed(conn *amqp.Connection, env *bridge.Envelope, e
 		// the socket failed under the write (a reset as the broker stops):
 		// the connection is gone though not yet marked so. Close it for the
 		// supervisor, and publish again once reconnected.
-		t.log.Warn("broker connection failed under a publish; reconnecting", "msgId", env.MsgID, "err", err)
+		t.log.Warn("broker connection failed under a publish; reconnecting", bridge.LogMsgID, env.MsgID, bridge.LogTraceID, env.TraceID, "err", err)
 		conn.Close()
 		return nil
 	}
@@ -246,6 +250,7 @@ func (t *Transport) wasReturned(msgID string) bool {
 				continue
 			}
 			t.returned[r.MessageId] = now
+			t.counts.returns.Add(1)
 			continue
 		default:
 		}

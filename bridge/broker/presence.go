@@ -31,9 +31,12 @@ func (t *Transport) PublishPresence(ctx context.Context, env *bridge.Envelope) e
 	if err != nil {
 		return fmt.Errorf("broker: publish presence: %w", err)
 	}
-	if _, err := dc.WaitContext(ctx); err != nil {
+	t.counts.publishes.Add(1)
+	acked, err := dc.WaitContext(ctx)
+	if err != nil {
 		return fmt.Errorf("broker: publish presence: %w", err)
 	}
+	t.counts.confirmed(acked)
 	return nil
 }
 

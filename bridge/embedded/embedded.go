@@ -509,7 +509,7 @@ func (t *Transport) putDead(tx *bolt.Tx, h map[string]any, body []byte, reason, 
 		}
 		var old deadRecord
 		_ = json.Unmarshal(v, &old)
-		t.log.Warn("dead-letter queue over its cap: oldest entry dropped", "cap", t.opts.DLQMax, "msgId", old.H[bridge.HdrMsgID], "reason", old.Reason)
+		t.log.Warn("dead-letter queue over its cap: oldest entry dropped", "cap", t.opts.DLQMax, bridge.LogMsgID, old.H[bridge.HdrMsgID], bridge.LogTraceID, old.H[bridge.HdrTraceID], "reason", old.Reason)
 		if err := d.Delete(k); err != nil {
 			return err
 		}
@@ -1049,4 +1049,19 @@ func countKeys(b *bolt.Bucket) int {
 		return nil
 	})
 	return n
+}
+
+// Depths reports how many messages each inbox stores (delivered-unacked
+// included), by gid, in one read: for metrics.
+func (t *Transport) Depths() map[string]int {
+	out := map[string]int{}
+	_ = t.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktCount).ForEach(func(k, v []byte) error {
+			if len(v) == 8 {
+				out[string(k)] = int(binary.BigEndian.Uint64(v))
+			}
+			return nil
+		})
+	})
+	return out
 }

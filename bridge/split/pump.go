@@ -110,7 +110,7 @@ func (t *Transport) publishOne(s *embedded.Spooled, refusals *int) (out bool, re
 		return false, ""
 	}
 	if *refusals++; *refusals < maxRefusals {
-		t.log.Warn("the broker refused a message from the outbox; retrying", "msgId", s.Env.MsgID, "err", err)
+		t.log.Warn("the broker refused a message from the outbox; retrying", bridge.LogMsgID, s.Env.MsgID, bridge.LogTraceID, s.Env.TraceID, "err", err)
 		return false, ""
 	}
 	*refusals = 0
@@ -136,7 +136,7 @@ func (t *Transport) drop(done []*embedded.Spooled, reasons []string) bool {
 		if reasons[i] == "" || s.Env == nil {
 			continue
 		}
-		t.log.Warn("a message from the outbox is undeliverable", "msgId", s.Env.MsgID, "kind", s.Env.Kind, "from", s.Env.From, "to", s.Key, "reason", reasons[i])
+		t.log.Warn("a message from the outbox is undeliverable", bridge.LogMsgID, s.Env.MsgID, bridge.LogTraceID, s.Env.TraceID, "kind", s.Env.Kind, "from", s.Env.From, "to", s.Key, "reason", reasons[i])
 		if report != nil {
 			report(s.Env, reasons[i])
 		}

@@ -306,14 +306,14 @@ func (t *Transport) spool(key string, env *bridge.Envelope, mandatory bool) erro
 	n := t.spooled
 	t.mu.Unlock()
 	if errors.Is(err, embedded.ErrOutboxFull) {
-		t.log.Warn("broker unreachable and the outbox is full: a message for another host is refused", "msgId", env.MsgID, "to", key, "err", err)
+		t.log.Warn("broker unreachable and the outbox is full: a message for another host is refused", bridge.LogMsgID, env.MsgID, bridge.LogTraceID, env.TraceID, "to", key, "err", err)
 		return fmt.Errorf("%w: not sent: the broker is unreachable and this gateway's outbox for other hosts is full (%v)", bridge.ErrUnavailable, err)
 	}
 	if err != nil {
 		return fmt.Errorf("split: spool %s: %w", env.MsgID, err)
 	}
 	if n == 1 {
-		t.log.Warn("broker unreachable: messages for other hosts are kept in this gateway's outbox until it returns", "msgId", env.MsgID)
+		t.log.Warn("broker unreachable: messages for other hosts are kept in this gateway's outbox until it returns", bridge.LogMsgID, env.MsgID, bridge.LogTraceID, env.TraceID)
 	}
 	select {
 	case t.wake <- struct{}{}:

@@ -13,6 +13,7 @@ import (
 type DeadLetter struct {
 	At       time.Time `json:"at"`
 	MsgID    string    `json:"msgId"`
+	TraceID  string    `json:"traceId,omitempty"`
 	Kind     string    `json:"kind,omitempty"`
 	From     string    `json:"from,omitempty"`
 	To       string    `json:"to,omitempty"`

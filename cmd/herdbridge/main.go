@@ -86,6 +86,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 		rosterCommand(stdout), statsCommand(stdout), doctorCommand(stdout), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout), historyCommand(stdout),
 		demoCommand(stdout), keysCommand(stdout, stderr), pairCommand(stdout, stderr), brokerUserCommand(stdout),
 		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout), versionCommand(stdout),
+		traceCommand(stdout),
 	)
 	root.InitDefaultCompletionCmd() // completion bash|zsh|fish|powershell (cobra's, so it covers every flag)
 	return root
@@ -173,12 +174,21 @@ func newFlags(c *cobra.Command) (*pflag.FlagSet, *string) {
 	return fs, dir
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+// newLogger is the gateway's logger: slog's text (key=value) or JSON (one
+// object a line, for log shippers) handler on w, at level and above.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
 func gatewayCommand() *cobra.Command {
@@ -197,6 +207,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 	listen := fs.String("listen", "127.0.0.1:7077", "HTTP address for MCP (streamable HTTP at /mcp, SSE at /sse)")
 	host := fs.String("host-id", gateway.DefaultHost(), "this host's id")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text (key=value) or json (one JSON object a line); every line about a message carries msgId and traceId")
 	maxWait := fs.Duration("max-wait", 45*time.Second, "cap of any blocking tool call")
 	configPath := fs.String("config", "", "configuration file (default: config.json in the state dir, if present)")
 	brokerURL := fs.String("broker", os.Getenv("HERDBRIDGE_BROKER"), "amqp[s]:// URL of the broker gateways meet on (default $HERDBRIDGE_BROKER; empty: embedded, this host only)")
@@ -211,7 +222,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 	history := fs.Bool("history", false, "keep every local entity's history of the messages it sent and received (bridge_history; <state-dir>/history, mode 0600); without it only entities registered with --history have one")
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		ctx, stderr := c.Context(), c.ErrOrStderr()
-		log, err := newLogger(stderr, *level)
+		log, err := newLogger(stderr, *level, *logFormat)
 		if err != nil {
 			return err
 		}
@@ -230,7 +241,9 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "herdbridge gateway on %s (state %s, socket %s)\n", g.URL(), g.StateDir(), g.SocketPath())
+		if *logFormat == "text" { // in JSON every line is an object: "gateway serving" says the same
+			fmt.Fprintf(stderr, "herdbridge gateway on %s (state %s, socket %s)\n", g.URL(), g.StateDir(), g.SocketPath())
+		}
 		err = g.Run(ctx)
 		log.Info("shutting down")
 		return errors.Join(err, g.Close())

@@ -55,7 +55,7 @@ func pairCommand(stdout, stderr io.Writer) *cobra.Command {
 	expires := fs.Duration("expires", pairing.DefaultExpires, "initiator: how long the code works")
 	attempts := fs.Int("attempts", pairing.DefaultMaxFailures, "initiator: wrong attempts before the code is dead")
 	c.RunE = func(c *cobra.Command, pos []string) error {
-		log, err := newLogger(stderr, "warn")
+		log, err := newLogger(stderr, "warn", "text")
 		if err != nil {
 			return err
 		}

@@ -71,7 +71,7 @@ func sources(t *testing.T) []goFile {
 }
 
 // TestImportRules: nothing imports cmd; bbolt lives in the store and the
-// embedded transport only; the core imports none of its neighbours (they
+// embedded transport only; Prometheus in metrics/ only; the core imports none of its neighbours (they
 // implement its interfaces, not the other way round).
 func TestImportRules(t *testing.T) {
 	forbidden := map[string][]string{ // importer dir prefix -> imports it must not have
@@ -87,6 +87,9 @@ func TestImportRules(t *testing.T) {
 			}
 			if strings.HasPrefix(imp, "go.etcd.io/bbolt") && g.dir() != "bridge/store" && g.dir() != "bridge/embedded" {
 				t.Errorf("%s imports bbolt: only bridge/store and bridge/embedded may", g.path)
+			}
+			if strings.HasPrefix(imp, "github.com/prometheus/") && g.dir() != "metrics" && !strings.HasSuffix(g.path, "_test.go") {
+				t.Errorf("%s imports %s: only metrics/ speaks Prometheus (the others keep plain counters it reads)", g.path, imp)
 			}
 			for prefix, bad := range forbidden {
 				if g.dir() != prefix && !strings.HasPrefix(g.dir(), prefix+"/") {
