@@ -25,6 +25,10 @@ type HostView struct {
 	Local    bool     `json:"local"`
 	Profiles []string `json:"profiles"`
 	Key      string   `json:"key,omitempty"` // host key fingerprint (SHA256:…), across hosts
+	// LastHeartbeat is when this gateway last heard the host's heartbeat
+	// (this clock); for this host, when its own last came back through
+	// the broker. Nil when none was heard (one host: always).
+	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
 }
 
 // RosterView is bridge_roster.
