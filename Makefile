@@ -45,6 +45,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTrust$$' -fuzztime $(FUZZTIME) ./keys/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePublicKey$$' -fuzztime $(FUZZTIME) ./keys/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSpool$$' -fuzztime $(FUZZTIME) ./bridge/embedded/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEventID$$' -fuzztime $(FUZZTIME) ./opsui/
+	$(GO) test -run '^$$' -fuzz '^FuzzSameOrigin$$' -fuzztime $(FUZZTIME) ./opsui/
 
 demo:
 	$(GO) run ./cmd/herdbridge demo --state-dir /nonexistent-herdbridge-demo
