@@ -25,6 +25,7 @@ import (
 	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/keys"
 	"github.com/herdbridge/herdbridge/mcp"
+	"github.com/herdbridge/herdbridge/opsui"
 )
 
 // Config is every setting of one gateway. The zero value of a field is
@@ -79,8 +80,11 @@ type Gateway struct {
 	audit    *bridge.AuditLog
 	ring     *keys.Ring // trusted keys (across hosts only)
 	sock, ln net.Listener
-	net      NetConfig  // File.Net with its defaults
-	uids     uidCounter // admin socket connections per peer uid
+	net      NetConfig      // File.Net with its defaults
+	uids     uidCounter     // admin socket connections per peer uid
+	feed     *opsui.Feed    // the operator page's live feed (operator.go)
+	logins   *opsui.Logins  // operator login codes and sessions
+	ui       *opsui.Handler // the operator page at /ui
 
 	// life is cancelled by Close: the context of the pane nudger and of
 	// everything Run starts.
@@ -165,6 +169,7 @@ func (g *Gateway) open(ctx context.Context) error {
 		return err
 	}
 	cfg.Audit = g.audit
+	g.observers(&cfg)
 	g.wireHerdr(&cfg)
 	if g.core, err = bridge.New(cfg); err != nil {
 		return err
@@ -193,6 +198,8 @@ func (g *Gateway) open(ctx context.Context) error {
 	g.ln = g.wrapTLS(newSteadyListener(ln, "http", g.net.MaxConns, g.log))
 	handler, shutdown := g.mcp.Handler(mcp.HTTPOptions{})
 	g.shutdown = shutdown
+	g.ui = g.operatorPage()
+	handler = g.withOperatorPage(handler)
 	// No ReadTimeout or WriteTimeout: SSE and streamable-HTTP GET streams
 	// live for the whole session. A silent new connection is closed after
 	// ReadHeaderTimeout, an idle keep-alive one after IdleTimeout.
@@ -200,6 +207,7 @@ func (g *Gateway) open(ctx context.Context) error {
 		ReadHeaderTimeout: time.Duration(g.net.ReadHeaderTimeout),
 		IdleTimeout:       time.Duration(g.net.IdleTimeout),
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)} // TLS handshake errors and the like, structured
+	g.http.RegisterOnShutdown(g.ui.Stop) // Shutdown waits for idle connections: end the page's streams
 	g.writeInfo()
 	return nil
 }

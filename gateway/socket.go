@@ -26,7 +26,7 @@ import (
 
 // Request is the first line a local client sends on the admin socket.
 type Request struct {
-	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke
+	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke | ui-login
 	Name   string   `json:"name,omitempty"`
 	Role   string   `json:"role,omitempty"`
 	Groups []string `json:"groups,omitempty"`
@@ -52,6 +52,7 @@ type Reply struct {
 	Dead   []bridge.DeadLetterRecord `json:"dead,omitempty"`
 	Tokens int                       `json:"tokens,omitempty"` // op revoke: how many tokens it revoked
 	Stats  *Stats                    `json:"stats,omitempty"`
+	Login  string                    `json:"login,omitempty"` // op ui-login: the one-time link to the operator page
 	// Code says what kind of refusal Error is: CodeNameHeld, or empty.
 	Code string `json:"code,omitempty"`
 }
@@ -203,8 +204,10 @@ func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
 		_ = reply(Reply{OK: true, Entity: &e})
 	case "revoke":
 		_ = reply(g.sockRevoke(req.Name))
+	case "ui-login":
+		_ = reply(g.sockUILogin())
 	default:
-		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke)", req.Op)})
+		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke, ui-login)", req.Op)})
 	}
 }
 

@@ -83,7 +83,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 	})
 	root.AddCommand(
 		gatewayCommand(), registerCommand(stdout), mcpCommand(stdin, stdout, stderr),
-		rosterCommand(stdout), statsCommand(stdout), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout),
+		rosterCommand(stdout), statsCommand(stdout), uiCommand(stdout, stderr), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout),
 		demoCommand(stdout), keysCommand(stdout, stderr), brokerUserCommand(stdout),
 		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout), versionCommand(stdout),
 	)
