@@ -1,0 +1,146 @@
+package opsui_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
+)
+
+// chromium finds Debian's Chromium. Under CI its absence fails the test
+// (.ci/run installs it); elsewhere the test skips and says why.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no Chromium on PATH, and CI is set: install Debian's chromium (apt-get install chromium; .ci/run does)")
+	}
+	t.Skip("no Chromium on PATH (apt-get install chromium): the operator page's browser test needs one")
+	return ""
+}
+
+// artifact is where a test writes a file for people to look at:
+// $HERDBRIDGE_ARTIFACTS if set, else the temp dir.
+func artifact(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("HERDBRIDGE_ARTIFACTS")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
+}
+
+// TestPageInBrowser drives the page in a real headless Chromium: the
+// one-time link logs in and leaves /ui in the address bar, the roster
+// shows, a send appears live in the feed by name, no body reaches the
+// page, the page fits a phone's width and has a dark mode. Screenshots
+// are written as artifacts (their paths are logged).
+func TestPageInBrowser(t *testing.T) {
+	exe := chromium(t)
+	g := gatewaytest.StartLocal(t, "")
+	gatewaytest.Register(t, g, "bob", "worker")
+	alice := gatewaytest.HTTPConn(t, g, "alice", "primary")
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1280, 1000))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	browser, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancel()
+	if err := chromedp.Do(browser); err != nil { // starts the browser, with no timeout (one would stop it)
+		t.Fatalf("start Chromium %s: %v", exe, err)
+	}
+	ctx, cancelT := context.WithTimeout(browser, 90*time.Second)
+	defer cancelT()
+
+	do(t, ctx, "log in and see the roster",
+		chromedp.Navigate(loginLink(t, g)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
+		waitJS(`[...document.querySelectorAll("#entities tbody td")].some(td => td.textContent === "bob")`),
+	)
+	path := value(t, ctx, "the address", chromedp.Location())
+	if !strings.HasSuffix(path, "/ui") || strings.Contains(path, "code") {
+		t.Fatalf("after login the address bar shows %s, want …/ui with no code", path)
+	}
+	do(t, ctx, "the feed goes live", waitJS(`document.getElementById("conn").dataset.state === "live"`))
+
+	const body = "BROWSER-BODY-MARKER-91c2"
+	if r := alice.Call("bridge_send", map[string]any{"target": "bob", "message": body}); r.IsError {
+		t.Fatalf("send: %s", r.Text)
+	}
+	do(t, ctx, "the send appears live in the feed",
+		waitJS(`[...document.querySelectorAll("#feed tbody tr.hop")].some(tr => tr.textContent.includes("alice → bob") && tr.textContent.includes("hold"))`),
+		waitJS(`[...document.querySelectorAll("#entities tbody tr")].some(tr => tr.cells[0].textContent === "bob" && tr.cells[4].textContent === "1")`),
+	)
+	if html := value(t, ctx, "the page", chromedp.OuterHTML(chromedp.CSS("html"))); strings.Contains(html, body) {
+		t.Fatal("a message body reached the page")
+	}
+	shot(t, ctx, "herdbridge-ui.png")
+
+	do(t, ctx, "phone width",
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		waitJS(`window.innerWidth === 390`),
+	)
+	if !value(t, ctx, "fits", chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= window.innerWidth + 1`)) {
+		t.Fatal("at phone width the page scrolls sideways: its tables must scroll inside their boxes")
+	}
+	light := value(t, ctx, "light background", chromedp.Evaluate[string](`getComputedStyle(document.body).backgroundColor`))
+	do(t, ctx, "dark mode", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+		return err
+	}))
+	if dark := value(t, ctx, "dark background", chromedp.Evaluate[string](`getComputedStyle(document.body).backgroundColor`)); dark == light {
+		t.Fatalf("prefers-color-scheme: dark leaves the background %s", light)
+	}
+	shot(t, ctx, "herdbridge-ui-phone-dark.png")
+}
+
+// do runs steps, failing the test with what the page shows.
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		shown, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+		t.Fatalf("%s: %v\npage text: %s", what, err, shown)
+	}
+}
+
+// value runs one action for its value.
+func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// waitJS polls expr until it is true (the context bounds it).
+func waitJS(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond))
+}
+
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png := value(t, ctx, "screenshot", chromedp.FullScreenshot(100))
+	p := artifact(t, name)
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", p, len(png))
+}
