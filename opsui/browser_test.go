@@ -48,8 +48,8 @@ func artifact(t *testing.T, name string) string {
 
 // TestPageInBrowser drives the page in a real headless Chromium: the
 // one-time link logs in and leaves /ui in the address bar, the roster
-// shows, a send appears live in the feed by name, no body reaches the
-// page, the page fits a phone's width and has a dark mode. Screenshots
+// shows, a send appears live in the feed by name (in a second tab too,
+// which shares the first tab's stream), no body reaches the page, the page fits a phone's width and has a dark mode. Screenshots
 // are written as artifacts (their paths are logged).
 func TestPageInBrowser(t *testing.T) {
 	exe := chromium(t)
@@ -78,6 +78,12 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatalf("after login the address bar shows %s, want …/ui with no code", path)
 	}
 	do(t, ctx, "the feed goes live", waitJS(`document.getElementById("conn").dataset.state === "live"`))
+	// a second tab shares the first one's stream instead of opening its own
+	tab2, cancelTab2 := chromedp.NewContext(browser)
+	defer cancelTab2()
+	tab2, cancelT2 := context.WithTimeout(tab2, 90*time.Second)
+	defer cancelT2()
+	do(t, tab2, "a second tab", chromedp.Navigate(g.URL()+"/ui"), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
 
 	const body = "BROWSER-BODY-MARKER-91c2"
 	if r := alice.Call("bridge_send", map[string]any{"target": "bob", "message": body}); r.IsError {
@@ -87,6 +93,12 @@ func TestPageInBrowser(t *testing.T) {
 		waitJS(`[...document.querySelectorAll("#feed tbody tr.hop")].some(tr => tr.textContent.includes("alice → bob") && tr.textContent.includes("hold"))`),
 		waitJS(`[...document.querySelectorAll("#entities tbody tr")].some(tr => tr.cells[0].textContent === "bob" && tr.cells[4].textContent === "1")`),
 	)
+	do(t, tab2, "the send appears in the second tab too",
+		waitJS(`[...document.querySelectorAll("#feed tbody tr.hop")].some(tr => tr.textContent.includes("alice → bob") && tr.textContent.includes("hold"))`))
+	streams := value(t, tab2, "open streams", chromedp.Evaluate[int](`fetch("/ui/api/snapshot").then(r => r.json()).then(s => s.streams)`, chromedp.EvalAwaitPromise))
+	if streams != 1 {
+		t.Fatalf("two tabs hold %d event streams, want 1 shared", streams)
+	}
 	if html := value(t, ctx, "the page", chromedp.OuterHTML(chromedp.CSS("html"))); strings.Contains(html, body) {
 		t.Fatal("a message body reached the page")
 	}
