@@ -156,9 +156,10 @@ func TestPageIsReadOnly(t *testing.T) {
 
 // sse reads a text/event-stream.
 type sse struct {
-	res *http.Response
-	br  *bufio.Reader
-	raw strings.Builder // everything read
+	res     *http.Response
+	br      *bufio.Reader
+	raw     strings.Builder // everything read
+	waiting string          // what until waits for
 }
 
 type sseEvent struct{ id, name, data string }
@@ -192,7 +193,7 @@ func (s *sse) next(t *testing.T) sseEvent {
 		line, err := s.br.ReadString('\n')
 		s.raw.WriteString(line)
 		if err != nil {
-			t.Fatalf("feed ended: %v (read so far: %q)", err, s.raw.String())
+			t.Fatalf("feed ended (waiting for: %s): %v (read so far: %q)", s.waiting, err, s.raw.String())
 		}
 		line = strings.TrimRight(line, "\n")
 		switch {
@@ -212,6 +213,7 @@ func (s *sse) next(t *testing.T) sseEvent {
 // stream has (a body read blocks: the test's own timeout bounds it).
 func (s *sse) until(t *testing.T, what string, ok func(sseEvent, opsui.Item) bool) opsui.Item {
 	t.Helper()
+	s.waiting = what + " (30 s)"
 	timer := time.AfterFunc(30*time.Second, func() { s.res.Body.Close() })
 	defer timer.Stop()
 	for {
