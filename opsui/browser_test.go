@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 )
 
@@ -57,16 +58,8 @@ func TestPageInBrowser(t *testing.T) {
 	gatewaytest.Register(t, g, "bob", "worker")
 	alice := gatewaytest.HTTPConn(t, g, "alice", "primary")
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1280, 1000))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	browser, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancel()
-	if err := chromedp.Do(browser); err != nil { // starts the browser, with no timeout (one would stop it)
-		t.Fatalf("start Chromium %s: %v", exe, err)
-	}
-	ctx, cancelT := context.WithTimeout(browser, 90*time.Second)
-	defer cancelT()
+	browser := startBrowser(t, exe)
+	ctx := tab(t, browser)
 
 	do(t, ctx, "log in and see the roster",
 		chromedp.Navigate(loginLink(t, g)),
@@ -79,10 +72,7 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	do(t, ctx, "the feed goes live", waitJS(`document.getElementById("conn").dataset.state === "live"`))
 	// a second tab shares the first one's stream instead of opening its own
-	tab2, cancelTab2 := chromedp.NewContext(browser)
-	defer cancelTab2()
-	tab2, cancelT2 := context.WithTimeout(tab2, 90*time.Second)
-	defer cancelT2()
+	tab2 := tab(t, browser)
 	do(t, tab2, "a second tab", chromedp.Navigate(g.URL()+"/ui"), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
 
 	const body = "BROWSER-BODY-MARKER-91c2"
@@ -123,6 +113,32 @@ func TestPageInBrowser(t *testing.T) {
 	shot(t, ctx, "herdbridge-ui-phone-dark.png")
 }
 
+// startBrowser starts a headless Chromium for the test (its first tab
+// stays blank: tab opens the ones the test uses).
+func startBrowser(t *testing.T, exe string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1280, 1000))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	browser, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancel)
+	if err := chromedp.Do(browser); err != nil { // starts the browser, with no timeout (one would stop it)
+		t.Fatalf("start Chromium %s: %v", exe, err)
+	}
+	return browser
+}
+
+// tab opens a new tab of browser, bounded to 3 minutes (a loaded machine
+// is slow; the bound only stops a hung test).
+func tab(t *testing.T, browser context.Context) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(cancelT)
+	return ctx
+}
+
 // do runs steps, failing the test with what the page shows.
 func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
@@ -142,9 +158,10 @@ func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Act
 	return v
 }
 
-// waitJS polls expr until it is true (the context bounds it).
+// waitJS polls expr until it is true (the tab's context bounds it, not
+// chromedp's default 30 s).
 func waitJS(expr string) chromedp.Action[chromedp.Void] {
-	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond))
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0))
 }
 
 func shot(t *testing.T, ctx context.Context, name string) {
@@ -155,4 +172,58 @@ func shot(t *testing.T, ctx context.Context, name string) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s (%d bytes)", p, len(png))
+}
+
+// TestPageAfterGatewayRestart: a restarted gateway forgets the session;
+// the open page says it is logged out and how to log in, and once
+// `herdbridge ui` logs in again (in a new tab, as it does) the old tab
+// carries on by itself and both tabs see new traffic live.
+func TestPageAfterGatewayRestart(t *testing.T) {
+	exe := chromium(t)
+	cfg := gatewaytest.LocalConfig(t, "")
+	g1, err := gateway.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- g1.Run(context.Background()) }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			g1.Close()
+			<-ran
+		}
+	})
+	browser := startBrowser(t, exe)
+	old := tab(t, browser)
+	do(t, old, "log in", chromedp.Navigate(loginLink(t, g1)), waitJS(`document.getElementById("conn").dataset.state === "live"`))
+
+	g1.Close()
+	stopped = true
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = g1.Addr() // the same address, so the browser comes back to it
+	g2 := gatewaytest.Start(t, cfg)
+	do(t, old, "the old tab says it is logged out",
+		waitJS(`document.getElementById("conn").dataset.state === "gone" && !document.getElementById("gone").hidden`))
+	if text := value(t, old, "banner", chromedp.Text(chromedp.CSS("#gone"))); !strings.Contains(text, "herdbridge ui") {
+		t.Fatalf("the logged-out banner says %q", text)
+	}
+
+	fresh := tab(t, browser)
+	do(t, fresh, "log in again", chromedp.Navigate(loginLink(t, g2)), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
+	do(t, old, "the old tab carries on", waitJS(`document.getElementById("conn").dataset.state === "live" && document.getElementById("gone").hidden`))
+	gatewaytest.Register(t, g2, "bob", "worker")
+	alice := gatewaytest.HTTPConn(t, g2, "alice", "primary")
+	if r := alice.Call("bridge_send", map[string]any{"target": "bob", "message": "after the restart"}); r.IsError {
+		t.Fatalf("send: %s", r.Text)
+	}
+	for _, ctx := range []context.Context{old, fresh} {
+		do(t, ctx, "the send shows live after the restart",
+			waitJS(`[...document.querySelectorAll("#feed tbody tr.hop")].some(tr => tr.textContent.includes("alice → bob"))`))
+	}
+	if !value(t, old, "restart note", chromedp.Evaluate[bool](`[...document.querySelectorAll("#feed tbody tr.note")].some(tr => tr.textContent.includes("the gateway restarted"))`)) {
+		t.Fatal("the old tab's feed does not say the gateway restarted")
+	}
 }

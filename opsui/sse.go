@@ -57,6 +57,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return // a HEAD gets the headers, not a stream nobody reads
+	}
 	s := &stream{h: h, w: w, rc: http.NewResponseController(w), r: r, sub: sub}
 	if err := s.run(); err != nil && !errors.Is(err, errStreamDone) {
 		h.cfg.Log.Debug("operator feed stream ended", "err", err)

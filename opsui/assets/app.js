@@ -14,6 +14,9 @@ let feedShown = 0;
 let loggedOut = false;
 let snapTimer = 0;
 let snapBusy = false;
+let probe = 0;          // the timer looking for a new session while logged out
+let leader = false;     // this tab holds the event stream
+const PROBE_EVERY = 2000;
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -204,6 +207,24 @@ function logout() {
   setConn("gone", "logged out");
   $("gone").hidden = false;
   if (channel) channel.postMessage({ type: "logout", data: {} });
+  probe = setInterval(probeLogin, PROBE_EVERY);
+}
+// While logged out, look for a new session: `herdbridge ui` opened in
+// another tab sets the cookie this tab sends too. Then carry on (the tab
+// holding the stream opens it again).
+async function probeLogin() {
+  try {
+    const r = await fetch("/ui/api/snapshot", { cache: "no-store", credentials: "same-origin" });
+    if (!r.ok || !loggedOut) return;
+  } catch (e) {
+    return;
+  }
+  clearInterval(probe);
+  loggedOut = false;
+  $("gone").hidden = true;
+  setConn("connecting", "connecting…");
+  snapshot();
+  if (leader) connect();
 }
 
 // One tab at a time holds the event stream (a browser opens only a few
@@ -220,20 +241,23 @@ function share(type, data) {
 }
 function connect() {
   if (loggedOut) return;
-  es = new EventSource("/ui/api/events");
+  if (es) es.close();
+  const src = new EventSource("/ui/api/events");
+  es = src;
   for (const type of ["hello", "hop", "dropped", "logout"]) {
-    es.addEventListener(type, (ev) => { retry = 1000; share(type, JSON.parse(ev.data)); });
+    src.addEventListener(type, (ev) => { retry = 1000; share(type, JSON.parse(ev.data)); });
   }
-  es.onerror = () => {
-    if (es.readyState === EventSource.CONNECTING) { share("state", { state: "reconnecting", text: "reconnecting…" }); return; }
+  src.onerror = () => {
+    if (src !== es) return; // replaced meanwhile
+    if (src.readyState === EventSource.CONNECTING) { share("state", { state: "reconnecting", text: "reconnecting…" }); return; }
     // closed: the gateway answered but not with a stream (401 after a
     // restart, or too many pages); ask the snapshot why, then retry
-    es.close();
+    src.close();
     share("state", { state: "reconnecting", text: "reconnecting…" });
     fetch("/ui/api/snapshot", { cache: "no-store", credentials: "same-origin" })
       .then((r) => { if (r.status === 401) logout(); })
       .catch(() => {})
-      .finally(() => { if (!loggedOut) setTimeout(connect, retry); retry = Math.min(retry * 2, 30000); });
+      .finally(() => { if (!loggedOut && src === es) setTimeout(connect, retry); retry = Math.min(retry * 2, 30000); });
   };
 }
 function start() {
@@ -248,10 +272,12 @@ function start() {
     channel.onmessage = (ev) => onMessage(ev.data.type, ev.data.data);
     setConn("connecting", "waiting for the feed (another tab holds it)");
     navigator.locks.request("herdbridge-operator-feed", () => {
+      leader = true;
       connect();
       return new Promise(() => {}); // held until this tab closes
     });
   } else {
+    leader = true;
     connect();
   }
 }
