@@ -61,6 +61,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		return // a HEAD gets the headers, not a stream nobody reads
 	}
 	s := &stream{h: h, w: w, rc: http.NewResponseController(w), r: r, sub: sub}
+	// the server sets no write deadline of its own (no WriteTimeout), so
+	// one of ours would outlive the stream on a kept-alive connection
+	defer func() { _ = s.rc.SetWriteDeadline(time.Time{}) }()
 	if err := s.run(); err != nil && !errors.Is(err, errStreamDone) {
 		h.cfg.Log.Debug("operator feed stream ended", "err", err)
 	}
