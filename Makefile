@@ -34,6 +34,7 @@ bench:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFromHeaders$$' -fuzztime $(FUZZTIME) ./bridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzControlBody$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME) ./mcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeReply$$' -fuzztime $(FUZZTIME) ./herdr/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./herdr/
@@ -44,6 +45,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzStampRequestID$$' -fuzztime $(FUZZTIME) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTrust$$' -fuzztime $(FUZZTIME) ./keys/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePublicKey$$' -fuzztime $(FUZZTIME) ./keys/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseMessage$$' -fuzztime $(FUZZTIME) ./keys/pairing/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCode$$' -fuzztime $(FUZZTIME) ./keys/pairing/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSpool$$' -fuzztime $(FUZZTIME) ./bridge/embedded/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEventID$$' -fuzztime $(FUZZTIME) ./opsui/
 	$(GO) test -run '^$$' -fuzz '^FuzzSameOrigin$$' -fuzztime $(FUZZTIME) ./opsui/

@@ -23,6 +23,7 @@ type Config struct {
 	AskTTL          time.Duration // default lifetime of an ASK (default 10m)
 	MessageTTL      time.Duration // expiresAt of SEND/REPLY/BROADCAST (default 24h)
 	MaxMessageBytes int           // largest message a tool accepts (default 256 KiB)
+	SpillDelay      time.Duration // how long a held message no call waits for stays in memory before it is written to the store (default 1s): one drained sooner is never written
 	Prefetch        int           // per-inbox prefetch bound (default 128): deliveries in flight before they are held, so it bounds memory by count × message size
 	InboxMaxLength  int           // per-inbox cap (default 10000)
 	InboxTTL        time.Duration // transport backstop TTL (default 7 days)
@@ -79,6 +80,7 @@ func (c *Config) defaults() {
 	d(&c.InboxTTL, 7*24*time.Hour)
 	d(&c.InboxExpires, 7*24*time.Hour)
 	d(&c.SweepEvery, time.Second)
+	d(&c.SpillDelay, time.Second)
 	d(&c.NudgeEvery, 2*time.Second)
 	d(&c.ReattachGrace, 30*time.Second)
 	d(&c.InjectWait, 30*time.Second)

@@ -78,7 +78,7 @@ func New(cfg Config) (*Core, error) {
 		cfg: cfg, log: cfg.Logger, tr: cfg.Transport, st: cfg.Store,
 		reg: newRegistry(), gate: newGate(), mem: newMemory(cfg.SeenSize, cfg.MessageTTL, cfg.ClockSkew),
 		ledger: newLedger(cfg.Store, cfg.Logger), reqs: newRequests(cfg.Store, cfg.Logger),
-		turns: &turnBook{st: cfg.Store, log: cfg.Logger}, pres: newPresence(), spills: newSpiller(),
+		turns: &turnBook{st: cfg.Store, log: cfg.Logger}, pres: newPresence(), spills: newSpiller(cfg.Prefetch),
 	}, nil
 }
 
@@ -284,7 +284,7 @@ func (c *Core) attachInbox(st *entState) error {
 
 // entityOf and storedOf convert between an entity and its stored record.
 func entityOf(r store.Entity) Entity {
-	return Entity{GID: r.GID, Name: r.Name, Host: r.Host, Role: Role(r.Role), Groups: r.Groups, PaneID: r.PaneID, Registered: r.Registered}
+	return Entity{GID: r.GID, Name: r.Name, Host: r.Host, Role: Role(r.Role), Groups: r.Groups, PaneID: r.PaneID, Registered: r.Registered, Spawned: r.Spawned}
 }
 
 // record is st's stored record (st.mu held).
@@ -296,5 +296,5 @@ func (st *entState) record() store.Entity {
 
 func storedOf(e Entity, tokens []string) store.Entity {
 	return store.Entity{GID: e.GID, Name: e.Name, Host: e.Host, Role: string(e.Role), Groups: append([]string(nil), e.Groups...),
-		PaneID: e.PaneID, Registered: e.Registered, Tokens: append([]string(nil), tokens...)}
+		PaneID: e.PaneID, Registered: e.Registered, Tokens: append([]string(nil), tokens...), Spawned: e.Spawned}
 }

@@ -39,6 +39,9 @@ type Entity struct {
 	Groups     []string  `json:"groups,omitempty"`
 	PaneID     string    `json:"paneId,omitempty"`
 	Registered time.Time `json:"registered"`
+	// Spawned: bridge_spawn started it in its pane (bridge_stop closes
+	// that pane by default).
+	Spawned bool `json:"spawned,omitempty"`
 }
 
 // Addr is the entity's fully qualified name.

@@ -37,6 +37,11 @@ const (
 	KindBroadcast Kind = "BROADCAST"
 	KindPresence  Kind = "PRESENCE"
 	KindSpawn     Kind = "SPAWN"
+	// KindStop and KindInterrupt are lifecycle control (bridge/stop.go,
+	// bridge/interrupt.go): to control.<host>, like SPAWN, their body says
+	// which worker.
+	KindStop      Kind = "STOP"
+	KindInterrupt Kind = "INTERRUPT"
 	// KindMissedAsk is the notice a gateway leaves in its own entity's
 	// inbox for an ASK it answered NO_WAITER (SPEC §10, bridge/missed.go).
 	KindMissedAsk Kind = "MISSED_ASK"
@@ -46,7 +51,11 @@ var kinds = map[Kind]bool{
 	KindSend: true, KindReply: true, KindAsk: true, KindAnswer: true, KindTooLate: true,
 	KindNoWaiter: true, KindAbandoned: true, KindFailed: true, KindInjected: true,
 	KindBroadcast: true, KindPresence: true, KindSpawn: true, KindMissedAsk: true,
+	KindStop: true, KindInterrupt: true,
 }
+
+// controlKinds are the kinds addressed to a host's control queue.
+var controlKinds = map[Kind]bool{KindSpawn: true, KindStop: true, KindInterrupt: true}
 
 // needsCorr lists the kinds that answer another message and so must name it.
 var needsCorr = map[Kind]bool{
@@ -60,16 +69,20 @@ var needsTurn = map[Kind]bool{KindAsk: true, KindAnswer: true, KindTooLate: true
 // Envelope is one message on the fabric: the header fields of SPEC §3 and
 // the opaque body. Times are carried with millisecond precision.
 type Envelope struct {
-	V         int
-	Kind      Kind
-	MsgID     string
-	TraceID   string
-	From      string // gid of the sending entity
-	To        string // gid of the recipient, or broadcast.<group>
-	Host      string // host id of the publishing gateway
-	Corr      string // msgId this one answers
-	TurnID    string
-	SpawnID   string
+	V       int
+	Kind    Kind
+	MsgID   string
+	TraceID string
+	From    string // gid of the sending entity
+	To      string // gid of the recipient, or broadcast.<group>
+	Host    string // host id of the publishing gateway
+	Corr    string // msgId this one answers
+	TurnID  string
+	SpawnID string
+	// Priority is PriorityNext for a SEND that jumps its worker's pane
+	// queue, else "". Signed only when set (SigningInput), so every
+	// envelope without it signs as before.
+	Priority  string
 	TS        time.Time
 	ExpiresAt time.Time
 	Sig       []byte
@@ -88,6 +101,7 @@ const (
 	HdrCorr      = "corr"
 	HdrTurnID    = "turnId"
 	HdrSpawnID   = "spawnId"
+	HdrPriority  = "priority"
 	HdrTS        = "ts"
 	HdrExpiresAt = "expiresAt"
 	HdrSig       = "sig"
@@ -180,7 +194,7 @@ func (e *Envelope) Validate() error {
 		if !IsBroadcastKey(e.To) {
 			return malformed("broadcast to %q is not broadcast.<group>", e.To)
 		}
-	case e.Kind == KindPresence || e.Kind == KindSpawn:
+	case e.Kind == KindPresence || controlKinds[e.Kind]:
 		// addressed to a host or the roster, not to an entity inbox
 		if len(e.To) > 128 {
 			return malformed("to too long")
@@ -201,6 +215,9 @@ func (e *Envelope) Validate() error {
 	}
 	if e.Kind == KindSpawn && !isUUID(e.SpawnID) {
 		return malformed("SPAWN needs spawnId, got %q", e.SpawnID)
+	}
+	if e.Priority != "" && (e.Priority != PriorityNext || e.Kind != KindSend) {
+		return malformed("priority %q on a %s (only a SEND may be %q)", e.Priority, e.Kind, PriorityNext)
 	}
 	if e.TS.IsZero() || e.ExpiresAt.IsZero() {
 		return malformed("ts and expiresAt are required")
@@ -236,7 +253,7 @@ func (e *Envelope) Headers() map[string]any {
 		HdrTS:        e.TS.UnixMilli(),
 		HdrExpiresAt: e.ExpiresAt.UnixMilli(),
 	}
-	for k, v := range map[string]string{HdrTraceID: e.TraceID, HdrCorr: e.Corr, HdrTurnID: e.TurnID, HdrSpawnID: e.SpawnID} {
+	for k, v := range map[string]string{HdrTraceID: e.TraceID, HdrCorr: e.Corr, HdrTurnID: e.TurnID, HdrSpawnID: e.SpawnID, HdrPriority: e.Priority} {
 		if v != "" {
 			h[k] = v
 		}
@@ -272,6 +289,7 @@ func FromHeaders(h map[string]any, body []byte) (*Envelope, error) {
 	e.Corr = r.str(HdrCorr, false)
 	e.TurnID = r.str(HdrTurnID, false)
 	e.SpawnID = r.str(HdrSpawnID, false)
+	e.Priority = r.str(HdrPriority, false)
 	ts := r.num(HdrTS)
 	exp := r.num(HdrExpiresAt)
 	if r.err != nil {
@@ -396,12 +414,19 @@ const SigningDomain = "herdbridge/envelope/v1"
 // a NUL, then each header of the fixed list below as a 4-byte big-endian
 // length and its bytes, then the body as an 8-byte big-endian length and its
 // bytes. Integers (v, ts, expiresAt in Unix milliseconds) are decimal ASCII.
-// No JSON, no map order, nothing left to canonicalize.
+// No JSON, no map order, nothing left to canonicalize. A set priority is
+// one more field after expiresAt, its name and value ("priority=next"):
+// an envelope without one signs exactly as before the header existed, and
+// the two cannot be confused (without it, the body length would have to
+// begin with the bytes 00 00 00 0d "prio": over 50 GiB).
 func (e *Envelope) SigningInput() []byte {
-	fields := [...]string{
+	fields := []string{
 		strconv.Itoa(e.V), string(e.Kind), e.MsgID, e.TraceID, e.From, e.To, e.Host,
 		e.Corr, e.TurnID, e.SpawnID,
 		strconv.FormatInt(e.TS.UnixMilli(), 10), strconv.FormatInt(e.ExpiresAt.UnixMilli(), 10),
+	}
+	if e.Priority != "" {
+		fields = append(fields, HdrPriority+"="+e.Priority)
 	}
 	n := len(SigningDomain) + 1 + 8 + len(e.Body)
 	for _, f := range fields {

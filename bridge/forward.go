@@ -69,6 +69,9 @@ func (c *Core) forwards(st *entState) bool {
 // settled (typed, failed, dropped): false means wait, the pane is not
 // ready (or a brief typed earlier may still sit in its composer).
 func (c *Core) tryHead(r store.QueuedBrief) bool {
+	if !r.Next && !r.Typed && c.queues.held(r.Pane, c.cfg.Now()) {
+		return false // an interrupt's message is on its way: it goes first
+	}
 	q, ok := decodeQueued(r)
 	if !ok {
 		c.dequeue(r)
@@ -86,7 +89,11 @@ func (c *Core) tryHead(r store.QueuedBrief) bool {
 	case q.Typed:
 		return c.recoverHead(e, q)
 	}
-	return c.typeHead(e, q)
+	settled := c.typeHead(e, q)
+	if settled && q.Next {
+		c.queues.release(q.Pane) // the interrupt's message is typed: the others may follow
+	}
+	return settled
 }
 
 // typeHead types q into e's pane, then tells the sender the rung observed

@@ -18,6 +18,9 @@ type entState struct {
 	tokens  []string
 	sub     Subscription
 	removed bool // dropped from the registry: deliveries treat it as gone
+	// goneWhy, when set, is why it is being removed (bridge_stop): the
+	// sentence its counterparts' ABANDONED carries instead of the generic one.
+	goneWhy string
 
 	held     []*heldMsg // arrival order
 	heldByID map[msgKey]*heldMsg

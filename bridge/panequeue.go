@@ -28,6 +28,40 @@ import (
 type paneQueues struct {
 	mu      sync.Mutex
 	runners map[string]*paneRunner
+	holds   map[string]time.Time // pane -> until when only next-lane briefs are typed (interrupt.go)
+}
+
+// hold makes pane's queue type only next-lane briefs (and settle a brief
+// typing began on) until until, or until release.
+func (q *paneQueues) hold(pane string, until time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.holds == nil {
+		q.holds = map[string]time.Time{}
+	}
+	q.holds[pane] = until
+}
+
+// release ends pane's hold and makes its runner look again.
+func (q *paneQueues) release(pane string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.holds, pane)
+	if r := q.runners[pane]; r != nil {
+		r.signal()
+	}
+}
+
+// held reports whether pane's queue holds its normal lane back at now.
+func (q *paneQueues) held(pane string, now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	until, ok := q.holds[pane]
+	if ok && !now.Before(until) {
+		delete(q.holds, pane)
+		return false
+	}
+	return ok
 }
 
 type paneRunner struct {
@@ -93,7 +127,7 @@ func (q *paneQueues) done(pane string) bool {
 // and makes sure the pane's runner runs.
 func (c *Core) enqueue(e Entity, env *Envelope) {
 	raw, err := json.Marshal(env)
-	q := store.QueuedBrief{Pane: e.PaneID, To: e.GID, Env: raw}
+	q := store.QueuedBrief{Pane: e.PaneID, To: e.GID, Env: raw, Next: env.Priority == PriorityNext}
 	ahead := 0
 	if err == nil {
 		// a pane's queue is bounded like the inbox it drains: a worker that
@@ -271,7 +305,7 @@ func (c *Core) settleQueued(q queued, kind Kind, reason string) {
 }
 
 func (c *Core) dequeue(r store.QueuedBrief) {
-	if err := c.st.DeleteQueued(r.Pane, r.Seq); err != nil {
+	if err := c.st.DeleteQueued(r); err != nil {
 		c.log.Warn("cannot take a brief out of its pane's queue", "pane", r.Pane, "seq", r.Seq, "err", err)
 	}
 }

@@ -107,7 +107,7 @@ func (c *Core) reap(st *entState, now time.Time) {
 	idle := now.Sub(st.lastSeen)
 	st.mu.Unlock()
 	reason := fmt.Sprintf("%s was removed after %s without a session", st.Addr(), idleFor(idle))
-	told := c.deadLetterHeld(st, held, reason, now)
+	told := c.deadLetterHeld(st, held, "reaped", reason, now)
 	if err := c.remove(c.ctx, st); err != nil {
 		c.log.Warn("reaping an idle entity failed", LogGID, st.GID, "name", st.Name, "err", err)
 		return
@@ -115,23 +115,24 @@ func (c *Core) reap(st *entState, now time.Time) {
 	c.log.Info("idle entity reaped", LogGID, st.GID, "name", st.Name, "idle", idle.Round(time.Minute), "held", len(held), "sendersTold", told)
 }
 
-// deadLetterHeld records held in the dead-letter log and tells the sender
+// deadLetterHeld records held in the dead-letter log (cause: "reaped",
+// "stopped") and tells the sender
 // of each brief or reply among them (FAILED, reason); it returns how many
 // were told. Broadcast copies and receipts are logged only: a broadcast
 // has many recipients, and a receipt about a receipt would loop.
-func (c *Core) deadLetterHeld(st *entState, held []*heldMsg, reason string, now time.Time) int {
+func (c *Core) deadLetterHeld(st *entState, held []*heldMsg, cause, reason string, now time.Time) int {
 	queue := "inbox of " + st.Addr()
 	for _, hm := range held {
 		if failedKinds[hm.head.kind] {
 			continue // with its body, below
 		}
-		c.appendDead(DeadLetterRecord{At: now, MsgID: hm.head.msgID(), Kind: string(hm.head.kind), From: hm.head.from, To: st.GID, Reason: "reaped: " + reason, Queue: queue})
+		c.appendDead(DeadLetterRecord{At: now, MsgID: hm.head.msgID(), Kind: string(hm.head.kind), From: hm.head.from, To: st.GID, Reason: cause + ": " + reason, Queue: queue})
 	}
 	var out []outMsg
 	c.withBodies(st, held, func(k Kind) bool { return failedKinds[k] }, func(hm *heldMsg) {
 		out = append(out, c.receiptFor(KindFailed, GatewayGID(c.cfg.Host), hm.env, reason))
 		c.appendDead(DeadLetterRecord{At: now, MsgID: hm.env.MsgID, Kind: string(hm.env.Kind), From: hm.env.From, To: st.GID,
-			Reason: "reaped: " + reason, Queue: queue, Reported: true})
+			Reason: cause + ": " + reason, Queue: queue, Reported: true})
 	})
 	return len(out) - c.publishAll(out)
 }

@@ -29,6 +29,9 @@ type RegisterRequest struct {
 	// Token marks a token registration (`herdbridge register`): refused
 	// while a live stdio session holds the name, unless Takeover.
 	Token bool
+	// Spawned marks a worker bridge_spawn started (a new entity only):
+	// bridge_stop closes its pane by default.
+	Spawned bool
 }
 
 const maxTokensPerEntity = 32
@@ -135,7 +138,7 @@ func (c *Core) entityFor(req RegisterRequest, groups []string) (*entState, error
 	if other := c.reg.get(gid); other != nil {
 		return nil, userErr("gid %s is taken by %s", gid, other.Name)
 	}
-	return newEntState(Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC()}, c.turns), nil
+	return newEntState(Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC(), Spawned: req.Spawned}, c.turns), nil
 }
 
 func normGroups(in []string) ([]string, error) {
@@ -175,7 +178,11 @@ func (c *Core) remove(ctx context.Context, st *entState) error {
 	out := c.abandonTurns(st)
 	st.forgetTurns()
 	if b := st.brief; b.from != "" { // the brief it was working on will get no reply
-		out = append(out, c.notice(KindAbandoned, gid, b.from, b.msgID, "", b.traceID, st.Name+" went away (removed or its pane closed) before replying"))
+		why := st.Name + " went away (removed or its pane closed)"
+		if st.goneWhy != "" {
+			why = st.goneWhy
+		}
+		out = append(out, c.notice(KindAbandoned, gid, b.from, b.msgID, "", b.traceID, why+" before replying"))
 	}
 	st.removed = true
 	c.reg.drop(st, st.tokens)

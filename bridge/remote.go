@@ -90,60 +90,84 @@ func (c *Core) checkRemoteProfile(host, profile string) error {
 	return nil
 }
 
-// onControl handles control.<host>: a SPAWN runs the local spawn, then is
-// acked; a failure goes back to the caller as FAILED (corr = the SPAWN).
-// Success needs no message: the new worker shows up in the roster.
+// onControl handles control.<host>: a SPAWN runs the local spawn, a STOP
+// or INTERRUPT acts on a local worker (remote_control.go), each on its own
+// goroutine, then is acked; a failure goes back to the caller as FAILED
+// (corr = the control message). A spawn's success needs no message: the
+// new worker shows up in the roster.
 func (c *Core) onControl(d Delivery) {
-	body, ok := c.admitControl(d)
-	if !ok {
+	if !c.admitControl(d) {
 		return
 	}
 	c.observeEnv(HopAccept, d.Env, d.Key, "accepted")
 	c.wg.Add(1)
-	go c.runRemoteSpawn(d, body)
+	switch d.Env.Kind {
+	case KindStop:
+		go c.runRemoteStop(d)
+	case KindInterrupt:
+		go c.runRemoteInterrupt(d)
+	default:
+		go c.runRemoteSpawn(d)
+	}
 }
 
-// admitControl verifies a control delivery and decodes its SPAWN; false
+// admitControl verifies a control delivery and checks its body; false
 // when it was refused, is a benign redelivery, or waits for presence.
-func (c *Core) admitControl(d Delivery) (SpawnBody, bool) {
+func (c *Core) admitControl(d Delivery) bool {
 	where := "control." + c.cfg.Host
 	reason, detail, wait := c.verify(d, func(env *Envelope) string {
 		if env.To != "control."+c.cfg.Host || d.Key != "" && d.Key != c.cfg.Host {
-			return "SPAWN to " + env.To + " with routing key " + d.Key + " on " + c.cfg.Host
+			return string(env.Kind) + " to " + env.To + " with routing key " + d.Key + " on " + c.cfg.Host
 		}
 		return ""
 	})
 	if wait {
 		c.waitForPresence(d, where, "control:"+d.Env.MsgID, c.onControl)
-		return SpawnBody{}, false
+		return false
 	}
-	if reason == "" && d.Env.Kind != KindSpawn {
+	if reason == "" && !controlKinds[d.Env.Kind] {
 		reason, detail = RefuseBadKind, "a "+string(d.Env.Kind)+" on the control queue"
 	}
 	if reason == "" && c.mem.has("control:"+d.Env.MsgID) {
 		if d.Redelivered { // handled and marked, its ack lost: benign
 			_ = d.Acker.Ack()
-			return SpawnBody{}, false
+			return false
 		}
-		reason, detail = RefuseReplayed, "SPAWN msgId already handled"
+		reason, detail = RefuseReplayed, string(d.Env.Kind)+" msgId already handled"
 	}
-	var body SpawnBody
-	if reason == "" && (json.Unmarshal(d.Env.Body, &body) != nil || body.Profile == "") {
-		reason, detail = RefuseMalformed, "bad SPAWN body"
+	if reason == "" && !controlBodyOK(d.Env) {
+		reason, detail = RefuseMalformed, "bad "+string(d.Env.Kind)+" body"
 	}
 	if reason != "" {
 		c.refuse(d, where, reason, detail)
-		return SpawnBody{}, false
+		return false
 	}
-	return body, true
+	return true
+}
+
+// controlBodyOK checks that a control message's body decodes and names
+// what it acts on.
+func controlBodyOK(env *Envelope) bool {
+	switch env.Kind {
+	case KindStop:
+		var b StopBody
+		return json.Unmarshal(env.Body, &b) == nil && isUUID(b.Target) && isUUID(b.StopID)
+	case KindInterrupt:
+		var b InterruptBody
+		return json.Unmarshal(env.Body, &b) == nil && isUUID(b.Target)
+	}
+	var b SpawnBody
+	return json.Unmarshal(env.Body, &b) == nil && b.Profile != ""
 }
 
 // runRemoteSpawn runs a SPAWN another host asked for, reports a failure to
 // its caller, and acks it (a gateway that dies mid-spawn gets it again, and
 // deduplicates on spawnId).
-func (c *Core) runRemoteSpawn(d Delivery, body SpawnBody) {
+func (c *Core) runRemoteSpawn(d Delivery) {
 	defer c.wg.Done()
 	env := d.Env
+	var body SpawnBody
+	_ = json.Unmarshal(env.Body, &body) // checked by admitControl
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 3*time.Minute)
 	req, err := SpawnRequest{Profile: body.Profile, Name: body.Name, SpawnID: env.SpawnID}.normalized()
 	var res *Result

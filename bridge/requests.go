@@ -24,7 +24,8 @@ import (
 // retry really retries. A repeat that arrives while the first call has
 // not yet decided waits for that decision (a publish is bounded and short).
 // The record is persisted once the message is out and kept current by the
-// message's receipts (observe), so it survives a gateway restart.
+// message's receipts (observe), so it survives a gateway restart — and a
+// kill -9 (the store's journal); an OS crash can forget the last 100 ms.
 
 // RequestMemory is how long a request_id is remembered.
 const RequestMemory = 24 * time.Hour
@@ -255,8 +256,10 @@ func (r *requests) prune(now time.Time) {
 	}
 }
 
+// persist writes rec through the store's journal: safe against a process
+// crash at once, committed off the call's path (store/lazyrequests.go).
 func (r *requests) persist(rec store.Request) {
-	if err := r.st.PutRequest(rec); err != nil {
+	if err := r.st.PutRequestLazy(rec); err != nil {
 		// the call still dedups while this gateway runs; only a restart
 		// would forget it
 		r.log.Warn("cannot persist a request id", LogMsgID, rec.MsgID, "err", err)

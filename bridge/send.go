@@ -18,6 +18,9 @@ type SendRequest struct {
 	Wait      time.Duration
 	TurnID    string
 	RequestID string // optional: a repeat within RequestMemory publishes nothing
+	// Priority is "" or PriorityNext: the brief jumps the worker's pane
+	// queue (priority.go).
+	Priority string
 }
 
 // openSend is a bridge_send between its publish and its result.
@@ -44,7 +47,11 @@ func (c *Core) Send(ctx context.Context, gid string, req SendRequest, prog Progr
 	if err := c.checkBody(req.Message); err != nil {
 		return nil, err
 	}
-	return c.idempotent(ctx, st, req.RequestID, "bridge_send", []string{req.Target, req.Message, req.TurnID},
+	args := []string{req.Target, req.Message, req.TurnID}
+	if req.Priority != "" { // appended only when set: digests of calls without it are unchanged
+		args = append(args, req.Priority)
+	}
+	return c.idempotent(ctx, st, req.RequestID, "bridge_send", args,
 		func(ctx context.Context) (*Result, error) { return c.send(ctx, st, req, prog) },
 		func(ctx context.Context, call *reqCall) (*Result, error) {
 			return c.repeatSend(ctx, st, call, req, prog)
@@ -61,6 +68,9 @@ func (c *Core) send(ctx context.Context, st *entState, req SendRequest, prog Pro
 	}
 	if target.GID == st.GID {
 		return nil, userErr("%s is you: send to another entity", Clip(req.Target))
+	}
+	if err := checkPriority(req.Priority, target, req.TurnID); err != nil {
+		return nil, err
 	}
 	s := c.openSend(st, target, req)
 	defer c.closeSend(s)
@@ -88,6 +98,9 @@ func (c *Core) openSend(st *entState, target Entity, req SendRequest) *openSend 
 	}
 	s := &openSend{st: st, target: target, wait: c.capWait(req.Wait), nudged: make(chan struct{}, 1)}
 	s.env = c.newEnv(kind, st.GID, target.GID, []byte(req.Message), c.cfg.MessageTTL)
+	if kind == KindSend {
+		s.env.Priority = req.Priority
+	}
 	s.forwarded = kind == KindSend && c.forwardsTo(target)
 	s.receipts, s.done = st.expectReceipt(s.env.MsgID)
 	st.mu.Lock()

@@ -181,7 +181,7 @@ func (c *Core) spawnLocal(ctx context.Context, caller string, req SpawnRequest) 
 		res.Status, res.Reason = StatusFailed, err.Error()
 		return res, nil
 	}
-	e, _, err := c.Register(ctx, RegisterRequest{Name: req.Name, Role: RoleWorker, Groups: started.Groups, PaneID: started.Pane, GID: req.SpawnID, NoToken: true})
+	e, _, err := c.Register(ctx, RegisterRequest{Name: req.Name, Role: RoleWorker, Groups: started.Groups, PaneID: started.Pane, GID: req.SpawnID, NoToken: true, Spawned: true})
 	if err != nil {
 		_ = c.cfg.Panes.ClosePane(context.WithoutCancel(ctx), started.Pane) // no orphan agent
 		return nil, err

@@ -16,7 +16,11 @@ import (
 // drain sees every message whatever the backlog in front of it (the
 // transport's prefetch window only bounds what is in flight), and memory
 // holds a head per message, not its body. Messages a waiting call takes at
-// once are never written: the reply path pays no extra write.
+// once are never written, and neither are those drained within SpillDelay
+// of their arrival: the reply path pays no extra write (a held message is
+// durable in its transport until it is written or drained, so waiting
+// costs no safety). A backlog is written at once: past spillEagerCount
+// messages or spillEagerBytes queued, nothing waits.
 //
 // An entity's messages are written strictly in arrival order, so the store
 // always holds the oldest of them and the transport the newest: a restart
@@ -30,24 +34,40 @@ const (
 	spillMaxBatchBytes = 16 << 20
 )
 
+// A queue this long (or this many body bytes) is a backlog: written now.
+// A backlog also shows as a queue of half the prefetch window: the
+// transport delivers no more until these are written and acked, so
+// waiting would only slow it down (spiller.eagerAt).
+const (
+	spillEagerCount = 64
+	spillEagerBytes = 1 << 20
+)
+
 type spillItem struct {
 	st   *entState
 	hm   *heldMsg
-	size int // body bytes, read when queued (under the entity's lock)
+	size int       // body bytes, read when queued (under the entity's lock)
+	at   time.Time // when it was queued
 }
 
 // spiller queues held messages for the spill loop.
 type spiller struct {
 	mu      sync.Mutex
 	pending []spillItem
+	bytes   int // body bytes in pending
+	eagerAt int // queue length that is a backlog: min(spillEagerCount, prefetch/2)
 	kick    chan struct{}
 }
 
-func newSpiller() *spiller { return &spiller{kick: make(chan struct{}, 1)} }
+func newSpiller(prefetch int) *spiller {
+	return &spiller{kick: make(chan struct{}, 1), eagerAt: max(1, min(spillEagerCount, prefetch/2))}
+}
 
 func (s *spiller) push(it spillItem) {
+	it.at = time.Now()
 	s.mu.Lock()
 	s.pending = append(s.pending, it)
+	s.bytes += it.size
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -83,10 +103,13 @@ func (c *Core) spillLoop() {
 	var released time.Time
 	var later <-chan time.Time // the release at the end of a burst
 	var retry <-chan time.Time // after a failed write
+	var due <-chan time.Time   // when the oldest queued message has waited SpillDelay
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
+		case <-due:
+			due = nil
 		case <-c.spills.kick:
 		case <-later:
 			later = nil
@@ -98,8 +121,11 @@ func (c *Core) spillLoop() {
 			c.spillAll()
 		}
 		for c.ctx.Err() == nil && retry == nil {
-			batch := c.spills.take()
+			batch, wait := c.spills.take(time.Now(), c.cfg.SpillDelay)
 			if len(batch) == 0 {
+				if wait > 0 && due == nil {
+					due = time.After(wait)
+				}
 				break
 			}
 			n, err := c.spillBatch(batch)
@@ -175,20 +201,30 @@ func (c *Core) unqueue(items []spillItem) {
 	}
 }
 
-// take removes the next batch from the queue.
-func (s *spiller) take() []spillItem {
+// take removes the next batch from the queue: the messages queued at
+// least delay before now, or any when the queue is a backlog. With none
+// due, wait is how long until the oldest is (0: the queue is empty).
+func (s *spiller) take(now time.Time, delay time.Duration) (batch []spillItem, wait time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	eager := len(s.pending) >= s.eagerAt || s.bytes >= spillEagerBytes
 	n, bytes := 0, 0
 	for n < len(s.pending) && n < spillMaxBatch && bytes < spillMaxBatchBytes {
+		if !eager && now.Sub(s.pending[n].at) < delay {
+			break
+		}
 		bytes += s.pending[n].size
 		n++
 	}
+	if n == 0 && len(s.pending) > 0 {
+		wait = max(s.pending[0].at.Add(delay).Sub(now), time.Millisecond)
+	}
 	// advance instead of shifting the rest down: a backlog of 100k queued
 	// would otherwise be copied once per batch
-	batch := s.pending[:n:n]
+	batch = s.pending[:n:n]
 	s.pending = s.pending[n:]
-	return batch
+	s.bytes -= bytes
+	return batch, wait
 }
 
 // takeAll empties the queue.
@@ -196,7 +232,7 @@ func (s *spiller) takeAll() []spillItem {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	all := s.pending
-	s.pending = nil
+	s.pending, s.bytes = nil, 0
 	return all
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
 )
@@ -134,5 +135,31 @@ func TestRemoveDropsHeldRecords(t *testing.T) {
 	}
 	if n := storedHeld(h); n != 0 {
 		t.Fatalf("%d records left for a removed entity", n)
+	}
+}
+
+// A held message drained within SpillDelay is never written to the store
+// (the reply path pays no store write); one left longer is written and
+// acked in its inbox.
+func TestSpillWaitsSpillDelay(t *testing.T) {
+	h := newHarness(t, func(c *bridge.Config) { c.SpillDelay = time.Hour })
+	p, w := pair(h)
+	sendN(h, w, "p", "quick", 3)
+	h.heldFor("p", 3)
+	if d := h.tr.Depth(p.GID); d != 3 {
+		t.Fatalf("inbox depth %d within SpillDelay, want 3 (still unwritten, unacked)", d)
+	}
+	if got := h.poll(p, bridge.PollRequest{Max: 5}); len(got.Messages) != 3 {
+		t.Fatalf("drain: %+v", got.Messages)
+	}
+	if n := storedHeld(h); n != 0 {
+		t.Fatalf("%d records written for messages drained within SpillDelay", n)
+	}
+
+	h2 := newHarness(t, func(c *bridge.Config) { c.SpillDelay = 20 * time.Millisecond })
+	p2, w2 := pair(h2)
+	heldInStore(h2, p2, w2, 3) // written once they waited: the inbox empties
+	if n := storedHeld(h2); n != 3 {
+		t.Fatalf("%d records in the store, want 3", n)
 	}
 }

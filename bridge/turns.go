@@ -96,18 +96,22 @@ func (st *entState) dropRecv(id string) {
 // held). A missed ask stays: its asker already heard NO_WAITER.
 func (c *Core) abandonTurns(st *entState) []outMsg {
 	var out []outMsg
+	noAnswer, noWait := st.Name+" went away before answering", st.Name+" stopped waiting for the answer"
+	if st.goneWhy != "" {
+		noAnswer, noWait = st.goneWhy+" before answering", st.goneWhy+" while waiting for the answer"
+	}
 	for id, rt := range st.turns {
 		if rt.missed {
 			continue
 		}
 		if !rt.answered && !rt.abandoned {
-			out = append(out, c.notice(KindAbandoned, st.GID, rt.asker, rt.askMsgID, rt.turnID, rt.traceID, st.Name+" went away before answering"))
+			out = append(out, c.notice(KindAbandoned, st.GID, rt.asker, rt.askMsgID, rt.turnID, rt.traceID, noAnswer))
 		}
 		st.dropRecv(id)
 	}
 	for _, t := range st.asks {
 		if t.status == "" {
-			out = append(out, c.notice(KindAbandoned, st.GID, t.target, t.msgID, t.turnID, t.traceID, st.Name+" stopped waiting for the answer"))
+			out = append(out, c.notice(KindAbandoned, st.GID, t.target, t.msgID, t.turnID, t.traceID, noWait))
 			st.endAsk(t, StatusAbandoned, "the asking session went away")
 		}
 	}

@@ -51,7 +51,8 @@ func rawCall(b *testing.B, cn *gatewaytest.Conn, tool string, args map[string]an
 // primary's bridge_poll that drains it, over stdio (the `herdbridge mcp`
 // relay on the unix socket) and streamable HTTP. noop is the floor on the
 // same transport: the same two clients make one no-op call each, so both
-// variants are two MCP calls per iteration. The target is bridge ≤ 1.5× noop.
+// variants are two MCP calls per iteration; roster is two bridge_roster
+// calls. Targets: bridge ≤ 1.3× roster and ≤ 2.0× noop.
 func BenchmarkRoundTrip(b *testing.B) {
 	const body = "done: built the thing, 3 files changed, tests pass"
 	for _, tr := range []struct {
@@ -62,7 +63,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		{"http", gatewaytest.HTTPConn},
 	} {
 		b.Run(tr.name, func(b *testing.B) {
-			iters := func(g *gateway.Gateway) (bridgeIter, noopIter func()) {
+			iters := func(g *gateway.Gateway) (bridgeIter, noopIter, rosterIter func()) {
 				p := tr.dial(b, g, "lead", "primary")
 				w := tr.dial(b, g, "w", "worker")
 				send := map[string]any{"target": "lead", "message": body}
@@ -79,14 +80,19 @@ func BenchmarkRoundTrip(b *testing.B) {
 					rawCall(b, w, "noop", nil)
 					rawCall(b, p, "noop", nil)
 				}
-				for range 3 { // warm up both: sessions, connections, first commits
+				rosterIter = func() {
+					rawCall(b, w, "bridge_roster", nil)
+					rawCall(b, p, "bridge_roster", nil)
+				}
+				for range 3 { // warm up all: sessions, connections, first commits
 					bridgeIter()
 					noopIter()
+					rosterIter()
 				}
-				return bridgeIter, noopIter
+				return bridgeIter, noopIter, rosterIter
 			}
-			bridgeIter, noopIter := iters(startBenchGateway(b, false))
-			nosyncIter, _ := iters(startBenchGateway(b, true))
+			bridgeIter, noopIter, rosterIter := iters(startBenchGateway(b, false))
+			nosyncIter, _, _ := iters(startBenchGateway(b, true))
 			b.Run("bridge", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
@@ -104,6 +110,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					noopIter()
+				}
+			})
+			// two bridge_roster calls: a bridge tool that moves no message,
+			// the floor a send+poll is held to (issue 15's P1: ≤ 1.3×)
+			b.Run("roster", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					rosterIter()
 				}
 			})
 		})

@@ -38,8 +38,17 @@ func brokerResources(host string) []brokerResource {
 		{"queue", `agent\.[^.]+\.inbox\.v2`, "queue.declare/delete of inboxes", "bind/unbind to bridge.msg", "consume inboxes"},
 		{"queue", `control\.` + h, "queue.declare", "bind to bridge.control", "consume control messages"},
 		{"queue", `roster\.` + h, "queue.declare", "bind to bridge.roster", "consume presence"},
+		// herdbridge pair (keys/pairing): one exclusive, auto-delete queue
+		// per side, named by the code's public nameplate, the joiner's
+		// with its session id (pairing.InitiatorAddr and joinerAddr).
+		{"exchange", `bridge\.pair`, "exchange.declare", "publish pairing messages (herdbridge pair)", "bind pairing queues"},
+		{"queue", pairQueueRE, "queue.declare (exclusive, auto-delete)", "bind to bridge.pair", "consume pairing messages"},
 	}
 }
+
+// pairQueueRE names the queues of herdbridge pair: pair.<nameplate> and
+// pair.<nameplate>.<session id, hex>.
+const pairQueueRE = `pair\.[0-9A-Z]{2}(\.[0-9a-f]{32})?`
 
 // BrokerPermissions are the configure, write and read regexes of the
 // broker user of host's gateway: anchored, dots escaped, exactly the
@@ -101,7 +110,8 @@ func brokerUserRecipe(host, user, vhost string) string {
 	p("#")
 	p("# What the gateway does on the broker, and the permission each needs:")
 	for _, r := range brokerResources(host) {
-		name := strings.ReplaceAll(r.re, `\.`, ".")
+		name := strings.ReplaceAll(r.re, pairQueueRE, "pair.<code>[.<session>]")
+		name = strings.ReplaceAll(name, `\.`, ".")
 		name = strings.ReplaceAll(name, "[^.]+", "<gid>")
 		name = strings.ReplaceAll(name, `\`, "")
 		p("#   %-8s %-22s configure: %s; write: %s; read: %s", r.kind, name, r.configure, r.write, r.readOps)

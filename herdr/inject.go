@@ -35,6 +35,9 @@ type Injector struct {
 	VerifyWait time.Duration
 	// Poll is the status polling period (default 50ms).
 	Poll time.Duration
+	// InterruptWait bounds the look for an interrupted turn ending
+	// (default 5s): agents take a moment to unwind a tool call.
+	InterruptWait time.Duration
 
 	once  sync.Once
 	mu    sync.Mutex
@@ -50,6 +53,9 @@ func (in *Injector) defaults() {
 	}
 	if in.Poll <= 0 {
 		in.Poll = 50 * time.Millisecond
+	}
+	if in.InterruptWait <= 0 {
+		in.InterruptWait = 5 * time.Second
 	}
 }
 

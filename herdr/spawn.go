@@ -111,9 +111,14 @@ func (s *Spawner) StartPane(ctx context.Context, w bridge.PaneWorker) (bridge.Pa
 	return bridge.PaneStarted{Pane: pane, Groups: p.Groups}, nil
 }
 
-// ClosePane closes a pane the spawner started.
+// ClosePane closes a pane (pane.close); one already gone is
+// bridge.ErrPaneGone.
 func (s *Spawner) ClosePane(ctx context.Context, pane string) error {
-	return s.Client.PaneClose(ctx, pane)
+	err := s.Client.PaneClose(ctx, pane)
+	if errors.Is(err, ErrPaneNotFound) {
+		return fmt.Errorf("%w: %w", bridge.ErrPaneGone, err)
+	}
+	return err
 }
 
 // Start opens a new tab labelled name running p with env added, and waits

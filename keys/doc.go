@@ -14,4 +14,8 @@
 // [Ring.Watch]. The package does not know the envelope format: what is
 // signed is fixed in package bridge (Envelope.SigningInput). It must not
 // import bridge.
+//
+// The trust file is filled by hand (`herdbridge keys trust`) or by
+// package keys/pairing (`herdbridge pair`), which pins a peer's key with
+// [Trust] once a one-time code has authenticated it.
 package keys

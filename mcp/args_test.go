@@ -58,7 +58,7 @@ func TestArgErrorsArePlain(t *testing.T) {
 		{`{"max":1.5}`, &pollArgs{}, "max must be a whole number"},
 		{`{"max":"ten"}`, &pollArgs{}, "max must be a whole number"},
 		{`{"peek":"yes"}`, &pollArgs{}, "peek must be true or false"},
-		{`{"target":"w","message":"m","from":"x"}`, &sendArgs{}, `unknown argument "from": this tool takes message, request_id, target, turn_id, wait_s`},
+		{`{"target":"w","message":"m","from":"x"}`, &sendArgs{}, `unknown argument "from": this tool takes message, priority, request_id, target, turn_id, wait_s`},
 		{`[1,2]`, &sendArgs{}, "the arguments must be a JSON object of named arguments"},
 		{`"text"`, &pollArgs{}, "the arguments must be a JSON object of named arguments"},
 	}

@@ -21,6 +21,19 @@ type sendArgs struct {
 	WaitS     *float64 `json:"wait_s,omitempty" jsonschema:"Seconds to stay open for the worker's reply (capped at 45; 0 returns at once)"`
 	TurnID    string   `json:"turn_id,omitempty" jsonschema:"Answer the open ask with this turn_id instead of sending a new message"`
 	RequestID string   `json:"request_id,omitempty" jsonschema:"Makes a retry safe: a repeat with the same request_id within 24 h sends nothing and returns the first call's msgId and current status with deduped=true (at most 128 bytes, e.g. a UUID)"`
+	Priority  string   `json:"priority,omitempty" jsonschema:"\"next\": the brief jumps the worker's queue of waiting briefs and is typed as soon as the worker is idle (it does not interrupt a running turn: bridge_interrupt does)"`
+}
+
+type stopArgs struct {
+	Target    string `json:"target" jsonschema:"The worker to stop: name, name@host or gid"`
+	Reason    string `json:"reason,omitempty" jsonschema:"Why, told to whoever was waiting on the worker"`
+	ClosePane *bool  `json:"close_pane,omitempty" jsonschema:"Close the worker's herdr pane, ending its agent (default: true for a worker bridge_spawn started, false otherwise)"`
+	StopID    string `json:"stop_id,omitempty" jsonschema:"A UUID to make a retried stop idempotent: a stop whose id was carried out is not carried out again"`
+}
+
+type interruptArgs struct {
+	Target  string `json:"target" jsonschema:"The worker to interrupt: name, name@host or gid"`
+	Message string `json:"message,omitempty" jsonschema:"The next brief: typed as soon as the worker is idle, before any brief that was waiting"`
 }
 
 type askArgs struct {
@@ -72,7 +85,7 @@ type toolDef struct {
 }
 
 func (s *Server) tools() []toolDef {
-	ts := []toolDef{s.sendTool(), s.askTool(), s.pollTool(), s.broadcastTool(), s.rosterTool(), s.spawnTool()}
+	ts := []toolDef{s.sendTool(), s.askTool(), s.pollTool(), s.broadcastTool(), s.rosterTool(), s.spawnTool(), s.stopTool(), s.interruptTool()}
 	for i := range ts {
 		ts[i].Tool = plainSchemas(ts[i].Tool)
 	}
@@ -148,7 +161,7 @@ func (s *Server) sendTool() toolDef {
 		if a.TurnID == "" && a.Target == "" {
 			return nil, argErr(errors.New("target is required (or turn_id to answer an open ask)"))
 		}
-		return s.core.Send(ctx, gid, bridge.SendRequest{Target: a.Target, Message: a.Message, Wait: wait, TurnID: a.TurnID, RequestID: a.RequestID}, prog)
+		return s.core.Send(ctx, gid, bridge.SendRequest{Target: a.Target, Message: a.Message, Wait: wait, TurnID: a.TurnID, RequestID: a.RequestID, Priority: a.Priority}, prog)
 	})}
 }
 
@@ -291,6 +304,51 @@ func (s *Server) spawnTool() toolDef {
 			return nil, argErr(err)
 		}
 		return s.core.Spawn(ctx, gid, bridge.SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief, SpawnID: a.SpawnID})
+	})}
+}
+
+func (s *Server) stopTool() toolDef {
+	t := mcpgo.NewTool("bridge_stop",
+		mcpgo.WithDescription("End a worker (here or on another host): its herdr pane is closed (by default for workers bridge_spawn started), "+
+			"whoever waited on it hears ABANDONED, briefs still queued for it are reported FAILED to their senders, and it leaves the roster. "+
+			"A primary or orchestrator may stop any worker; a worker only itself. Status stopped, or pending when the worker's host has not answered yet."),
+		mcpgo.WithInputSchema[stopArgs](),
+		mcpgo.WithOutputSchema[bridge.Result](),
+		mcpgo.WithTitleAnnotation("Stop a worker"),
+		mcpgo.WithReadOnlyHintAnnotation(false),
+		mcpgo.WithDestructiveHintAnnotation(true),
+		mcpgo.WithIdempotentHintAnnotation(true), // with stop_id
+		mcpgo.WithOpenWorldHintAnnotation(false),
+	)
+	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, _ bridge.Progress) (*bridge.Result, error) {
+		var a stopArgs
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, argErr(err)
+		}
+		return s.core.Stop(ctx, gid, bridge.StopRequest{Target: a.Target, Reason: a.Reason, ClosePane: a.ClosePane, StopID: a.StopID})
+	})}
+}
+
+func (s *Server) interruptTool() toolDef {
+	t := mcpgo.NewTool("bridge_interrupt",
+		mcpgo.WithDescription("Interrupt a worker's current turn by pressing Escape once in its herdr pane. Status interrupted (it was seen going from working to idle), "+
+			"uncertain (Escape pressed, no change seen), not_working (nothing to interrupt: no key pressed) or failed. "+
+			"With message, that message is its next brief, typed as soon as it is idle, before any brief that was waiting. "+
+			"A primary or orchestrator may interrupt any worker; a worker only itself."),
+		mcpgo.WithInputSchema[interruptArgs](),
+		mcpgo.WithOutputSchema[bridge.Result](),
+		mcpgo.WithTitleAnnotation("Interrupt a worker"),
+		mcpgo.WithReadOnlyHintAnnotation(false),
+		mcpgo.WithDestructiveHintAnnotation(true),
+		mcpgo.WithIdempotentHintAnnotation(false),
+		mcpgo.WithOpenWorldHintAnnotation(false),
+	)
+	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
+		var a interruptArgs
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, argErr(err)
+		}
+		return s.core.Interrupt(ctx, gid, bridge.InterruptRequest{Target: a.Target, Message: a.Message}, prog)
 	})}
 }
 

@@ -1,102 +1,42 @@
 package embedded
 
 import (
+	"errors"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
-// Group commit. Every publish and settle is a small write; bbolt's own
-// Batch waits MaxBatchDelay (10 ms) for company before committing, which a
-// lone agent pays on every message. Instead one writer goroutine takes
-// whatever writes are queued — one, or hundreds under load — runs them in
-// one transaction and fsyncs once: no added latency for a lone write, one
-// commit for a burst.
-
-const maxGroup = 1000
-
-type writeOp struct {
-	fn   func(*bolt.Tx) error
-	done chan error
-}
+// Every publish and settle is a small write, committed by a
+// store.GroupWriter: one transaction and one fsync for whatever writes are
+// queued, with the journaled acks (lazyack.go) applied in the same
+// transaction.
 
 func (t *Transport) startWriter() {
-	t.writes = make(chan writeOp, maxGroup)
-	t.writerStop = make(chan struct{})
-	t.writerDone = make(chan struct{})
-	go t.writer()
+	t.writer = store.NewGroupWriter(t.db, t.ackWork, ackApplyDelay)
 }
 
 // write runs fn in a write transaction, possibly shared with other writes.
 // fn may run twice (alone, after a shared transaction failed), so it must
 // reset whatever it records.
 func (t *Transport) write(fn func(*bolt.Tx) error) error {
-	t.wmu.RLock()
-	if t.wclosed {
-		t.wmu.RUnlock()
+	err := t.writer.Write(fn)
+	if errors.Is(err, store.ErrWriterClosed) {
 		return bridge.ErrClosed
 	}
-	op := writeOp{fn: fn, done: make(chan error, 1)}
-	t.writes <- op
-	t.wmu.RUnlock()
-	return <-op.done
+	return err
 }
 
 // stopWriter finishes every queued write, then stops the writer.
-func (t *Transport) stopWriter() {
-	t.wmu.Lock()
-	t.wclosed = true
-	t.wmu.Unlock()
-	close(t.writerStop)
-	<-t.writerDone
-}
+func (t *Transport) stopWriter() { t.writer.Stop() }
 
-func (t *Transport) writer() {
-	defer close(t.writerDone)
-	for {
-		var ops []writeOp
-		select {
-		case op := <-t.writes:
-			ops = append(ops, op)
-		case <-t.writerStop:
-			for {
-				select {
-				case op := <-t.writes:
-					t.commit([]writeOp{op})
-				default:
-					return
-				}
-			}
-		}
-	gather:
-		for len(ops) < maxGroup {
-			select {
-			case op := <-t.writes:
-				ops = append(ops, op)
-			default:
-				break gather
-			}
-		}
-		t.commit(ops)
+// ackWork hands the journaled acks to the commit being made.
+func (t *Transport) ackWork() (func(*bolt.Tx) error, func(error)) {
+	acks := t.takeAcks()
+	if len(acks) == 0 {
+		return nil, nil
 	}
-}
-
-func (t *Transport) commit(ops []writeOp) {
-	err := t.db.Update(func(tx *bolt.Tx) error {
-		for _, op := range ops {
-			if err := op.fn(tx); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err == nil || len(ops) == 1 {
-		for _, op := range ops {
-			op.done <- err
-		}
-		return
-	}
-	for _, op := range ops { // isolate the failing write
-		op.done <- t.db.Update(op.fn)
-	}
+	return func(tx *bolt.Tx) error { return t.applyAcks(tx, acks) }, func(err error) { t.acksCommitted(acks, err) }
 }

@@ -67,12 +67,14 @@ type Transport struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
-	// group commit (commit.go)
-	wmu        sync.RWMutex
-	wclosed    bool
-	writes     chan writeOp
-	writerStop chan struct{}
-	writerDone chan struct{}
+	writer *store.GroupWriter // group commit (commit.go)
+
+	// lazy acks (lazyack.go); pmu is a leaf: never held while waiting for
+	// the store
+	pmu     sync.Mutex
+	journal *store.Journal
+	pendAck map[string]map[uint64]bool // acked and journaled, not yet committed
+	toApply []ackRec                   // journaled, not yet taken by a commit
 }
 
 type inboxMeta struct {
@@ -165,16 +167,24 @@ func Open(path string, opts Options) (*Transport, error) {
 		}
 		return nil, fmt.Errorf("embedded: cannot open store %s (%w): if it is corrupt, move it aside to start with an empty store; nothing was deleted", path, err)
 	}
-	t := &Transport{db: db, path: path, opts: opts, log: opts.Logger, inboxes: map[string]*inbox{}, stop: make(chan struct{})}
+	t := &Transport{db: db, path: path, opts: opts, log: opts.Logger, inboxes: map[string]*inbox{}, stop: make(chan struct{}),
+		pendAck: map[string]map[uint64]bool{}}
 	if err := t.load(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("embedded: store %s is unreadable (%w): move it aside to start with an empty store; nothing was deleted", path, err)
+	}
+	if err := t.replayAcks(path + ackJournalSuffix); err != nil {
+		db.Close()
+		return nil, err
 	}
 	t.startWriter()
 	t.wg.Add(1)
 	go t.sweep()
 	return t, nil
 }
+
+// ackJournalSuffix names the ack journal beside the store file.
+const ackJournalSuffix = ".acks"
 
 // Check judges the store at path before Open (see store.CheckFile): a
 // damaged file is a *store.DamageError naming it and the repair command,
@@ -187,7 +197,7 @@ func Check(path string) (fi store.FileInfo, inboxes, messages int, err error) {
 
 func (t *Transport) load() error {
 	return t.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bktInbox, bktBind, bktCount, bktDLQ, bktDLQCnt, bktOutbox, bktOutCnt} {
+		for _, name := range [][]byte{bktInbox, bktBind, bktCount, bktDLQ, bktDLQCnt, bktOutbox, bktOutCnt, bktFloor} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -240,7 +250,18 @@ func (t *Transport) Close() error {
 	}
 	t.wg.Wait()
 	t.stopWriter()
-	return t.db.Close()
+	var err error
+	if batch := t.takeAcks(); len(batch) > 0 { // what the last commits did not carry
+		err = t.db.Update(func(tx *bolt.Tx) error { return t.applyAcks(tx, batch) })
+		t.acksCommitted(batch, err)
+	}
+	if jerr := t.journal.Close(); err == nil {
+		err = jerr
+	}
+	if cerr := t.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // DeclareInbox implements bridge.Transport.
@@ -255,8 +276,15 @@ func (t *Transport) DeclareInbox(ctx context.Context, gid string, spec bridge.In
 		return bridge.ErrClosed
 	}
 	err := t.db.Update(func(tx *bolt.Tx) error {
-		if _, err := tx.Bucket(bktInbox).CreateBucketIfNotExists([]byte(gid)); err != nil {
-			return err
+		if q := tx.Bucket(bktInbox).Bucket([]byte(gid)); q == nil {
+			q, err := tx.Bucket(bktInbox).CreateBucket([]byte(gid))
+			if err != nil {
+				return err
+			}
+			// a name declared again numbers on from its last life (lazyack.go)
+			if err := q.SetSequence(getFloor(tx.Bucket(bktFloor))); err != nil {
+				return err
+			}
 		}
 		return tx.Bucket(bktBind).Put([]byte(gid), raw)
 	})
@@ -291,6 +319,11 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 		cons.Cancel()
 	}
 	return t.db.Update(func(tx *bolt.Tx) error {
+		if q := tx.Bucket(bktInbox).Bucket([]byte(gid)); q != nil {
+			if err := raiseSeqFloor(tx, q.Sequence()); err != nil {
+				return err
+			}
+		}
 		if err := tx.Bucket(bktInbox).DeleteBucket([]byte(gid)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
 			return err
 		}
@@ -403,6 +436,7 @@ func (t *Transport) routeSnapshot(key string) ([]routedInbox, error) {
 		if ib.cons != nil {
 			r.unacked = uint64(ib.cons.outstanding())
 		}
+		r.unacked += t.pendingCount(ib.gid) // acked, still in the store until the commit carries the ack
 		out = append(out, r)
 	}
 	return out, nil
@@ -556,6 +590,9 @@ func (t *Transport) deliverInbox(ib *inbox, c *consumer, h func(bridge.Delivery)
 	})
 	for _, it := range items {
 		c.advance(it.seq)
+		if t.pendingAck(ib.gid, it.seq) { // acked by an earlier consumer, not yet committed
+			continue
+		}
 		a := &acker{t: t, gid: ib.gid, seq: it.seq, c: c}
 		if it.bad != nil {
 			t.log.Warn("undecodable record dead-lettered", "queue", bridge.InboxQueueName(ib.gid), "seq", it.seq, "err", it.bad)
@@ -590,7 +627,7 @@ type acker struct {
 }
 
 func (a *acker) Ack() error {
-	a.once.Do(func() { a.err = a.t.settle(a.gid, a.seq, "", a.c) })
+	a.once.Do(func() { a.err = a.t.lazyAck(a.gid, a.seq, a.c) })
 	return a.err
 }
 
@@ -730,7 +767,9 @@ func (t *Transport) expireLocked(gid string, after uint64, ttl time.Duration) in
 			if json.Unmarshal(v, &r) == nil && r.At > cutoff {
 				break
 			}
-			due = append(due, binary.BigEndian.Uint64(k))
+			if seq := binary.BigEndian.Uint64(k); !t.pendingAck(gid, seq) {
+				due = append(due, seq)
+			}
 		}
 		return nil
 	})
@@ -869,7 +908,7 @@ func (t *Transport) Depth(gid string) int {
 		n = getCount(tx.Bucket(bktCount), []byte(gid))
 		return nil
 	})
-	return int(n)
+	return int(n - min(n, t.pendingCount(gid)))
 }
 
 // Repair repairs the store at path if store.CheckFile finds it damaged

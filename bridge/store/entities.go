@@ -22,6 +22,7 @@ type Entity struct {
 	PaneID     string    `json:"paneId,omitempty"`
 	Registered time.Time `json:"registered"`
 	Tokens     []string  `json:"tokens"`
+	Spawned    bool      `json:"spawned,omitempty"`
 	// LastSeen is the entity's last activity as last saved (reaping, in
 	// the core); zero in records written before it existed.
 	LastSeen time.Time `json:"lastSeen"`

@@ -28,7 +28,7 @@ type HeldPut struct {
 // returns the sequence each was stored under, in order.
 func (s *Store) PutHeld(puts []HeldPut) ([]uint64, error) {
 	seqs := make([]uint64, len(puts))
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bktHeld)
 		if err != nil {
 			return err
@@ -73,7 +73,7 @@ func (s *Store) DeleteHeld(gid string, seqs []uint64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bktHeld)
 		if b == nil {
 			return nil

@@ -47,11 +47,11 @@ func (s *Store) putAwait(b []byte, r Await) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(b).Put([]byte(r.MsgID), raw) })
+	return s.update(func(tx *bolt.Tx) error { return tx.Bucket(b).Put([]byte(r.MsgID), raw) })
 }
 
 func (s *Store) deleteKey(b []byte, key string) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(b).Delete([]byte(key)) })
+	return s.update(func(tx *bolt.Tx) error { return tx.Bucket(b).Delete([]byte(key)) })
 }
 
 func (s *Store) loadAwaits(b []byte) ([]Await, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -13,6 +14,21 @@ import (
 // the sequence (8 bytes, big-endian) -> QueuedBrief, so a cursor walks one
 // pane's briefs in the order they arrived. Created on first use.
 var bktPaneQueue = []byte("panequeue")
+
+// bktPaneNext is the "next" lane of the same queues, keyed alike: briefs
+// sent with priority next, typed before any brief of bktPaneQueue that
+// typing has not begun on (QueueHead). A lane of its own, so a brief
+// jumps the queue without any existing record being rewritten or
+// renumbered: the pane's runner stays the one writer of its records.
+var bktPaneNext = []byte("panenext")
+
+// laneOf is the bucket of a queue record.
+func laneOf(next bool) []byte {
+	if next {
+		return bktPaneNext
+	}
+	return bktPaneQueue
+}
 
 // QueuedBrief is a brief (or broadcast) this gateway took from a pane
 // worker's inbox — acked there, so this record is its only copy — waiting
@@ -27,6 +43,8 @@ type QueuedBrief struct {
 	// Typed: typing began. Such a brief is never typed again; while it
 	// heads its queue its text may still sit in the composer.
 	Typed bool `json:"typed,omitempty"`
+	// Next: the brief is in the "next" lane (bktPaneNext).
+	Next bool `json:"next,omitempty"`
 }
 
 func queueKey(pane string, seq uint64) []byte {
@@ -36,40 +54,64 @@ func queueKey(pane string, seq uint64) []byte {
 // ErrQueueFull is PutQueued refusing a brief: its pane's queue holds max.
 var ErrQueueFull = errors.New("store: the pane's queue is full")
 
-// PutQueued appends q to its pane's queue, sets q.Seq and reports how
-// many briefs are ahead of it. When some are, q.Told is set to
-// toldIfBehind in the same transaction: its sender is told at once, and
-// the pane's runner, which reads the record after, does not tell it again.
-// A queue already holding max briefs (max > 0) refuses it: ErrQueueFull.
+// PutQueued appends q to its pane's queue (q.Next: to the "next" lane),
+// sets q.Seq and reports how many briefs are ahead of it: for the normal
+// lane every brief queued, for the next lane the next lane's briefs and a
+// brief whose typing began. When some are, q.Told is set to toldIfBehind
+// in the same transaction: its sender is told at once, and the pane's
+// runner, which reads the record after, does not tell it again. A pane
+// already holding max briefs in both lanes (max > 0) refuses it:
+// ErrQueueFull.
 func (s *Store) PutQueued(q *QueuedBrief, toldIfBehind string, max int) (ahead int, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bktPaneQueue)
+	err = s.update(func(tx *bolt.Tx) error {
+		normal, err := tx.CreateBucketIfNotExists(bktPaneQueue)
 		if err != nil {
 			return err
 		}
-		prefix := append([]byte(q.Pane), 0)
-		c := b.Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			ahead++
+		next, err := tx.CreateBucketIfNotExists(bktPaneNext)
+		if err != nil {
+			return err
 		}
-		if max > 0 && ahead >= max {
+		nn, nt := countPane(normal, q.Pane)
+		nx, _ := countPane(next, q.Pane)
+		if max > 0 && nn+nx >= max {
 			return ErrQueueFull
+		}
+		ahead = nn + nx
+		if q.Next {
+			ahead = nx + nt
 		}
 		if ahead > 0 {
 			q.Told = toldIfBehind
 		}
-		if q.Seq, err = b.NextSequence(); err != nil {
+		b := laneOf(q.Next)
+		if q.Seq, err = tx.Bucket(b).NextSequence(); err != nil {
 			return err
 		}
-		return putQueued(b, *q)
+		return putQueued(tx.Bucket(b), *q)
 	})
 	return ahead, err
 }
 
+// countPane counts pane's records in one lane, and how many of them typing
+// began on.
+func countPane(b *bolt.Bucket, pane string) (n, typed int) {
+	prefix := append([]byte(pane), 0)
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		n++
+		var q QueuedBrief
+		if json.Unmarshal(v, &q) == nil && q.Typed {
+			typed++
+		}
+	}
+	return n, typed
+}
+
 // UpdateQueued rewrites q in place (what its sender was told).
 func (s *Store) UpdateQueued(q QueuedBrief) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bktPaneQueue)
+	return s.update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(laneOf(q.Next))
 		if err != nil {
 			return err
 		}
@@ -82,8 +124,8 @@ func (s *Store) UpdateQueued(q QueuedBrief) error {
 // crash from then on never types it again.
 func (s *Store) MarkTyped(q QueuedBrief, typing *Await) error {
 	q.Typed = true
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bktPaneQueue)
+	return s.update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(laneOf(q.Next))
 		if err != nil {
 			return err
 		}
@@ -102,88 +144,113 @@ func (s *Store) MarkTyped(q QueuedBrief, typing *Await) error {
 }
 
 // DeleteQueued takes a brief out of its pane's queue.
-func (s *Store) DeleteQueued(pane string, seq uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bktPaneQueue)
+func (s *Store) DeleteQueued(q QueuedBrief) error {
+	return s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(laneOf(q.Next))
 		if b == nil {
 			return nil
 		}
-		return b.Delete(queueKey(pane, seq))
+		return b.Delete(queueKey(q.Pane, q.Seq))
 	})
 }
 
-// QueuedFor lists pane's queue in order.
+// QueuedFor lists pane's queue: the next lane, then the rest, each in
+// order.
 func (s *Store) QueuedFor(pane string) ([]QueuedBrief, error) {
 	var out []QueuedBrief
-	prefix := append([]byte(pane), 0)
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bktPaneQueue)
-		if b == nil {
-			return nil
-		}
-		c := b.Cursor()
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			var q QueuedBrief
-			if json.Unmarshal(v, &q) == nil {
+		for _, lane := range [][]byte{bktPaneNext, bktPaneQueue} {
+			walkPane(tx.Bucket(lane), pane, func(q QueuedBrief) bool {
 				out = append(out, q)
-			}
+				return true
+			})
 		}
 		return nil
 	})
 	return out, err
 }
 
-// QueueHead returns the first brief of pane's queue; ok is false when the
-// queue is empty. It reads one record, whatever waits behind it.
+// walkPane calls f on pane's records of one lane (b may be nil) in order,
+// until f returns false.
+func walkPane(b *bolt.Bucket, pane string, f func(QueuedBrief) bool) {
+	if b == nil {
+		return
+	}
+	prefix := append([]byte(pane), 0)
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var q QueuedBrief
+		if json.Unmarshal(v, &q) == nil && !f(q) {
+			return
+		}
+	}
+}
+
+// QueueHead returns the brief of pane's queue to settle first; ok is false
+// when the queue is empty. A brief whose typing began comes first (its
+// text may sit in the composer: nothing may be typed before it is
+// settled), then the next lane, then the rest. It reads at most two
+// records, whatever waits behind them.
 func (s *Store) QueueHead(pane string) (q QueuedBrief, ok bool, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bktPaneQueue)
-		if b == nil {
-			return nil
+		var normal, next QueuedBrief
+		var hasNormal, hasNext bool
+		walkPane(tx.Bucket(bktPaneQueue), pane, func(r QueuedBrief) bool { normal, hasNormal = r, true; return false })
+		walkPane(tx.Bucket(bktPaneNext), pane, func(r QueuedBrief) bool { next, hasNext = r, true; return false })
+		switch {
+		case hasNormal && normal.Typed, hasNormal && !hasNext:
+			q, ok = normal, true
+		case hasNext:
+			q, ok = next, true
 		}
-		prefix := append([]byte(pane), 0)
-		k, v := b.Cursor().Seek(prefix)
-		if k == nil || !bytes.HasPrefix(k, prefix) {
-			return nil
-		}
-		ok = true
-		return json.Unmarshal(v, &q)
+		return nil
 	})
 	return q, ok, err
 }
 
-// QueuedPanes lists the panes with a non-empty queue.
+// QueuedPanes lists the panes with a non-empty queue, sorted.
 func (s *Store) QueuedPanes() ([]string, error) {
-	var out []string
+	seen := map[string]bool{}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bktPaneQueue)
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(k, _ []byte) error {
-			pane, _, ok := bytes.Cut(k, []byte{0})
-			if ok && (len(out) == 0 || out[len(out)-1] != string(pane)) {
-				out = append(out, string(pane))
+		for _, lane := range [][]byte{bktPaneQueue, bktPaneNext} {
+			b := tx.Bucket(lane)
+			if b == nil {
+				continue
 			}
-			return nil
-		})
+			if err := b.ForEach(func(k, _ []byte) error {
+				if pane, _, ok := bytes.Cut(k, []byte{0}); ok {
+					seen[string(pane)] = true
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	slices.Sort(out)
 	return out, err
 }
 
-// QueuedCounts counts the briefs queued per pane, in one read of the
-// whole queue bucket (keys only): for the roster and metrics.
+// QueuedCounts counts the briefs queued per pane (both lanes), in one
+// read of the queue buckets (keys only): for the roster and metrics.
 func (s *Store) QueuedCounts() (map[string]int, error) {
 	out := map[string]int{}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bktPaneQueue)
-		if b == nil {
-			return nil
-		}
-		c := b.Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			if pane, _, ok := bytes.Cut(k, []byte{0}); ok {
-				out[string(pane)]++
+		for _, lane := range [][]byte{bktPaneQueue, bktPaneNext} {
+			b := tx.Bucket(lane)
+			if b == nil {
+				continue
+			}
+			c := b.Cursor()
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				if pane, _, ok := bytes.Cut(k, []byte{0}); ok {
+					out[string(pane)]++
+				}
 			}
 		}
 		return nil

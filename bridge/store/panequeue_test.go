@@ -48,7 +48,7 @@ func TestPaneQueueOrderAndTyping(t *testing.T) {
 	if err := s.MarkTyped(a1, &store.Await{MsgID: "m-a1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteQueued("w1:p1", got[1].Seq); err != nil {
+	if err := s.DeleteQueued(got[1]); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -66,5 +66,67 @@ func TestPaneQueueOrderAndTyping(t *testing.T) {
 	}
 	if typing, _ := s2.LoadTyping(); len(typing) != 1 || typing[0].MsgID != "m-a1" {
 		t.Fatalf("typing records %+v", typing)
+	}
+}
+
+// TestPaneQueueNextLane: a brief put in the next lane heads the queue
+// before every brief typing has not begun on, after any it has (its text
+// may sit in the composer); next-lane briefs keep their own order; the
+// bound counts both lanes; deleting takes a record from its own lane.
+func TestPaneQueueNextLane(t *testing.T) {
+	s, _ := open(t, 0)
+	put := func(env string, next bool) (store.QueuedBrief, int) {
+		q := store.QueuedBrief{Pane: "w1:p1", To: "w", Env: []byte(env), Next: next}
+		ahead, err := s.PutQueued(&q, "behind", 4)
+		if err != nil {
+			t.Fatalf("%s: %v", env, err)
+		}
+		return q, ahead
+	}
+	head := func() string {
+		t.Helper()
+		h, ok, err := s.QueueHead("w1:p1")
+		if err != nil || !ok {
+			t.Fatalf("head: %v %v", ok, err)
+		}
+		return string(h.Env)
+	}
+	a1, _ := put("a1", false)
+	put("a2", false)
+	if err := s.MarkTyped(a1, nil); err != nil {
+		t.Fatal(err)
+	}
+	n1, ahead := put("n1", true)
+	if ahead != 1 || n1.Told != "behind" { // behind the brief being typed only
+		t.Fatalf("n1: %d ahead, told %q", ahead, n1.Told)
+	}
+	if _, ahead := put("n2", true); ahead != 2 {
+		t.Fatalf("n2: %d ahead", ahead)
+	}
+	if _, err := s.PutQueued(&store.QueuedBrief{Pane: "w1:p1", Env: []byte("n3"), Next: true}, "behind", 4); !errors.Is(err, store.ErrQueueFull) {
+		t.Fatalf("a fifth brief over both lanes bounded at 4: %v", err)
+	}
+	if h := head(); h != "a1" {
+		t.Fatalf("a typed brief settles first, head is %s", h)
+	}
+	a1.Typed = true
+	steps := []struct {
+		del  store.QueuedBrief
+		want string
+	}{{a1, "n1"}, {n1, "n2"}}
+	for _, st := range steps {
+		if err := s.DeleteQueued(st.del); err != nil {
+			t.Fatal(err)
+		}
+		if h := head(); h != st.want {
+			t.Fatalf("after %s: head %s, want %s", st.del.Env, h, st.want)
+		}
+	}
+	all, err := s.QueuedFor("w1:p1")
+	if err != nil || len(all) != 2 || string(all[0].Env) != "n2" || !all[0].Next || string(all[1].Env) != "a2" {
+		t.Fatalf("queue: %+v %v", all, err)
+	}
+	if panes, _ := s.QueuedPanes(); len(panes) != 1 || panes[0] != "w1:p1" {
+		t.Fatalf("panes %q", panes)
 	}
 }

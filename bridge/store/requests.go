@@ -48,22 +48,32 @@ func (s *Store) PutRequest(r Request) error {
 	})
 }
 
-// LoadRequests reads the calls published at or after since.
+// LoadRequests reads the calls published at or after since, those
+// journaled and not yet committed included (their newest version).
 func (s *Store) LoadRequests(since time.Time) ([]Request, error) {
+	pending := s.pendingRequests()
 	var out []Request
+	take := func(raw []byte) {
+		var r Request
+		if json.Unmarshal(raw, &r) == nil && !r.At.Before(since) {
+			out = append(out, r)
+		}
+	}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bktRequests)
 		if b == nil {
 			return nil
 		}
 		return b.ForEach(func(k, v []byte) error {
-			var r Request
-			if json.Unmarshal(v, &r) == nil && !r.At.Before(since) {
-				out = append(out, r)
+			if _, newer := pending[string(k)]; !newer {
+				take(v)
 			}
 			return nil
 		})
 	})
+	for _, raw := range pending {
+		take(raw)
+	}
 	return out, err
 }
 

@@ -15,6 +15,8 @@ type Store struct {
 	db     *bolt.DB
 	path   string
 	dlqMax int
+	lazy   *lazyPuts    // lazyrequests.go
+	writer *GroupWriter // the writes on message paths, committed together (update)
 }
 
 var (
@@ -55,7 +57,14 @@ func Open(path string, dlqMax int) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("bridge: state file %s is unusable (%w): move it aside to start fresh; nothing was deleted", path, err)
 	}
-	return &Store{db: db, path: path, dlqMax: dlqMax}, nil
+	s := &Store{db: db, path: path, dlqMax: dlqMax}
+	s.writer = NewGroupWriter(db, nil, 0)
+	if err := s.openLazy(); err != nil {
+		s.writer.Stop()
+		db.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Check judges the state file at path before Open (see CheckFile): a
@@ -83,7 +92,14 @@ func RefuseZeroLength(path string) error { return refuseZeroLength(path) }
 func (s *Store) Path() string { return s.path }
 
 // Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	err := s.closeLazy() // its last commit goes through the writer
+	s.writer.Stop()
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // Repair repairs the state file at path if CheckFile finds it damaged (see
 // RepairFile), dropping entities whose record no longer decodes. Held
@@ -133,4 +149,18 @@ func EntityGIDs(path string) ([]string, error) {
 		out = append(out, e.GID)
 	}
 	return out, err
+}
+
+// update runs fn in a write transaction shared with the other writes of
+// the moment (groupcommit.go): the forward path's records of twenty panes
+// briefed at once take one fsync, not twenty. fn may run twice, so it
+// must reset whatever it records.
+func (s *Store) update(fn func(*bolt.Tx) error) error {
+	if err := s.writer.Write(fn); err != nil {
+		if errors.Is(err, ErrWriterClosed) {
+			return fmt.Errorf("bridge: state file %s is closed", s.path)
+		}
+		return err
+	}
+	return nil
 }

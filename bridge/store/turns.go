@@ -58,7 +58,7 @@ func (s *Store) PutTurn(t Turn) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bktTurns)
 		if err != nil {
 			return err
@@ -69,7 +69,7 @@ func (s *Store) PutTurn(t Turn) error {
 
 // DeleteTurn forgets a turn.
 func (s *Store) DeleteTurn(asked bool, owner, turnID string) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bktTurns); b != nil {
 			return b.Delete(turnKey(asked, owner, turnID))
 		}

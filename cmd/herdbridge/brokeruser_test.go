@@ -272,9 +272,11 @@ func TestBrokerUserRecipe(t *testing.T) {
 	host := "h1.example-x"
 	gid := uuid.NewString()
 	allowed := []string{"bridge.msg", "bridge.roster", "bridge.control", "bridge.dlx", "bridge.dlq",
-		bridge.InboxQueueName(gid), broker.ControlQueue(host), broker.RosterQueue(host)}
+		bridge.InboxQueueName(gid), broker.ControlQueue(host), broker.RosterQueue(host),
+		broker.ExchangePair, "pair.K7", "pair.K7." + strings.Repeat("0f", 16)}
 	denied := []string{"control.h2", "roster.h2", "control.h1xexample-x", "control.h1.example-x.evil", "xcontrol.h1.example-x",
-		"bridge.other", "bridgexmsg", "agent.a.b.inbox.v2", "agent..inbox.v2", "amq.default", "", "control.h1.example"}
+		"bridge.other", "bridgexmsg", "agent.a.b.inbox.v2", "agent..inbox.v2", "amq.default", "", "control.h1.example",
+		"pair.K", "pair.k7", "pair.K7.", "pair.K7.zz", "pair.K7x", "bridge.pairx"}
 	c, w, r := gateway.BrokerPermissions(host)
 	for i, re := range []string{c, w, r} {
 		rx := regexp.MustCompile(re)

@@ -84,7 +84,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 	root.AddCommand(
 		gatewayCommand(), registerCommand(stdout), mcpCommand(stdin, stdout, stderr),
 		rosterCommand(stdout), statsCommand(stdout), uiCommand(stdout, stderr), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout),
-		demoCommand(stdout), keysCommand(stdout, stderr), brokerUserCommand(stdout),
+		demoCommand(stdout), keysCommand(stdout, stderr), pairCommand(stdout, stderr), brokerUserCommand(stdout),
 		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout), versionCommand(stdout),
 	)
 	root.InitDefaultCompletionCmd() // completion bash|zsh|fish|powershell (cobra's, so it covers every flag)

@@ -248,7 +248,7 @@ func TestSkill(t *testing.T) {
 	if n := strings.Count(out, "\n"); n >= 60 {
 		t.Errorf("the skill is %d lines: it costs context, keep it under 60", n)
 	}
-	for _, w := range []string{"bridge_send", "bridge_ask", "bridge_poll", "bridge_broadcast", "bridge_roster", "bridge_spawn",
+	for _, w := range []string{"bridge_send", "bridge_ask", "bridge_poll", "bridge_broadcast", "bridge_roster", "bridge_spawn", "bridge_stop", "bridge_interrupt",
 		"`confirmed`", "`submitted`", "`queued`", "`uncertain`", "`failed`", "`replied`", "`asked`", "`pending`", "`drained`", "`peeked`",
 		"`empty`", "`answered`", "`no_waiter`", "`expired`", "`abandoned`", "`delivered`", "`too_late`", "`already_answered`", "`deduped", "`next`", "`held`"} {
 		if !strings.Contains(out, w) {

@@ -245,6 +245,15 @@ func (s *Server) SwallowEnters(paneID string, n int) {
 	s.paneLocked(paneID).swallow = n
 }
 
+// IgnoreEscape makes the pane's agent ignore a lone Escape (a custom
+// agent without that binding, or one stuck unwinding a tool call): its
+// turn keeps running.
+func (s *Server) IgnoreEscape(paneID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.paneLocked(paneID).deafToEscape = true
+}
+
 // SetBracketedPaste sets whether the pane's app enabled bracketed paste.
 func (s *Server) SetBracketedPaste(paneID string, on bool) {
 	s.mu.Lock()
@@ -438,6 +447,8 @@ type PaneState struct {
 	// shell; Env is the env the pane was created with (nil when none).
 	Command []string
 	Env     map[string]string
+	// Interrupts counts the turns a lone Escape stopped.
+	Interrupts int
 }
 
 // Pane returns a snapshot of a pane (also of a closed one).
@@ -454,6 +465,7 @@ func (s *Server) Pane(paneID string) PaneState {
 		InteractiveReady: p.ready, LaunchPending: p.pending, BracketedPaste: p.bracketed,
 		Seen: p.seen, Closed: p.gone, Composer: p.composer,
 		Label: p.label, Cwd: p.cwd, Command: append([]string(nil), p.command...), Env: copyEnv(p.env),
+		Interrupts: p.interrupts,
 	}
 }
 

@@ -181,7 +181,7 @@ type event struct {
 func (s *Server) emitLocked(kind, paneID, status string, fields obj) {
 	data := append(obj{{"type", kind}}, fields...)
 	line := mustMarshal(obj{{"event", kind}, {"data", data}})
-	if err := s.v.ValidateEvent(line); err != nil {
+	if err := s.validate(s.v.ValidateEvent, line); err != nil {
 		s.violationLocked(true, "event", err, line)
 	}
 	if err := noNulls(line); err != nil {
@@ -360,7 +360,7 @@ func (s *Server) subscribe(c *connCtx, f *Fault) {
 			}
 		}
 		for _, l := range lines {
-			if err := s.v.ValidateEvent(l); err != nil {
+			if err := s.validate(s.v.ValidateEvent, l); err != nil {
 				s.violation(true, "event", err, l)
 			}
 			if err := noNulls(l); err != nil {

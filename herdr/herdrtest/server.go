@@ -51,6 +51,7 @@ type config struct {
 	schemaPath   string
 	socketPath   string
 	allowInvalid bool
+	noValidate   bool
 	logLines     bool
 }
 
@@ -98,6 +99,11 @@ func WithSchema(path string) Option { return func(c *config) { c.schemaPath = pa
 // failing the test; they are still answered (invalid_request) and listed by
 // Violations. Use it for tests that send broken requests on purpose.
 func AllowInvalidRequests() Option { return func(c *config) { c.allowInvalid = true } }
+
+// WithoutValidation turns schema validation off: for benchmarks, where
+// validating every line would be measured as the bridge's cost. Tests keep
+// it on.
+func WithoutValidation() Option { return func(c *config) { c.noValidate = true } }
 
 // WithWireLog logs every request, reply and event line through tb.Logf.
 func WithWireLog() Option { return func(c *config) { c.logLines = true } }
@@ -565,7 +571,7 @@ func (s *Server) deliver(conn *net.UnixConn, req *request, reply []byte, f *Faul
 			return false
 		}
 	}
-	if err := s.v.ValidateResponse(reply); err != nil {
+	if err := s.validate(s.v.ValidateResponse, reply); err != nil {
 		s.violation(true, "reply", err, reply)
 	}
 	if err := noNulls(reply); err != nil {
@@ -716,7 +722,7 @@ func (s *Server) methodAvailable(m string) bool {
 // and then decides, like serde would, whether herdr accepts it. Every
 // rejection is invalid_request with id "" (0.8.2 does not recover the id).
 func (s *Server) parseRequest(line []byte) (*request, []byte) {
-	verr := s.v.ValidateRequest(line)
+	verr := s.validate(s.v.ValidateRequest, line)
 	if verr != nil {
 		s.violation(!s.cfg.allowInvalid, "request", verr, line)
 	}
@@ -888,4 +894,12 @@ func okLine(id string, result obj) []byte {
 
 func errorLine(id, code, message string) []byte {
 	return mustMarshal(obj{{"id", id}, {"error", obj{{"code", code}, {"message", message}}}})
+}
+
+// validate applies check to line unless validation is off.
+func (s *Server) validate(check func([]byte) error, line []byte) error {
+	if s.cfg.noValidate {
+		return nil
+	}
+	return check(line)
 }

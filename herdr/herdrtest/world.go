@@ -95,26 +95,28 @@ type pane struct {
 	env       map[string]string // env given at creation
 
 	// agent
-	agent      string // detected/reported label; "" = plain shell
-	known      bool   // a kind herdr recognises (agent.prompt works)
-	name       string
-	state      string // idle|working|blocked|unknown (before the seen mapping)
-	seen       bool
-	seq        uint64 // state_change_seq
-	ready      bool   // interactive_ready
-	pending    bool   // launch_pending
-	managed    bool   // launched by agent.start
-	occupant   int    // bumped when the agent occupant changes
-	preBlock   string
-	queue      []string // prompts whose turns are running or queued
-	turnGen    int
-	reply      func(prompt string) string
-	source     string // pane.report_agent authority
-	reportSeq  uint64
-	startName  string // agent.start intent, consumed by the shell
-	startKind  string
-	submitted  []string
-	dialogText []string
+	agent        string // detected/reported label; "" = plain shell
+	known        bool   // a kind herdr recognises (agent.prompt works)
+	name         string
+	state        string // idle|working|blocked|unknown (before the seen mapping)
+	seen         bool
+	seq          uint64 // state_change_seq
+	ready        bool   // interactive_ready
+	pending      bool   // launch_pending
+	managed      bool   // launched by agent.start
+	occupant     int    // bumped when the agent occupant changes
+	preBlock     string
+	queue        []string // prompts whose turns are running or queued
+	turnGen      int
+	reply        func(prompt string) string
+	source       string // pane.report_agent authority
+	reportSeq    uint64
+	startName    string // agent.start intent, consumed by the shell
+	startKind    string
+	submitted    []string
+	dialogText   []string
+	interrupts   int  // turns a lone Escape stopped
+	deafToEscape bool // IgnoreEscape
 }
 
 // status is the public agent_status (API.md §3: Idle+unseen → done).
@@ -314,7 +316,8 @@ func (s *Server) writeLocked(p *pane, b []byte) {
 			case i+1 < len(b):
 				i += 2 // alt+key
 			default:
-				i++ // esc: agents keep the composer, so nothing to do
+				i++ // a lone Escape: agents keep the composer, and a turn stops
+				s.escapeLocked(p)
 			}
 		case c == '\r':
 			s.enterLocked(p)
@@ -364,6 +367,23 @@ func (s *Server) writeLocked(p *pane, b []byte) {
 		p.dialogText = append(p.dialogText, dialog.String())
 	}
 	s.notifyLocked()
+}
+
+// escapeLocked is an agent's reaction to a lone Escape, as Claude Code and
+// Codex behave: a running turn stops ("Interrupted by user"), and so does
+// one waiting on a permission dialog (the dialog is declined); prompts
+// queued behind it are dropped, and the agent is idle (done while
+// unseen). An idle agent or a shell ignores it.
+func (s *Server) escapeLocked(p *pane) {
+	if p.agent == "" || p.pending || p.deafToEscape || (p.state != "working" && p.state != "blocked") {
+		return
+	}
+	p.queue = nil
+	p.turnGen++ // a scheduled turn end is void
+	p.lines = append(p.lines, "  ⎿  Interrupted by user")
+	p.revision++
+	s.setStateLocked(p, "idle", p.seen)
+	p.interrupts++
 }
 
 // enterLocked is the app's reaction to an Enter key.

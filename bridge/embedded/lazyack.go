@@ -1,0 +1,173 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/store"
+)
+
+// Lazy acks (see ackjournal.go for why): an ack is journaled, then applied
+// to the store by the next group commit. Until then the message is
+// "pending": never delivered again, never expired, not counted in its
+// inbox's depth.
+
+// ackApplyDelay is how long journaled acks wait for a publish to carry
+// them into the store before the writer commits them alone.
+const ackApplyDelay = 100 * time.Millisecond
+
+// lazyAck settles an acked delivery through the journal; a journal that
+// cannot be written falls back to a synchronous commit.
+func (t *Transport) lazyAck(gid string, seq uint64, c *consumer) error {
+	if t.writer.Closed() {
+		return fmt.Errorf("embedded: settle %s/%d: %w", gid, seq, bridge.ErrClosed)
+	}
+	t.pmu.Lock()
+	err := t.journal.Append(encodeAck(ackRec{gid: gid, seq: seq}))
+	first := false
+	if err == nil {
+		set := t.pendAck[gid]
+		if set == nil {
+			set = map[uint64]bool{}
+			t.pendAck[gid] = set
+		}
+		set[seq] = true
+		first = len(t.toApply) == 0
+		t.toApply = append(t.toApply, ackRec{gid: gid, seq: seq})
+	}
+	t.pmu.Unlock()
+	if err != nil {
+		t.log.Warn("ack journal not writable: settling synchronously", "queue", bridge.InboxQueueName(gid), "err", err)
+		return t.settle(gid, seq, "", c)
+	}
+	t.mu.Lock()
+	if ib := t.inboxes[gid]; ib != nil {
+		delete(ib.delivered, seq)
+	}
+	t.mu.Unlock()
+	c.release(seq)
+	if first {
+		t.writer.CommitSoon()
+	}
+	return nil
+}
+
+// pendingAck reports whether gid's message seq is acked but not committed.
+func (t *Transport) pendingAck(gid string, seq uint64) bool {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	return t.pendAck[gid][seq]
+}
+
+// pendingCount is how many of gid's messages are acked, not committed.
+func (t *Transport) pendingCount(gid string) uint64 {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	return uint64(len(t.pendAck[gid]))
+}
+
+// takeAcks hands the journaled acks to a commit (they stay pending until
+// it succeeds: ackCommitted).
+func (t *Transport) takeAcks() []ackRec {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	batch := t.toApply
+	t.toApply = nil
+	return batch
+}
+
+// applyAcks deletes the acked messages in tx.
+func (t *Transport) applyAcks(tx *bolt.Tx, batch []ackRec) error {
+	for _, r := range batch {
+		if _, err := t.removeTx(tx, r.gid, r.seq, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// acksCommitted ends batch's pending state once its commit succeeded (or
+// puts it back to be tried again), and leaves in the journal only what is
+// still to commit.
+func (t *Transport) acksCommitted(batch []ackRec, err error) {
+	if len(batch) == 0 {
+		return
+	}
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	if err != nil {
+		t.log.Warn("acked messages not yet removed from the store: trying again with the next commit", "n", len(batch), "err", err)
+		t.toApply = append(batch, t.toApply...)
+		return
+	}
+	for _, r := range batch {
+		if set := t.pendAck[r.gid]; set != nil {
+			delete(set, r.seq)
+			if len(set) == 0 {
+				delete(t.pendAck, r.gid)
+			}
+		}
+	}
+	keep := make([][]byte, len(t.toApply))
+	for i, r := range t.toApply {
+		keep[i] = encodeAck(r)
+	}
+	if err := t.journal.Rewrite(keep); err != nil {
+		t.log.Warn("ack journal not rewritten: it keeps acks already committed (replaying them deletes nothing)", "err", err)
+	}
+}
+
+// replayAcks applies the acks a previous process journaled and did not
+// commit (Open, before anything is delivered).
+func (t *Transport) replayAcks(path string) error {
+	j, payloads, torn, err := store.OpenJournal(path)
+	if err != nil {
+		return err
+	}
+	t.journal = j
+	if torn > 0 {
+		t.log.Warn("ack journal had a torn tail (an OS crash): those messages are delivered again", "bytes", torn)
+	}
+	var recs []ackRec
+	for _, p := range payloads {
+		if r, ok := decodeAck(p); ok {
+			recs = append(recs, r)
+		}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := t.db.Update(func(tx *bolt.Tx) error { return t.applyAcks(tx, recs) }); err != nil {
+		return fmt.Errorf("embedded: replaying %d journaled acks: %w", len(recs), err)
+	}
+	t.log.Info("journaled acks applied", "n", len(recs))
+	return j.Rewrite(nil)
+}
+
+// Sequence numbers never repeat within an inbox's name, across its
+// deletion and re-declaration: a journaled ack names (gid, seq), and must
+// never name a later message. A deleted inbox raises the floor new inboxes
+// start from.
+var (
+	bktFloor = []byte("seqfloor")
+	keyFloor = []byte("n")
+)
+
+func raiseSeqFloor(tx *bolt.Tx, seq uint64) error {
+	b := tx.Bucket(bktFloor)
+	if cur := getFloor(b); seq <= cur {
+		return nil
+	}
+	return b.Put(keyFloor, binary.BigEndian.AppendUint64(nil, seq))
+}
+
+func getFloor(b *bolt.Bucket) uint64 {
+	if v := b.Get(keyFloor); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}

@@ -1,0 +1,4 @@
+package bridge
+
+// ControlBodyOK exposes controlBodyOK to its fuzz target (bridge_test).
+var ControlBodyOK = controlBodyOK

@@ -1,0 +1,178 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Lifecycle control across hosts: bridge_stop and bridge_interrupt of a
+// worker on another host go to that host's control queue as a STOP or an
+// INTERRUPT, signed by the caller's gateway like a SPAWN. The worker's
+// gateway judges the caller again (its role from signed presence: a
+// worker may act only on itself), acts, and answers with an INJECTED in
+// the worker's name whose body is "<status>: <reason>" (stopped,
+// interrupted, uncertain, …) or a FAILED saying why not. A STOP carries its stop id, which the worker's
+// gateway remembers: a STOP redelivered or retried after it was carried
+// out stops nothing twice.
+//
+// Neither is spooled while the broker is unreachable: a stop or an
+// interrupt that lands minutes later than meant could end work the caller
+// no longer wants ended, so the call fails at once and says to call again.
+
+// StopBody is the body of a STOP.
+type StopBody struct {
+	Target    string `json:"target"` // the worker's gid
+	StopID    string `json:"stopId"`
+	Reason    string `json:"reason,omitempty"`
+	ClosePane *bool  `json:"closePane,omitempty"`
+}
+
+// InterruptBody is the body of an INTERRUPT.
+type InterruptBody struct {
+	Target string `json:"target"` // the worker's gid
+	// Next: a brief with priority next follows; the worker's pane queue
+	// types nothing else until it is typed (or a bound passes).
+	Next bool `json:"next,omitempty"`
+}
+
+// controlTTL bounds how long a STOP or INTERRUPT may wait in its control
+// queue: one that waited longer acts on a situation its caller has left.
+const controlTTL = 2 * time.Minute
+
+// stopRemote sends a STOP for target to its host and waits for the answer.
+func (c *Core) stopRemote(ctx context.Context, st *entState, target Entity, req StopRequest) (*Result, error) {
+	body := StopBody{Target: target.GID, StopID: req.StopID, Reason: req.Reason, ClosePane: req.ClosePane}
+	res, err := c.controlCall(ctx, st, target, KindStop, body)
+	if err != nil {
+		return nil, err
+	}
+	switch res.Status {
+	case StatusPending:
+		res.Next = "bridge_roster shows whether " + target.Addr() + " is gone; call bridge_stop again with stop_id " + req.StopID + " to ask once more (it never stops twice)"
+	case StatusStopped: // a retry here answers at once, even after the worker left the roster
+		c.mem.mark(stopKey(req.StopID), c.cfg.Now().Add(stopMemory))
+	}
+	return res, nil
+}
+
+// controlCall publishes a signed control message of kind about target to
+// target's host and waits (up to MaxWait) for its INJECTED or FAILED.
+func (c *Core) controlCall(ctx context.Context, st *entState, target Entity, kind Kind, body any) (*Result, error) {
+	ct, ok := c.tr.(ControlTransport)
+	if !ok {
+		return nil, userErr("%s is on host %s, which this gateway reaches only through a broker: it runs the embedded transport (this host only)", target.Addr(), target.Host)
+	}
+	raw, _ := json.Marshal(body)
+	env := c.newEnv(kind, st.GID, "control."+target.Host, raw, controlTTL)
+	receipts, done := st.expectReceipt(env.MsgID)
+	defer done()
+	c.sign(env)
+	c.observeEnv(HopPublish, env, target.Host, "published")
+	what := strings.ToLower(string(kind))
+	if err := ct.PublishControl(ctx, target.Host, env); err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			return nil, userErr("%s of %s not sent: the broker is unreachable (%v). A %s is not spooled, since one arriving later could act on work you no longer mean: call again once the broker is back", what, target.Addr(), err, what)
+		}
+		return nil, userErr("%s of %s: %v", what, target.Addr(), err)
+	}
+	res := &Result{Status: StatusPending, MsgID: env.MsgID, Target: target.Addr(),
+		Reason: "no answer from " + target.Host + " yet: its gateway may be slow or down (the " + what + " waits in its control queue for " + controlTTL.String() + ")"}
+	var refused error
+	onReceipt := func(r *Envelope) bool {
+		switch r.Kind {
+		case KindFailed:
+			refused = userErr("%s", string(r.Body))
+			return true
+		case KindInjected:
+			status, reason, _ := strings.Cut(string(r.Body), ": ")
+			res.Status, res.Reason = status, reason
+			return true
+		}
+		return false
+	}
+	if _, err := c.await(ctx, waitSpec{st: st, d: c.cfg.MaxWait, receipts: receipts, onReceipt: onReceipt, what: "waiting for " + target.Host + " to " + what + " " + target.Name}); err != nil {
+		return nil, err
+	}
+	if refused != nil {
+		return nil, refused
+	}
+	return res, nil
+}
+
+// remoteCaller is the entity on another host a control message comes
+// from, as its signed presence shows it; false when it has none (then it
+// may act on nothing here).
+func (c *Core) remoteCaller(env *Envelope) (Entity, bool) {
+	r := c.pres.entry(env.From)
+	if r == nil || r.p.Host != env.Host {
+		return Entity{}, false
+	}
+	return r.entity(), true
+}
+
+// controlTarget is the local worker a control message acts on, checked
+// against its caller's rights.
+func (c *Core) controlTarget(env *Envelope, gid, what string) (caller Entity, target *entState, err error) {
+	caller, ok := c.remoteCaller(env)
+	if !ok {
+		return Entity{}, nil, errors.New("refused: the caller " + env.From + " has no signed presence on " + env.Host)
+	}
+	target = c.reg.get(gid)
+	if target == nil {
+		return caller, nil, errors.New("no worker " + gid + " on " + c.cfg.Host + ": it was stopped or removed already")
+	}
+	if err := mayControl(what, caller, target.view()); err != nil {
+		return caller, nil, err
+	}
+	return caller, target, nil
+}
+
+// runRemoteStop carries out a STOP another host sent, answers it, marks it
+// handled and acks it.
+func (c *Core) runRemoteStop(d Delivery) {
+	defer c.wg.Done()
+	env := d.Env
+	var body StopBody
+	_ = json.Unmarshal(env.Body, &body) // checked by admitControl
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), time.Minute)
+	defer cancel()
+	var res *Result
+	var err error
+	if body.Reason != "" {
+		err = checkText("reason", body.Reason)
+	}
+	if err == nil && c.mem.has(stopKey(body.StopID)) {
+		res = stoppedBefore(StopRequest{Target: body.Target, StopID: body.StopID})
+	} else if err == nil {
+		var caller Entity
+		if caller, _, err = c.controlTarget(env, body.Target, "bridge_stop"); err == nil {
+			res, err = c.stopLocal(ctx, caller.Addr(), body.Target, StopRequest{Target: body.Target, Reason: body.Reason, ClosePane: body.ClosePane, StopID: body.StopID})
+		}
+	}
+	c.answerControl(d, body.Target, res, err)
+}
+
+// answerControl tells a control message's caller how it ended, marks it
+// handled and acks it: an INJECTED "<status>: <reason>" in the name of the
+// worker it acted on (worker, whose binding to this host outlives its
+// removal), or a FAILED with the error from the gateway itself (the one
+// kind a gateway speaks for itself: verify.go).
+func (c *Core) answerControl(d Delivery, worker string, res *Result, err error) {
+	env := d.Env
+	from, kind, body := GatewayGID(c.cfg.Host), KindFailed, ""
+	if err != nil {
+		body = err.Error()
+		c.log.Warn("remote control refused or failed", LogKind, env.Kind, LogMsgID, env.MsgID, LogFrom, env.From, LogReason, body)
+	} else {
+		from, kind, body = worker, KindInjected, res.Status+": "+res.Reason
+		c.log.Info("remote control done", LogKind, env.Kind, LogMsgID, env.MsgID, LogFrom, env.From, "status", res.Status)
+	}
+	c.publishAll([]outMsg{c.receiptFor(kind, from, env, body)})
+	c.mem.markEnv("control:"+env.MsgID, env)
+	if err := d.Acker.Ack(); err != nil {
+		c.log.Warn("control message ack failed", LogKind, env.Kind, LogMsgID, env.MsgID, "err", err)
+	}
+}

@@ -1,0 +1,169 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Lazy request records: the record of an idempotent call is written on
+// the call's path, right after its message went out. Committing it there
+// cost a send a second fsync. Instead it goes to state.db's journal (one
+// write(2): a crashed process loses nothing) and is committed within
+// lazyCommitDelay, off the call's path. An OS crash or power loss can lose
+// the last records: a retry of such a call after it publishes again
+// (at-least-once, as without a request id).
+
+// lazyCommitDelay is how long journaled records wait to be committed
+// together.
+const lazyCommitDelay = 100 * time.Millisecond
+
+// journalSuffix names the journal beside the state file.
+const journalSuffix = ".journal"
+
+type lazyPuts struct {
+	mu         sync.Mutex
+	journal    *Journal
+	pending    map[string][]byte // request key → record, not yet committed
+	committing map[string][]byte // taken by the commit under way
+	timer      *time.Timer
+	closed     bool
+}
+
+// openLazy opens the journal and commits what a previous process left in
+// it.
+func (s *Store) openLazy() error {
+	j, payloads, _, err := OpenJournal(s.path + journalSuffix)
+	if err != nil {
+		return err
+	}
+	s.lazy = &lazyPuts{journal: j, pending: map[string][]byte{}}
+	if len(payloads) == 0 {
+		return nil
+	}
+	// in append order: a later version of a record wins
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		for _, p := range payloads {
+			if err := putRequestTx(tx, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		j.Close()
+		return fmt.Errorf("bridge: replaying %d journaled request ids into %s: %w", len(payloads), s.path, err)
+	}
+	return j.Rewrite(nil)
+}
+
+func putRequestTx(tx *bolt.Tx, raw []byte) error {
+	var r Request
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil // not a record of ours: nothing to restore
+	}
+	b, err := tx.CreateBucketIfNotExists(bktRequests)
+	if err != nil {
+		return err
+	}
+	return b.Put(requestKey(r.GID, r.ID), raw)
+}
+
+// PutRequestLazy records (or updates) an idempotent call like PutRequest,
+// safe against a process crash at once and committed within
+// lazyCommitDelay. A journal that cannot be written commits at once.
+func (s *Store) PutRequestLazy(r Request) error {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	l := s.lazy
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return fmt.Errorf("bridge: state file closed")
+	}
+	if err := l.journal.Append(raw); err != nil {
+		l.mu.Unlock()
+		return s.PutRequest(r)
+	}
+	l.pending[string(requestKey(r.GID, r.ID))] = raw
+	if l.timer == nil {
+		l.timer = time.AfterFunc(lazyCommitDelay, func() { s.commitLazy() })
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// pendingRequests copies the journaled records not yet committed.
+func (s *Store) pendingRequests() map[string][]byte {
+	l := s.lazy
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string][]byte, len(l.pending)+len(l.committing))
+	for k, raw := range l.committing {
+		out[k] = raw
+	}
+	for k, raw := range l.pending {
+		out[k] = raw
+	}
+	return out
+}
+
+// commitLazy commits the journaled records in one transaction. The
+// journal is emptied only when nothing was added meanwhile: a replay
+// applies records in order, so a journal that keeps older versions
+// behind newer ones must keep them all.
+func (s *Store) commitLazy() {
+	l := s.lazy
+	l.mu.Lock()
+	batch := l.pending
+	l.pending, l.committing = map[string][]byte{}, batch
+	l.timer = nil
+	l.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	err := s.update(func(tx *bolt.Tx) error {
+		for _, raw := range batch {
+			if err := putRequestTx(tx, raw); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.committing = nil
+	if err != nil {
+		for k, raw := range batch { // tried again with the next ones
+			if _, newer := l.pending[k]; !newer {
+				l.pending[k] = raw
+			}
+		}
+		if l.timer == nil && !l.closed {
+			l.timer = time.AfterFunc(time.Second, func() { s.commitLazy() })
+		}
+		return
+	}
+	if len(l.pending) == 0 {
+		_ = l.journal.Rewrite(nil) // a failure leaves records that replay harmlessly
+	}
+}
+
+// closeLazy commits what is pending and closes the journal.
+func (s *Store) closeLazy() error {
+	l := s.lazy
+	l.mu.Lock()
+	l.closed = true
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	l.mu.Unlock()
+	s.commitLazy()
+	return l.journal.Close()
+}
