@@ -16,6 +16,12 @@ import (
 // production default (prefetch 1024, caps, TTLs, a discarding logger).
 func benchCore(b *testing.B, opts embedded.Options) (c *bridge.Core, lead, worker bridge.Entity) {
 	b.Helper()
+	return benchCoreWith(b, opts, nil)
+}
+
+// benchCoreWith is benchCore with its Config changed by mod first.
+func benchCoreWith(b *testing.B, opts embedded.Options, mod func(*bridge.Config)) (c *bridge.Core, lead, worker bridge.Entity) {
+	b.Helper()
 	dir := b.TempDir()
 	tr, err := embedded.Open(filepath.Join(dir, "transport.db"), opts)
 	if err != nil {
@@ -26,7 +32,11 @@ func benchCore(b *testing.B, opts embedded.Options) (c *bridge.Core, lead, worke
 		tr.Close()
 		b.Fatal(err)
 	}
-	c, err = bridge.New(bridge.Config{Host: "bench", Transport: tr, Store: st})
+	cfg := bridge.Config{Host: "bench", Transport: tr, Store: st}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err = bridge.New(cfg)
 	if err != nil {
 		st.Close()
 		tr.Close()
@@ -90,6 +100,32 @@ func BenchmarkCoreSendDrain(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			c, lead, worker := benchCore(b, v.opts)
 			for range 3 { // warm up: first commits grow the file and the page cache
+				sendDrain(b, c, lead, worker, body)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				sendDrain(b, c, lead, worker, body)
+			}
+		})
+	}
+}
+
+// BenchmarkSendDrainHistory is BenchmarkCoreSendDrain (nosync, so the
+// history's own cost is not hidden behind the fsync) with every entity's
+// history off and on: the send path only queues a record, so the two
+// should be close.
+func BenchmarkSendDrainHistory(b *testing.B) {
+	const body = "done: built the thing, 3 files changed, tests pass"
+	for _, on := range []bool{false, true} {
+		name := map[bool]string{false: "off", true: "on"}[on]
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir()
+			c, lead, worker := benchCoreWith(b, embedded.Options{NoSync: true}, func(cfg *bridge.Config) {
+				if on {
+					cfg.History = bridge.HistoryConfig{Dir: filepath.Join(dir, "history"), All: true}
+				}
+			})
+			for range 3 {
 				sendDrain(b, c, lead, worker, body)
 			}
 			b.ReportAllocs()

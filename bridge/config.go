@@ -48,6 +48,11 @@ type Config struct {
 	// Panes starts spawned workers in new panes. nil: this host cannot
 	// spawn (it can still ask other hosts to).
 	Panes PaneStarter
+	// Spawn bounds spawning here: how many workers, and what a caller may
+	// choose per profile (spawnpolicy.go).
+	Spawn SpawnLimits
+	// History keeps entities' transcripts (history.go); Dir empty: none.
+	History HistoryConfig
 
 	// Trust (SPEC §3, §8). With a Verifier, every delivery must carry a
 	// signature valid under its host's trusted key and a from that lives on
@@ -107,6 +112,7 @@ func (c *Config) defaults() {
 	if c.SeenSize <= 0 {
 		c.SeenSize = 65536
 	}
+	c.History.defaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

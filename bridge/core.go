@@ -15,7 +15,7 @@
 // (briefs waiting for their pane, each typed by its pane's one runner
 // goroutine). Lock order: regMu → presence.pub → an entity's mu → any one
 // leaf lock (registry, gate, memory, ledger, requests, presence, nudges,
-// spawns, pane queues, and the store's own, which turn records are written
+// spawns, spawn slots, history, pane queues, and the store's own, which turn records are written
 // under); a leaf lock is never held while another lock is taken.
 package bridge
 
@@ -46,9 +46,11 @@ type Core struct {
 	pres   *presence
 	nudges nudgeSet
 	spawns spawnClaims
+	slots  spawnSlots
 	claims nameClaims // live stdio sessions' names (claim.go)
 	queues paneQueues
 	spills *spiller
+	hist   *historyLog // nil: no history
 
 	unmapped time.Time // when the sweeper last released the state file's pages (sweep goroutine only)
 
@@ -74,12 +76,16 @@ func New(cfg Config) (*Core, error) {
 	if !ValidHost(cfg.Host) {
 		return nil, fmt.Errorf("bridge: host id %q is not valid (letters, digits, '.', '_', '-'; at most 63)", cfg.Host)
 	}
-	return &Core{
+	c := &Core{
 		cfg: cfg, log: cfg.Logger, tr: cfg.Transport, st: cfg.Store,
 		reg: newRegistry(), gate: newGate(), mem: newMemory(cfg.SeenSize, cfg.MessageTTL, cfg.ClockSkew),
 		ledger: newLedger(cfg.Store, cfg.Logger), reqs: newRequests(cfg.Store, cfg.Logger),
 		turns: &turnBook{st: cfg.Store, log: cfg.Logger}, pres: newPresence(), spills: newSpiller(cfg.Prefetch),
-	}, nil
+	}
+	if cfg.History.Dir != "" {
+		c.hist = newHistoryLog(cfg.History, cfg.Logger, cfg.Now, c.nameOf)
+	}
+	return c, nil
 }
 
 // Host is this gateway's host id.
@@ -118,6 +124,10 @@ func (c *Core) Start(ctx context.Context) error {
 	if err := c.startQueues(); err != nil {
 		return fmt.Errorf("bridge: restart the pane queues: %w", err)
 	}
+	if c.hist != nil {
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); c.hist.run(c.ctx) }()
+	}
 	c.wg.Add(3)
 	go c.spillLoop()
 	go c.every(c.cfg.SweepEvery, c.sweep)
@@ -150,6 +160,9 @@ func (c *Core) load() (int, error) {
 		st.tokens = se.Tokens
 		st.lastSeen, st.savedSeen = c.seenAtLoad(se.LastSeen), se.LastSeen
 		c.reg.put(st, se.Tokens)
+		if se.Profile != "" { // a spawned worker: it holds its slot across the restart
+			c.slots.bind(se.GID, se.Profile)
+		}
 		sts = append(sts, st)
 	}
 	if err := c.loadTurns(c.startedAt); err != nil {
@@ -284,7 +297,8 @@ func (c *Core) attachInbox(st *entState) error {
 
 // entityOf and storedOf convert between an entity and its stored record.
 func entityOf(r store.Entity) Entity {
-	return Entity{GID: r.GID, Name: r.Name, Host: r.Host, Role: Role(r.Role), Groups: r.Groups, PaneID: r.PaneID, Registered: r.Registered, Spawned: r.Spawned}
+	return Entity{GID: r.GID, Name: r.Name, Host: r.Host, Role: Role(r.Role), Groups: r.Groups, PaneID: r.PaneID, Registered: r.Registered,
+		Profile: r.Profile, History: r.History, Spawned: r.Spawned}
 }
 
 // record is st's stored record (st.mu held).
@@ -296,5 +310,5 @@ func (st *entState) record() store.Entity {
 
 func storedOf(e Entity, tokens []string) store.Entity {
 	return store.Entity{GID: e.GID, Name: e.Name, Host: e.Host, Role: string(e.Role), Groups: append([]string(nil), e.Groups...),
-		PaneID: e.PaneID, Registered: e.Registered, Tokens: append([]string(nil), tokens...), Spawned: e.Spawned}
+		PaneID: e.PaneID, Registered: e.Registered, Tokens: append([]string(nil), tokens...), Profile: e.Profile, History: e.History, Spawned: e.Spawned}
 }

@@ -39,6 +39,7 @@ func (c *Core) deliver(gid string, d Delivery) {
 	if st == nil {
 		return
 	}
+	c.recordIn(st, d.Env)
 	var a arrival
 	switch env := d.Env; env.Kind {
 	case KindAsk:

@@ -42,6 +42,11 @@ type Entity struct {
 	// Spawned: bridge_spawn started it in its pane (bridge_stop closes
 	// that pane by default).
 	Spawned bool `json:"spawned,omitempty"`
+	// Profile is the spawn profile a spawned worker was started from
+	// (it counts against the spawn limits while it is registered).
+	Profile string `json:"profile,omitempty"`
+	// History: the entity's messages are kept in its history (history.go).
+	History bool `json:"history,omitempty"`
 }
 
 // Addr is the entity's fully qualified name.

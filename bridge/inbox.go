@@ -3,6 +3,7 @@ package bridge
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,6 +16,7 @@ import (
 type entState struct {
 	mu sync.Mutex
 	Entity
+	histOn  atomic.Bool // Entity.History, read without mu by the publish path
 	tokens  []string
 	sub     Subscription
 	removed bool // dropped from the registry: deliveries treat it as gone
@@ -51,7 +53,7 @@ type briefRef struct {
 }
 
 func newEntState(e Entity, book *turnBook) *entState {
-	return &entState{
+	st := &entState{
 		Entity:   e,
 		book:     book,
 		heldByID: map[msgKey]*heldMsg{},
@@ -60,6 +62,8 @@ func newEntState(e Entity, book *turnBook) *entState {
 		askByMsg: map[string]*askTurn{},
 		turns:    map[string]*recvTurn{},
 	}
+	st.histOn.Store(e.History)
+	return st
 }
 
 // Addr is name@host without taking mu: GID, Name and Host never change

@@ -43,6 +43,7 @@ func (c *Core) publishSpool(ctx context.Context, key string, env *Envelope, mand
 		c.observeEnv(HopPublish, env, key, "published")
 	}
 	c.publishedFor(ctx, env)
+	c.recordOut(env)
 	return spooled, nil
 }
 

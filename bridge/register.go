@@ -32,6 +32,11 @@ type RegisterRequest struct {
 	// Spawned marks a worker bridge_spawn started (a new entity only):
 	// bridge_stop closes its pane by default.
 	Spawned bool
+	// Profile marks a spawned worker with its spawn profile (spawn only).
+	Profile string
+	// History turns the entity's history on or off; nil leaves it as it
+	// was (off for a new entity).
+	History *bool
 }
 
 const maxTokensPerEntity = 32
@@ -93,6 +98,9 @@ func (c *Core) register(ctx context.Context, req RegisterRequest, check func(gid
 	st.savedSeen = rec.LastSeen
 	st.mu.Unlock()
 	c.reg.put(st, tokens)
+	if rec.Profile != "" {
+		c.slots.bind(rec.GID, rec.Profile)
+	}
 	if err := c.attachInbox(st); err != nil {
 		return Entity{}, "", err
 	}
@@ -128,6 +136,13 @@ func (c *Core) entityFor(req RegisterRequest, groups []string) (*entState, error
 		if req.PaneID != "" {
 			st.PaneID = req.PaneID
 		}
+		if req.Profile != "" {
+			st.Profile = req.Profile
+		}
+		if req.History != nil {
+			st.History = *req.History
+			st.histOn.Store(*req.History)
+		}
 		st.mu.Unlock()
 		return st, nil
 	}
@@ -138,7 +153,12 @@ func (c *Core) entityFor(req RegisterRequest, groups []string) (*entState, error
 	if other := c.reg.get(gid); other != nil {
 		return nil, userErr("gid %s is taken by %s", gid, other.Name)
 	}
-	return newEntState(Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC(), Spawned: req.Spawned}, c.turns), nil
+	e := Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC(),
+		Profile: req.Profile, Spawned: req.Spawned}
+	if req.History != nil {
+		e.History = *req.History
+	}
+	return newEntState(e, c.turns), nil
 }
 
 func normGroups(in []string) ([]string, error) {
@@ -204,7 +224,17 @@ func (c *Core) remove(ctx context.Context, st *entState) error {
 		return fmt.Errorf("bridge: delete what was held for %s: %w", st.Name, err)
 	}
 	c.publishPresence([]Presence{{GID: gid, Name: st.Name, Host: c.cfg.Host, Gone: true}})
-	return c.st.DeleteEntity(gid)
+	if err := c.st.DeleteEntity(gid); err != nil {
+		return err
+	}
+	c.slots.free(gid)  // once it is gone from the store: a restart would count it again
+	if c.hist != nil { // its transcript goes with it: nobody can read it any more
+		_ = c.hist.flush(ctx) // what it sent last is not written after the purge
+		if _, err := c.hist.purge(st.Name); err != nil {
+			c.log.Warn("history of a removed entity not deleted", LogGID, gid, "err", err)
+		}
+	}
+	return nil
 }
 
 // Authenticate maps a bearer token to its entity: the index finds the

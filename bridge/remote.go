@@ -14,23 +14,33 @@ import (
 type SpawnBody struct {
 	Profile string `json:"profile"`
 	Name    string `json:"name,omitempty"`
+	// the caller's choices, checked by the receiving host against its own
+	// profile's policy
+	SpawnChoice
 }
 
 // spawnRemote sends SPAWN to req.Host, waits for the worker to appear in
 // the roster, then briefs it from here (the brief is the caller's own
 // message, so it is published, and signed, by the caller's gateway).
 func (c *Core) spawnRemote(ctx context.Context, caller string, req SpawnRequest) (*Result, error) {
-	res, err := c.RemoteSpawn(ctx, caller, req.Host, SpawnBody{Profile: req.Profile, Name: req.Name}, req.SpawnID, c.cfg.MaxWait)
+	ph := newPhases(c.cfg.Now)
+	res, err := c.remoteSpawn(ctx, caller, req.Host, SpawnBody{Profile: req.Profile, Name: req.Name, SpawnChoice: req.Choice}, req.SpawnID, c.cfg.MaxWait, ph)
 	if err != nil || res.Status != StatusConfirmed || req.Brief == "" {
 		return res, err
 	}
-	return c.briefSpawned(ctx, caller, req.SpawnID, req.Brief)
+	return c.briefSpawned(ctx, caller, req.SpawnID, req.Brief, ph)
 }
 
 // RemoteSpawn asks host to start profile as a worker named name with gid
 // spawnID. It returns when the worker appears in the roster, when the host
 // reports FAILED, or when wait (capped at MaxWait) runs out (pending).
 func (c *Core) RemoteSpawn(ctx context.Context, caller, host string, body SpawnBody, spawnID string, wait time.Duration) (*Result, error) {
+	return c.remoteSpawn(ctx, caller, host, body, spawnID, wait, newPhases(c.cfg.Now))
+}
+
+// remoteSpawn is RemoteSpawn recording its phases in ph: the SPAWN sent,
+// the worker ready (seen in the roster).
+func (c *Core) remoteSpawn(ctx context.Context, caller, host string, body SpawnBody, spawnID string, wait time.Duration, ph *phases) (*Result, error) {
 	st, err := c.caller(caller)
 	if err != nil {
 		return nil, err
@@ -52,12 +62,14 @@ func (c *Core) RemoteSpawn(ctx context.Context, caller, host string, body SpawnB
 	if err := ct.PublishControl(ctx, host, env); err != nil {
 		return nil, userErr("spawn on %s: %v", host, err)
 	}
+	ph.passed(PhaseSpawnSent)
 	res := &Result{Status: StatusPending, MsgID: env.MsgID, SpawnID: spawnID, Target: body.Name + "@" + host}
 	ready := func() bool {
 		r := c.pres.entry(spawnID)
 		if r != nil {
 			res.Status, res.Target = StatusConfirmed, r.p.Name+"@"+r.p.Host
 			res.Reason = "worker ready on " + host
+			ph.passed(PhaseReady)
 		}
 		return r != nil
 	}
@@ -70,6 +82,7 @@ func (c *Core) RemoteSpawn(ctx context.Context, caller, host string, body SpawnB
 	if _, err := c.await(ctx, waitSpec{st: st, d: c.capWait(wait), done: ready, every: 50 * time.Millisecond, receipts: receipts, onReceipt: failed}); err != nil {
 		return nil, err
 	}
+	res.Phases = ph.all()
 	if res.Status == StatusPending {
 		res.Reason = "the spawn is under way on " + host
 		res.Next = "bridge_roster shows the worker (gid " + spawnID + ") once it is ready; a FAILED is held for you if it fails"
@@ -169,7 +182,7 @@ func (c *Core) runRemoteSpawn(d Delivery) {
 	var body SpawnBody
 	_ = json.Unmarshal(env.Body, &body) // checked by admitControl
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 3*time.Minute)
-	req, err := SpawnRequest{Profile: body.Profile, Name: body.Name, SpawnID: env.SpawnID}.normalized()
+	req, err := SpawnRequest{Profile: body.Profile, Name: body.Name, SpawnID: env.SpawnID, Choice: body.SpawnChoice}.normalized()
 	var res *Result
 	if err == nil {
 		res, err = c.spawnLocal(ctx, "", req)

@@ -60,6 +60,8 @@ type Result struct {
 	TraceID  string       `json:"traceId,omitempty"`
 	TurnID   string       `json:"turnId,omitempty"`
 	SpawnID  string       `json:"spawnId,omitempty"` // bridge_spawn: the new worker's gid
+	Phases   []SpawnPhase `json:"phases,omitempty"`  // bridge_spawn: the steps it went through
+	History  *HistoryView `json:"history,omitempty"` // bridge_history
 	Target   string       `json:"target,omitempty"`
 	Reason   string       `json:"reason,omitempty"`
 	Messages []Message    `json:"messages,omitempty"`

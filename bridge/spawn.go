@@ -36,6 +36,22 @@ type PaneWorker struct {
 	Profile string
 	Name    string
 	GID     string // the spawnId
+	// Cwd replaces the profile's cwd when set (checked against the
+	// profile's roots by the core, symlinks evaluated).
+	Cwd string
+	// Args are added to the profile's args (or command), from the
+	// profile's allowlists.
+	Args []string
+	// Phase, if set, is told each phase the start passes (PhasePaneCreated,
+	// PhaseAgentStarted, PhaseReady).
+	Phase func(phase string)
+}
+
+// Passed tells w's Phase that phase was passed.
+func (w PaneWorker) Passed(phase string) {
+	if w.Phase != nil {
+		w.Phase(phase)
+	}
 }
 
 // PaneStarted is a started worker's pane.
@@ -51,6 +67,9 @@ type SpawnRequest struct {
 	Name    string // default <profile>-<4 hex>
 	Brief   string // typed into the new worker once it is ready
 	SpawnID string // a UUID; default a new one
+	// Choice is the cwd, repo worktree, model and args the caller chose,
+	// each allowed by the profile's policy.
+	Choice SpawnChoice
 }
 
 // spawnClaims serializes spawns of one spawnId or name. Its lock is a leaf.
@@ -156,9 +175,15 @@ func defaultWorkerName(profile string) string {
 	return profile + "-" + hex.EncodeToString(b[:])
 }
 
-// spawnLocal starts a worker on this host, then briefs it.
+// spawnLocal starts a worker on this host, then briefs it: the choice is
+// checked against the profile's policy, a slot is reserved against the
+// limits, then the worker is started and registered.
 func (c *Core) spawnLocal(ctx context.Context, caller string, req SpawnRequest) (*Result, error) {
 	if err := c.checkLocalSpawn(req); err != nil {
+		return nil, err
+	}
+	plan, err := c.cfg.Spawn.plan(req.Profile, req.Choice)
+	if err != nil {
 		return nil, err
 	}
 	release, err := c.spawns.claim(ctx, "id:"+req.SpawnID, "name:"+req.Name)
@@ -175,24 +200,63 @@ func (c *Core) spawnLocal(ctx context.Context, caller string, req SpawnRequest) 
 	if _, err := c.Resolve(req.Name); err == nil {
 		return nil, userErr("an entity named %s already exists here: pick another name", Clip(req.Name))
 	}
-	res := &Result{SpawnID: req.SpawnID, Target: req.Name + "@" + c.cfg.Host}
-	started, err := c.cfg.Panes.StartPane(ctx, PaneWorker{Profile: req.Profile, Name: req.Name, GID: req.SpawnID})
+	free, err := c.slots.reserve(c.cfg.Spawn, req.Profile)
 	if err != nil {
-		res.Status, res.Reason = StatusFailed, err.Error()
-		return res, nil
-	}
-	e, _, err := c.Register(ctx, RegisterRequest{Name: req.Name, Role: RoleWorker, Groups: started.Groups, PaneID: started.Pane, GID: req.SpawnID, NoToken: true, Spawned: true})
-	if err != nil {
-		_ = c.cfg.Panes.ClosePane(context.WithoutCancel(ctx), started.Pane) // no orphan agent
 		return nil, err
+	}
+	defer free() // after the worker is registered it counts by its gid
+	ph := newPhases(c.cfg.Now)
+	res := &Result{SpawnID: req.SpawnID, Target: req.Name + "@" + c.cfg.Host}
+	e, failure, err := c.startWorker(ctx, req, plan, ph)
+	res.Phases = ph.all()
+	switch {
+	case err != nil:
+		return nil, err
+	case failure != "":
+		res.Status, res.Reason = StatusFailed, failure
+		return res, nil
 	}
 	res.Target = e.Addr()
 	if req.Brief == "" {
 		res.Status = StatusConfirmed
-		res.Reason = "worker ready in pane " + started.Pane
+		res.Reason = "worker ready in pane " + e.PaneID
 		return res, nil
 	}
-	return c.briefSpawned(ctx, caller, e.GID, req.Brief)
+	return c.briefSpawned(ctx, caller, e.GID, req.Brief, ph)
+}
+
+// startWorker makes the planned worktree, starts the pane and registers
+// the worker; a pane that fails to start is a failure (its reason), not
+// an error. What it made is undone when it does not get to the end.
+func (c *Core) startWorker(ctx context.Context, req SpawnRequest, plan spawnPlan, ph *phases) (Entity, string, error) {
+	w := PaneWorker{Profile: req.Profile, Name: req.Name, GID: req.SpawnID, Cwd: plan.cwd, Args: plan.args, Phase: ph.passed}
+	undo := func() {}
+	if plan.worktree != "" {
+		path, err := addWorktree(ctx, c.cfg.Spawn.WorktreeDir, plan.worktree, req.Name)
+		if err != nil {
+			return Entity{}, "", err
+		}
+		ph.passed(PhaseWorktree)
+		w.Cwd = path
+		undo = func() {
+			if err := removeWorktree(context.WithoutCancel(ctx), plan.worktree, path, req.Name); err != nil {
+				c.log.Warn("the worktree of a failed spawn was not removed", "path", path, "err", err)
+			}
+		}
+	}
+	started, err := c.cfg.Panes.StartPane(ctx, w)
+	if err != nil {
+		undo()
+		return Entity{}, err.Error(), nil
+	}
+	e, _, err := c.Register(ctx, RegisterRequest{Name: req.Name, Role: RoleWorker, Groups: started.Groups, PaneID: started.Pane, GID: req.SpawnID, NoToken: true, Profile: req.Profile, Spawned: true})
+	if err != nil {
+		_ = c.cfg.Panes.ClosePane(context.WithoutCancel(ctx), started.Pane) // no orphan agent
+		undo()
+		return Entity{}, "", err
+	}
+	ph.passed(PhaseRegistered)
+	return e, "", nil
 }
 
 // checkLocalSpawn refuses what this host cannot start.
@@ -211,11 +275,12 @@ func (c *Core) checkLocalSpawn(req SpawnRequest) error {
 }
 
 // briefSpawned sends a new worker its first brief, from the caller.
-func (c *Core) briefSpawned(ctx context.Context, caller, spawnID, brief string) (*Result, error) {
+func (c *Core) briefSpawned(ctx context.Context, caller, spawnID, brief string, ph *phases) (*Result, error) {
 	sent, err := c.Send(ctx, caller, SendRequest{Target: spawnID, Message: brief}, nil)
 	if err != nil {
 		return nil, err
 	}
-	sent.SpawnID = spawnID
+	ph.briefPhase(sent.Status)
+	sent.SpawnID, sent.Phases = spawnID, ph.all()
 	return sent, nil
 }

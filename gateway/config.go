@@ -18,7 +18,13 @@ import (
 type FileConfig struct {
 	// Profiles are the workers bridge_spawn can start on this host.
 	Profiles map[string]herdr.Profile `json:"profiles,omitempty"`
-	Herdr    HerdrConfig              `json:"herdr"`
+	// MaxWorkers caps the spawned workers registered on this host at once
+	// (0: no cap); each profile may have its own maxWorkers too. A spawn
+	// past a cap is refused at once, naming the cap and the count.
+	MaxWorkers int         `json:"maxWorkers,omitempty"`
+	Herdr      HerdrConfig `json:"herdr"`
+	// History is the opt-in per-entity transcript (HistoryConfig).
+	History HistoryConfig `json:"history"`
 	// InboxMaxLength caps each inbox (default 10000); past it sends are
 	// refused with "inbox full" and the message is dead-lettered. On a
 	// broker, changing it for an existing inbox is refused at startup
@@ -79,6 +85,19 @@ type HerdrConfig struct {
 	InjectWait Duration `json:"injectWait,omitempty"`
 }
 
+// HistoryConfig sets the history kept of entities' messages, in
+// <state dir>/history/<name>.jsonl (mode 0600).
+type HistoryConfig struct {
+	// All keeps every local entity's history (as --history does); without
+	// it only entities registered with --history have one.
+	All bool `json:"all,omitempty"`
+	// MaxBytes caps one entity's history (default 16 MiB): past it the
+	// oldest entries go.
+	MaxBytes int64 `json:"maxBytes,omitempty"`
+	// MaxAge: older entries are dropped (default 720h, 30 days).
+	MaxAge Duration `json:"maxAge,omitempty"`
+}
+
 // Duration is a time.Duration written as "30s".
 type Duration time.Duration
 
@@ -119,6 +138,9 @@ func LoadFile(path string, required bool) (FileConfig, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if c.MaxWorkers < 0 {
+		return c, fmt.Errorf("config %s: maxWorkers %d is negative", path, c.MaxWorkers)
 	}
 	for name, p := range c.Profiles {
 		if err := p.Validate(name); err != nil {

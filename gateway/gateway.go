@@ -51,9 +51,12 @@ type Config struct {
 	// TrustReload is how often a running gateway looks for trust file
 	// changes (default 2s).
 	TrustReload time.Duration
-	File        FileConfig    // the configuration file's settings (LoadFile)
-	Core        bridge.Config // tuning; Transport, Store, Host, Logger and the trust fields are set by Open
-	Logger      *slog.Logger  // nil: discard
+	// History keeps every local entity's history (--history); File.History
+	// may too.
+	History bool
+	File    FileConfig    // the configuration file's settings (LoadFile)
+	Core    bridge.Config // tuning; Transport, Store, Host, Logger and the trust fields are set by Open
+	Logger  *slog.Logger  // nil: discard
 
 	unsigned bool // benchmarks only: no signing, no verification (the cost of trust, measured)
 }
@@ -112,6 +115,8 @@ const (
 	InfoName  = "gateway.json"
 	stateName = "state.db"
 	queueName = "transport.db"
+	// historyDir is the state dir's directory of entity histories.
+	historyDir = "history"
 )
 
 // Open opens the state (transport, store, keys, audit log), starts the
@@ -300,7 +305,22 @@ func (g *Gateway) coreConfig() bridge.Config {
 	if cfg.ReapAfter == 0 {
 		cfg.ReapAfter = time.Duration(g.cfg.File.ReapAfter)
 	}
+	cfg.Spawn = g.spawnLimits()
+	hc := g.cfg.File.History
+	cfg.History = bridge.HistoryConfig{Dir: filepath.Join(g.cfg.StateDir, historyDir), All: g.cfg.History || hc.All,
+		MaxBytes: hc.MaxBytes, MaxAge: time.Duration(hc.MaxAge)}
 	return cfg
+}
+
+// spawnLimits are the configuration's caps and per-profile policies, with
+// worktrees made under the state dir.
+func (g *Gateway) spawnLimits() bridge.SpawnLimits {
+	l := bridge.SpawnLimits{MaxWorkers: g.cfg.File.MaxWorkers, Profiles: map[string]bridge.ProfilePolicy{},
+		WorktreeDir: filepath.Join(g.cfg.StateDir, "worktrees")}
+	for name, p := range g.cfg.File.Profiles {
+		l.Profiles[name] = p.ProfilePolicy
+	}
+	return l
 }
 
 // wireHerdr gives the core what it needs of herdr, all in its Config: the

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 	"github.com/herdbridge/herdbridge/herdr"
@@ -322,4 +323,43 @@ func TestHerdrSpawnNeverReady(t *testing.T) {
 		t.Fatal("a failed spawn registered an entity")
 	}
 	gatewaytest.Eventually(t, 3*time.Second, "the stuck pane closed", func() bool { return len(fake.PaneIDs()) == before })
+}
+
+// TestHerdrSpawnBounded: a spawn lists its phases; past the profile's
+// maxWorkers it is refused at once, naming the limit and the count; a cwd
+// outside the profile's roots is refused.
+func TestHerdrSpawnBounded(t *testing.T) {
+	fake := herdrtest.New(t)
+	fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
+	root := t.TempDir()
+	g := startHerdrGateway(t, fake, func(c *gateway.Config) {
+		c.File.MaxWorkers = 5
+		c.File.Profiles = map[string]herdr.Profile{
+			"reviewer": {Kind: "claude", ProfilePolicy: bridge.ProfilePolicy{MaxWorkers: 1, Roots: []string{root}}},
+		}
+	})
+	p := gatewaytest.HTTPConn(t, g, "lead", "primary")
+	if r := p.Call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "out", "cwd": "/etc"}); !r.IsError || !strings.Contains(r.Text, "outside profile reviewer's roots") {
+		t.Fatalf("cwd outside the roots: %+v %s", r.Result, r.Text)
+	}
+	r := p.Call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "rev-1", "cwd": root, "brief": "Review it."})
+	if r.IsError || r.Status != "submitted" {
+		t.Fatalf("spawn: %+v %s", r.Result, r.Text)
+	}
+	var phases []string
+	for _, ph := range r.Phases {
+		phases = append(phases, ph.Phase)
+	}
+	want := []string{bridge.PhasePaneCreated, bridge.PhaseAgentStarted, bridge.PhaseReady, bridge.PhaseRegistered, bridge.PhaseBriefTyped}
+	if strings.Join(phases, ",") != strings.Join(want, ",") || !strings.Contains(r.Text, "phases: pane created") {
+		t.Fatalf("phases %q, want %q (%s)", phases, want, r.Text)
+	}
+	before := len(fake.PaneIDs())
+	if r := p.Call("bridge_spawn", map[string]any{"profile": "reviewer", "name": "rev-2"}); !r.IsError ||
+		!strings.Contains(r.Text, "maxWorkers limit is 1") || !strings.Contains(r.Text, "runs 1") {
+		t.Fatalf("spawn past maxWorkers: %+v %s", r.Result, r.Text)
+	}
+	if n := len(fake.PaneIDs()); n != before {
+		t.Fatalf("a refused spawn opened %d pane(s)", n-before)
+	}
 }

@@ -26,7 +26,7 @@ import (
 
 // Request is the first line a local client sends on the admin socket.
 type Request struct {
-	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke | ui-login
+	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke | history-purge | ui-login
 	Name   string   `json:"name,omitempty"`
 	Role   string   `json:"role,omitempty"`
 	Groups []string `json:"groups,omitempty"`
@@ -39,6 +39,9 @@ type Request struct {
 	// Takeover ("mcp", "register"): take the name from the live session
 	// holding it instead of being refused.
 	Takeover bool `json:"takeover,omitempty"`
+	// History ("mcp", "register"): turn the entity's history on or off;
+	// absent leaves it as it is.
+	History *bool `json:"history,omitempty"`
 }
 
 // Reply is the gateway's answer line.
@@ -51,6 +54,7 @@ type Reply struct {
 	Roster *bridge.RosterView        `json:"roster,omitempty"`
 	Dead   []bridge.DeadLetterRecord `json:"dead,omitempty"`
 	Tokens int                       `json:"tokens,omitempty"` // op revoke: how many tokens it revoked
+	Purged int                       `json:"purged,omitempty"` // op history-purge: how many history files it deleted
 	Stats  *Stats                    `json:"stats,omitempty"`
 	Login  string                    `json:"login,omitempty"` // op ui-login: the one-time link to the operator page
 	// Code says what kind of refusal Error is: CodeNameHeld, or empty.
@@ -155,7 +159,7 @@ func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
 	switch req.Op {
 	case "register":
 		e, tok, err := g.core.Register(ctx, bridge.RegisterRequest{Name: req.Name, Role: bridge.Role(req.Role), Groups: req.Groups, PaneID: req.PaneID,
-			Token: true, Takeover: req.Takeover})
+			Token: true, Takeover: req.Takeover, History: req.History})
 		if err != nil {
 			_ = reply(replyErr(err))
 			return
@@ -168,7 +172,7 @@ func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
 		}
 		who.Pane = req.PaneID
 		e, release, err := g.core.Claim(ctx, bridge.RegisterRequest{Name: req.Name, Role: bridge.Role(req.Role), Groups: req.Groups, PaneID: req.PaneID,
-			Takeover: req.Takeover}, who, func() { c.Close() })
+			Takeover: req.Takeover, History: req.History}, who, func() { c.Close() })
 		if err != nil {
 			_ = reply(replyErr(err))
 			return
@@ -206,8 +210,10 @@ func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
 		_ = reply(g.sockRevoke(req.Name))
 	case "ui-login":
 		_ = reply(g.sockUILogin())
+	case "history-purge":
+		_ = reply(g.sockPurgeHistory(req.Name))
 	default:
-		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke, ui-login)", req.Op)})
+		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke, history-purge, ui-login)", req.Op)})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -24,6 +25,9 @@ type Profile struct {
 	Cwd     string            `json:"cwd,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Groups  []string          `json:"groups,omitempty"` // groups the worker joins
+	// the profile's limits and what a spawn may choose (maxWorkers, roots,
+	// repos, models, allowArgs): the bridge core enforces them
+	bridge.ProfilePolicy
 }
 
 var agentNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
@@ -39,6 +43,9 @@ func (p Profile) Validate(name string) error {
 		return fmt.Errorf("profile %q: command[0] (the executable) is empty", name)
 	case p.Cwd != "" && !filepath.IsAbs(p.Cwd):
 		return fmt.Errorf("profile %q: cwd %q must be absolute", name, p.Cwd)
+	}
+	if err := p.ProfilePolicy.Validate(name); err != nil {
+		return err
 	}
 	for k, v := range p.Env {
 		if k == "" || containsAny(k, "=\x00") {
@@ -104,7 +111,15 @@ func (s *Spawner) StartPane(ctx context.Context, w bridge.PaneWorker) (bridge.Pa
 	if len(p.Groups) > 0 {
 		env["HERDBRIDGE_GROUPS"] = strings.Join(p.Groups, ",")
 	}
-	pane, err := s.Start(ctx, p, w.Name, env)
+	if w.Cwd != "" {
+		p.Cwd = w.Cwd
+	}
+	if len(p.Command) > 0 {
+		p.Command = append(slices.Clip(p.Command), w.Args...)
+	} else {
+		p.Args = append(slices.Clip(p.Args), w.Args...)
+	}
+	pane, err := s.start(ctx, p, w.Name, env, w.Passed)
 	if err != nil {
 		return bridge.PaneStarted{}, err
 	}
@@ -125,6 +140,12 @@ func (s *Spawner) ClosePane(ctx context.Context, pane string) error {
 // until its agent is interactive-ready and idle. It returns the pane id; on
 // failure the pane is closed and the error says the status it was stuck in.
 func (s *Spawner) Start(ctx context.Context, p Profile, name string, env map[string]string) (string, error) {
+	return s.start(ctx, p, name, env, func(string) {})
+}
+
+// start is Start telling phase each phase it passes (bridge.PhasePaneCreated,
+// PhaseAgentStarted, PhaseReady).
+func (s *Spawner) start(ctx context.Context, p Profile, name string, env map[string]string, phase func(string)) (string, error) {
 	wait := s.ReadyWait
 	if wait <= 0 {
 		wait = 60 * time.Second
@@ -143,12 +164,15 @@ func (s *Spawner) Start(ctx context.Context, p Profile, name string, env map[str
 			return "", fmt.Errorf("open a pane for %s: %w", name, err)
 		}
 		pane = id
+		phase(bridge.PhasePaneCreated)
+		phase(bridge.PhaseAgentStarted) // the command is the agent
 	} else {
 		root, err := s.Client.TabCreate(ctx, "", p.Cwd, name, all)
 		if err != nil {
 			return "", fmt.Errorf("open a pane for %s: %w", name, err)
 		}
 		pane = root.PaneID
+		phase(bridge.PhasePaneCreated)
 		agentName := name
 		if !agentNameRE.MatchString(agentName) {
 			agentName = "" // herdr names are stricter than ours: go by pane id
@@ -157,11 +181,13 @@ func (s *Spawner) Start(ctx context.Context, p Profile, name string, env map[str
 			_ = s.Client.PaneClose(context.WithoutCancel(ctx), pane)
 			return "", err
 		}
+		phase(bridge.PhaseAgentStarted)
 	}
 	if err := s.waitReady(ctx, pane, len(p.Command) == 0, wait); err != nil {
 		_ = s.Client.PaneClose(context.WithoutCancel(ctx), pane)
 		return "", err
 	}
+	phase(bridge.PhaseReady)
 	return pane, nil
 }
 

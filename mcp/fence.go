@@ -57,3 +57,45 @@ func writeMessages(b *strings.Builder, msgs []bridge.Message) {
 		fmt.Fprintf(b, ")\n%s\n%s\n%s", open, m.Body, end)
 	}
 }
+
+// writeHistory writes a history's entries to b, fenced like messages.
+func writeHistory(b *strings.Builder, v *bridge.HistoryView) {
+	if v == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n%d history entries (oldest first)", len(v.Entries))
+	if v.More {
+		b.WriteString("; older ones match too (raise max or narrow since)")
+	}
+	if v.Skipped > 0 {
+		fmt.Fprintf(b, "; %d unreadable line(s) skipped", v.Skipped)
+	}
+	if v.Dropped > 0 {
+		fmt.Fprintf(b, "; %d record(s) this gateway could not write", v.Dropped)
+	}
+	if len(v.Entries) == 0 {
+		return
+	}
+	bodies := make([]bridge.Message, len(v.Entries))
+	for i, e := range v.Entries {
+		bodies[i].Body = e.Body
+	}
+	n := fenceNonce(bodies)
+	open, end := "<<<body-"+n+">>>", "<<<end-"+n+">>>"
+	fmt.Fprintf(b, ". Each body is quoted between a line %s and a line %s: everything between them was written by its sender, not by herdbridge.", open, end)
+	for i, e := range v.Entries {
+		who := "to " + cmpOr(e.ToName, e.To)
+		if e.Dir == bridge.HistoryIn {
+			who = "from " + cmpOr(e.FromName, e.From)
+		}
+		fmt.Fprintf(b, "\n--- %d of %d: %s %s %s at %s (msgId %s)\n%s\n%s\n%s", i+1, len(v.Entries), e.Dir, e.Kind, who,
+			e.TS.Format("2006-01-02T15:04:05Z"), e.MsgID, open, e.Body, end)
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

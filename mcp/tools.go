@@ -58,11 +58,23 @@ type broadcastArgs struct {
 }
 
 type spawnArgs struct {
-	Host    string `json:"host,omitempty" jsonschema:"Host to spawn on (default: this one)"`
-	Profile string `json:"profile" jsonschema:"A spawn profile of that host (bridge_roster lists them)"`
-	Name    string `json:"name,omitempty" jsonschema:"Name for the new worker (default: profile-xxxx)"`
-	Brief   string `json:"brief,omitempty" jsonschema:"First brief, delivered once the worker is ready"`
-	SpawnID string `json:"spawn_id,omitempty" jsonschema:"A UUID to make a retried spawn idempotent: it becomes the worker's gid, and a spawn with an id already used returns that worker instead of starting another"`
+	Host     string   `json:"host,omitempty" jsonschema:"Host to spawn on (default: this one)"`
+	Profile  string   `json:"profile" jsonschema:"A spawn profile of that host (bridge_roster lists them)"`
+	Name     string   `json:"name,omitempty" jsonschema:"Name for the new worker (default: profile-xxxx)"`
+	Brief    string   `json:"brief,omitempty" jsonschema:"First brief, delivered once the worker is ready"`
+	SpawnID  string   `json:"spawn_id,omitempty" jsonschema:"A UUID to make a retried spawn idempotent: it becomes the worker's gid, and a spawn with an id already used returns that worker instead of starting another"`
+	Cwd      string   `json:"cwd,omitempty" jsonschema:"Directory to start the worker in: under one of the profile's roots (symlinks are followed; a path leading out is refused). Default: the profile's cwd"`
+	Repo     string   `json:"repo,omitempty" jsonschema:"One of the profile's named repos: the worker starts in it, or with worktree in a new git worktree of it"`
+	Worktree bool     `json:"worktree,omitempty" jsonschema:"Start the worker in a new git worktree of repo, on branch herdbridge/<name>"`
+	Model    string   `json:"model,omitempty" jsonschema:"Model for the agent, one of the profile's models (passed as --model)"`
+	Args     []string `json:"args,omitempty" jsonschema:"Extra agent arguments, each one of the profile's allowArgs"`
+}
+
+type historyArgs struct {
+	Target string `json:"target,omitempty" jsonschema:"Only messages to or from this entity (name, name@host or gid)"`
+	Since  string `json:"since,omitempty" jsonschema:"Only entries at or after this time: RFC 3339 (2026-01-02T15:04:05Z) or a duration back from now (2h)"`
+	Max    *int   `json:"max,omitempty" jsonschema:"The newest this many matching entries (default 50, at most 500)"`
+	Query  string `json:"query,omitempty" jsonschema:"Only entries whose body contains this text (case-insensitive)"`
 }
 
 type rosterArgs struct {
@@ -85,7 +97,7 @@ type toolDef struct {
 }
 
 func (s *Server) tools() []toolDef {
-	ts := []toolDef{s.sendTool(), s.askTool(), s.pollTool(), s.broadcastTool(), s.rosterTool(), s.spawnTool(), s.stopTool(), s.interruptTool()}
+	ts := []toolDef{s.sendTool(), s.askTool(), s.pollTool(), s.broadcastTool(), s.rosterTool(), s.spawnTool(), s.stopTool(), s.interruptTool(), s.historyTool()}
 	for i := range ts {
 		ts[i].Tool = plainSchemas(ts[i].Tool)
 	}
@@ -289,7 +301,8 @@ func (s *Server) rosterTool() toolDef {
 func (s *Server) spawnTool() toolDef {
 	t := mcpgo.NewTool("bridge_spawn",
 		mcpgo.WithDescription("Start a new worker from a spawn profile of a host (profiles are defined in that gateway's configuration; you name one, never a command). "+
-			"Returns when the worker's agent is ready and registered (spawnId = its gid), then delivers brief through the forward path: status submitted, uncertain or failed (with the reason), or confirmed without a brief."),
+			"Returns when the worker's agent is ready and registered (spawnId = its gid), then delivers brief through the forward path: status submitted, uncertain or failed (with the reason), or confirmed without a brief; phases lists the steps it went through with their times. "+
+			"A spawn past the host's or profile's maxWorkers is refused at once, naming the limit and the count."),
 		mcpgo.WithInputSchema[spawnArgs](),
 		mcpgo.WithOutputSchema[bridge.Result](),
 		mcpgo.WithTitleAnnotation("Spawn a worker"),
@@ -303,7 +316,36 @@ func (s *Server) spawnTool() toolDef {
 		if err := decodeArgs(req, &a); err != nil {
 			return nil, argErr(err)
 		}
-		return s.core.Spawn(ctx, gid, bridge.SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief, SpawnID: a.SpawnID})
+		return s.core.Spawn(ctx, gid, bridge.SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief, SpawnID: a.SpawnID,
+			Choice: bridge.SpawnChoice{Cwd: a.Cwd, Repo: a.Repo, Worktree: a.Worktree, Model: a.Model, Args: a.Args}})
+	})}
+}
+
+func (s *Server) historyTool() toolDef {
+	t := mcpgo.NewTool("bridge_history",
+		mcpgo.WithDescription("Re-read the messages you sent and received (bodies included), oldest first, from your own history: it consumes nothing and changes nothing. "+
+			"History is opt-in (the gateway's --history, or registering with --history) and capped by size and age. Status history."),
+		mcpgo.WithInputSchema[historyArgs](),
+		mcpgo.WithOutputSchema[bridge.Result](),
+		mcpgo.WithTitleAnnotation("Re-read your message history"),
+		mcpgo.WithReadOnlyHintAnnotation(true),
+		mcpgo.WithDestructiveHintAnnotation(false),
+		mcpgo.WithIdempotentHintAnnotation(true),
+		mcpgo.WithOpenWorldHintAnnotation(false),
+	)
+	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
+		var a historyArgs
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, argErr(err)
+		}
+		max := 0
+		if a.Max != nil {
+			if *a.Max < 1 || *a.Max > 500 {
+				return nil, argErr(errors.New("max must be between 1 and 500"))
+			}
+			max = *a.Max
+		}
+		return s.core.History(ctx, gid, bridge.HistoryRequest{Target: a.Target, Since: a.Since, Max: max, Query: a.Query})
 	})}
 }
 
@@ -371,6 +413,14 @@ func summary(r *bridge.Result) string {
 		fmt.Fprintf(&b, "\nmsgId: %s", r.MsgID)
 	}
 	writeMessages(&b, r.Messages)
+	writeHistory(&b, r.History)
+	if len(r.Phases) > 0 {
+		parts := make([]string, len(r.Phases))
+		for i, p := range r.Phases {
+			parts[i] = fmt.Sprintf("%s %dms", p.Phase, p.MS)
+		}
+		fmt.Fprintf(&b, "\nphases: %s", strings.Join(parts, ", "))
+	}
 	if r.Held != nil && r.Held.Total > 0 {
 		var parts []string
 		for _, f := range r.Held.From {

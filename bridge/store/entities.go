@@ -26,6 +26,10 @@ type Entity struct {
 	// LastSeen is the entity's last activity as last saved (reaping, in
 	// the core); zero in records written before it existed.
 	LastSeen time.Time `json:"lastSeen"`
+	// Profile is a spawned worker's spawn profile (the spawn limits count
+	// it); History, whether its messages are kept in its history.
+	Profile string `json:"profile,omitempty"`
+	History bool   `json:"history,omitempty"`
 }
 
 // LoadEntities reads the registry.

@@ -83,7 +83,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 	})
 	root.AddCommand(
 		gatewayCommand(), registerCommand(stdout), mcpCommand(stdin, stdout, stderr),
-		rosterCommand(stdout), statsCommand(stdout), uiCommand(stdout, stderr), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout),
+		rosterCommand(stdout), statsCommand(stdout), uiCommand(stdout, stderr), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout), historyCommand(stdout),
 		demoCommand(stdout), keysCommand(stdout, stderr), pairCommand(stdout, stderr), brokerUserCommand(stdout),
 		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout), versionCommand(stdout),
 	)
@@ -208,6 +208,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 	brokerKey := fs.String("broker-key", "", "PEM private key of --broker-cert")
 	brokerOutage := fs.String("broker-outage", "", "while the broker is unreachable, a message for another host is kept at this gateway and published when it returns (spool, the default: the send says queued) or fails within --broker-wait (fail); messages between entities of this host never need the broker")
 	brokerWait := fs.Duration("broker-wait", 0, "how long a publish waits for an unreachable broker before it is spooled or fails (default 5s)")
+	history := fs.Bool("history", false, "keep every local entity's history of the messages it sent and received (bridge_history; <state-dir>/history, mode 0600); without it only entities registered with --history have one")
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		ctx, stderr := c.Context(), c.ErrOrStderr()
 		log, err := newLogger(stderr, *level)
@@ -216,7 +217,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 		}
 		cfg := gateway.Config{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Broker: *brokerURL,
 			TLSCert: *tlsCert, TLSKey: *tlsKey, BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey,
-			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait}
+			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history}
 		cfg.Core.MaxWait = *maxWait
 		cfgPath := *configPath
 		if cfgPath == "" {
@@ -258,6 +259,7 @@ stops working at once.`,
 	revoke := fs.Bool("revoke", false, "revoke every token of --name instead of issuing one (register again to get a new one)")
 	noStart := fs.Bool("no-start", false, "do not start a gateway when none answers on the state dir")
 	takeover := fs.Bool("takeover", false, "take the name from the live `mcp` session holding it (refused otherwise)")
+	history := historyFlag(fs)
 	_ = c.RegisterFlagCompletionFunc("role", roleCompletion)
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		if *name == "" && !*revoke && gateway.InHerdr() != "" {
@@ -280,7 +282,8 @@ stops working at once.`,
 		if err := gateway.EnsureRunning(*dir, gateway.StartOptions{NoStart: *noStart, Notice: c.ErrOrStderr()}); err != nil {
 			return err
 		}
-		r, err := gateway.Ask(*dir, gateway.Request{Op: "register", Name: *name, Role: *role, Groups: groups, PaneID: *pane, Takeover: *takeover})
+		r, err := gateway.Ask(*dir, gateway.Request{Op: "register", Name: *name, Role: *role, Groups: groups, PaneID: *pane, Takeover: *takeover,
+			History: history(c)})
 		if err != nil {
 			return err
 		}
@@ -319,6 +322,7 @@ and relays stdio to a session there. Inside a herdr pane the pane is recorded.`,
 	defRole := fs.String("default-role", "", "role when neither --role nor $HERDBRIDGE_ROLE gives one (what herdbridge setup writes)")
 	noStart := fs.Bool("no-start", false, "do not start a gateway when none answers on the state dir")
 	takeover := fs.Bool("takeover", false, "take the name from the live session holding it (refused otherwise)")
+	history := historyFlag(fs)
 	_ = c.RegisterFlagCompletionFunc("role", roleCompletion)
 	_ = c.RegisterFlagCompletionFunc("default-role", roleCompletion)
 	c.RunE = func(c *cobra.Command, _ []string) error {
@@ -342,7 +346,8 @@ and relays stdio to a session there. Inside a herdr pane the pane is recorded.`,
 			return err
 		}
 		pane := gateway.InHerdr() // inside a herdr pane: register with it
-		return gateway.Relay(ctx, *dir, gateway.Request{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: pane, Takeover: *takeover}, stdin, stdout, stderr)
+		req := gateway.Request{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: pane, Takeover: *takeover, History: history(c)}
+		return gateway.Relay(ctx, *dir, req, stdin, stdout, stderr)
 	}
 	return c
 }
@@ -508,6 +513,49 @@ registered entity. Healthy files are left as they are.`,
 		report, err := gateway.Repair(*dir, time.Now())
 		fmt.Fprint(stdout, report)
 		return err
+	}
+	return c
+}
+
+// historyFlag adds --history to a registering command; the returned
+// function gives the request's History: set only when the flag was given,
+// so a reconnect without it leaves the entity's setting as it is.
+func historyFlag(fs *pflag.FlagSet) func(*cobra.Command) *bool {
+	on := fs.Bool("history", false, "keep this entity's history of the messages it sends and receives (bridge_history); --history=false turns it off")
+	return func(c *cobra.Command) *bool {
+		if !c.Flags().Changed("history") {
+			return nil
+		}
+		return on
+	}
+}
+
+func historyCommand(stdout io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:     "history purge [--name N]",
+		Short:   "Clear entities' message histories",
+		Example: "  herdbridge history purge --name lead\n  herdbridge history purge",
+		Args:    noArgs,
+	}
+	purge := &cobra.Command{
+		Use:   "purge [--name N]",
+		Short: "Delete the history of --name, or of every entity of this gateway",
+		Long: `Delete the history of --name (its <state-dir>/history/<name>.jsonl), or without --name
+every entity's. Through the running gateway when one answers on the state dir, else directly.`,
+		Example: "  herdbridge history purge --name lead",
+		Args:    noArgs,
+	}
+	c.AddCommand(purge)
+	c.RunE = needSubcommand
+	fs, dir := newFlags(purge)
+	name := fs.String("name", "", "the entity whose history goes (default: every entity's)")
+	purge.RunE = func(*cobra.Command, []string) error {
+		n, err := gateway.PurgeHistory(*dir, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "purged %d history file(s)\n", n)
+		return nil
 	}
 	return c
 }

@@ -23,15 +23,16 @@ type spawner struct {
 	profiles []string
 
 	mu    sync.Mutex
-	calls map[string]int           // by spawnId
-	gates map[string]chan struct{} // by worker name: the spawn blocks, once started, until closed
-	began chan string              // spawnIds whose spawn started
+	calls map[string]int               // by spawnId
+	seen  map[string]bridge.PaneWorker // by worker name: what the core asked for
+	gates map[string]chan struct{}     // by worker name: the spawn blocks, once started, until closed
+	began chan string                  // spawnIds whose spawn started
 }
 
 var _ bridge.PaneStarter = (*spawner)(nil)
 
 func newSpawner(profiles ...string) *spawner {
-	return &spawner{profiles: profiles, calls: map[string]int{}, gates: map[string]chan struct{}{}, began: make(chan string, 16)}
+	return &spawner{profiles: profiles, calls: map[string]int{}, seen: map[string]bridge.PaneWorker{}, gates: map[string]chan struct{}{}, began: make(chan string, 64)}
 }
 
 func (s *spawner) ProfileNames() []string { return s.profiles }
@@ -39,19 +40,30 @@ func (s *spawner) ProfileNames() []string { return s.profiles }
 func (s *spawner) StartPane(ctx context.Context, w bridge.PaneWorker) (bridge.PaneStarted, error) {
 	s.mu.Lock()
 	s.calls[w.GID]++
+	s.seen[w.Name] = w
 	gate := s.gates[w.Name]
 	s.mu.Unlock()
 	if w.Profile == "broken" {
 		return bridge.PaneStarted{}, errors.New("no such agent binary")
 	}
+	w.Passed(bridge.PhasePaneCreated)
 	s.began <- w.GID
 	if gate != nil {
 		<-gate
 	}
+	w.Passed(bridge.PhaseAgentStarted)
+	w.Passed(bridge.PhaseReady)
 	return bridge.PaneStarted{Pane: "pane-" + w.Name}, nil
 }
 
 func (s *spawner) ClosePane(context.Context, string) error { return nil }
+
+// worker is what the core asked the spawner to start for name.
+func (s *spawner) worker(name string) bridge.PaneWorker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[name]
+}
 
 func (s *spawner) callsOf(spawnID string) int {
 	s.mu.Lock()
