@@ -4,16 +4,20 @@
 #   make test    vet, gofmt check, race tests incl. end-to-end and the TypeScript SDK client (what CI runs)
 #   make bench   benchmarks: MCP round trips vs a no-op tool, core send->drain, RSS with 10k held,
 #                envelope sign/verify; with RMQ_URL: gateway<->gateway vs raw amqp091-go, signed vs unsigned
+#   make soak    2 gateway processes on a private broker, 50 agents, 10 min of mixed traffic with a gateway
+#                kill -9 and a broker restart; writes soak-report/report.{md,json} (SOAK=30m for longer)
 #   make fuzz    run every fuzz target for FUZZTIME each
 #   make demo    run the demo exchange against a fresh in-process gateway
 GO        ?= go
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
+SOAK      ?= 10m
+SOAK_REPORT ?= soak-report
 # the revision `herdbridge version` prints when go build cannot stamp one (a git worktree, -buildvcs=false)
 REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X main.revision=$(REVISION)
 
-.PHONY: build run test vet bench fuzz demo clean
+.PHONY: build run test vet bench soak fuzz demo clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o herdbridge ./cmd/herdbridge
@@ -32,6 +36,9 @@ test: vet
 bench:
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 -timeout 30m ./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/
 
+soak:
+	HB_SOAK=$(SOAK) HB_SOAK_STRICT=1 HB_SOAK_REPORT=$(abspath $(SOAK_REPORT)) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 90m ./loadtest/
+
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFromHeaders$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzControlBody$$' -fuzztime $(FUZZTIME) ./bridge/
@@ -49,6 +56,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseMessage$$' -fuzztime $(FUZZTIME) ./keys/pairing/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCode$$' -fuzztime $(FUZZTIME) ./keys/pairing/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSpool$$' -fuzztime $(FUZZTIME) ./bridge/embedded/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTraceRequest$$' -fuzztime $(FUZZTIME) ./bridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTraceAnswer$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEventID$$' -fuzztime $(FUZZTIME) ./opsui/
 	$(GO) test -run '^$$' -fuzz '^FuzzSameOrigin$$' -fuzztime $(FUZZTIME) ./opsui/
 

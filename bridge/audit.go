@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -52,8 +53,10 @@ func auditRecord(e Event) AuditRecord {
 // message; a full queue or a failing disk drops records, counts them
 // (Dropped) and logs the first failure at once.
 type AuditLog struct {
+	path    string
 	q       chan AuditRecord
-	inBuf   uint64 // records in w not yet flushed (writer goroutine only)
+	flushes chan chan struct{} // Flush's requests to the writer
+	inBuf   uint64             // records in w not yet flushed (writer goroutine only)
 	f       *os.File
 	w       *bufio.Writer
 	log     *slog.Logger
@@ -80,7 +83,7 @@ func OpenAuditLog(path string, log *slog.Logger) (*AuditLog, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &AuditLog{q: make(chan AuditRecord, auditQueue), f: f, w: bufio.NewWriterSize(f, 64<<10), log: log, done: make(chan struct{})}
+	a := &AuditLog{path: path, q: make(chan AuditRecord, auditQueue), flushes: make(chan chan struct{}), f: f, w: bufio.NewWriterSize(f, 64<<10), log: log, done: make(chan struct{})}
 	go a.writer()
 	return a, nil
 }
@@ -97,14 +100,10 @@ func (a *AuditLog) writer() {
 				a.inBuf = 0
 				return
 			}
-			b, err := json.Marshal(r)
-			if err == nil {
-				a.inBuf++
-				_, err = a.w.Write(append(b, '\n'))
-			}
-			if err != nil {
-				a.fail(err)
-			}
+			a.write(r)
+		case done := <-a.flushes:
+			a.flushQueued()
+			close(done)
 		case <-t.C:
 			if a.w.Buffered() > 0 {
 				a.fail(a.w.Flush())
@@ -113,6 +112,55 @@ func (a *AuditLog) writer() {
 				a.inBuf = 0
 			}
 		}
+	}
+}
+
+// flushQueued writes what was queued when a Flush asked, and flushes.
+func (a *AuditLog) flushQueued() {
+	for n := len(a.q); n > 0; n-- {
+		r, ok := <-a.q
+		if !ok {
+			break
+		}
+		a.write(r)
+	}
+	if a.w.Buffered() > 0 {
+		a.fail(a.w.Flush())
+	}
+	if a.w.Buffered() == 0 {
+		a.inBuf = 0
+	}
+}
+
+func (a *AuditLog) write(r AuditRecord) {
+	b, err := json.Marshal(r)
+	if err == nil {
+		a.inBuf++
+		_, err = a.w.Write(append(b, '\n'))
+	}
+	if err != nil {
+		a.fail(err)
+	}
+}
+
+// Path is the file the log appends to.
+func (a *AuditLog) Path() string { return a.path }
+
+// Flush returns once every record written before it is in the file (a
+// trace reads the log right after the hops it looks for), or when ctx ends
+// or the log is closed.
+func (a *AuditLog) Flush(ctx context.Context) {
+	done := make(chan struct{})
+	select {
+	case a.flushes <- done:
+	case <-a.done:
+		return
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
 

@@ -15,7 +15,7 @@
 // (briefs waiting for their pane, each typed by its pane's one runner
 // goroutine). Lock order: regMu → presence.pub → an entity's mu → any one
 // leaf lock (registry, gate, memory, ledger, requests, presence, nudges,
-// spawns, spawn slots, history, pane queues, and the store's own, which turn records are written
+// spawns, spawn slots, history, pane queues, trace waits, and the store's own, which turn records are written
 // under); a leaf lock is never held while another lock is taken.
 package bridge
 
@@ -51,6 +51,7 @@ type Core struct {
 	queues paneQueues
 	spills *spiller
 	hist   *historyLog // nil: no history
+	traces traceWaits  // the TRACEs waiting for answers (trace.go)
 
 	unmapped time.Time // when the sweeper last released the state file's pages (sweep goroutine only)
 

@@ -45,6 +45,12 @@ const (
 	// KindMissedAsk is the notice a gateway leaves in its own entity's
 	// inbox for an ASK it answered NO_WAITER (SPEC §10, bridge/missed.go).
 	KindMissedAsk Kind = "MISSED_ASK"
+	// KindTrace asks another host's gateway for the hops of a traceId or
+	// msgId in its audit log (control.<host>); KindTraceAnswer is its
+	// answer, corr the TRACE, on the asker's control queue (trace.go).
+	// Both go from gateway to gateway: metadata only, never a body.
+	KindTrace       Kind = "TRACE"
+	KindTraceAnswer Kind = "TRACE_ANSWER"
 )
 
 var kinds = map[Kind]bool{
@@ -52,6 +58,7 @@ var kinds = map[Kind]bool{
 	KindNoWaiter: true, KindAbandoned: true, KindFailed: true, KindInjected: true,
 	KindBroadcast: true, KindPresence: true, KindSpawn: true, KindMissedAsk: true,
 	KindStop: true, KindInterrupt: true,
+	KindTrace: true, KindTraceAnswer: true,
 }
 
 // controlKinds are the kinds addressed to a host's control queue.
@@ -60,7 +67,7 @@ var controlKinds = map[Kind]bool{KindSpawn: true, KindStop: true, KindInterrupt:
 // needsCorr lists the kinds that answer another message and so must name it.
 var needsCorr = map[Kind]bool{
 	KindInjected: true, KindFailed: true, KindNoWaiter: true, KindTooLate: true,
-	KindAbandoned: true, KindAnswer: true, KindMissedAsk: true,
+	KindAbandoned: true, KindAnswer: true, KindMissedAsk: true, KindTraceAnswer: true,
 }
 
 // needsTurn lists the kinds that belong to an ASK/ANSWER conversation.
@@ -194,7 +201,7 @@ func (e *Envelope) Validate() error {
 		if !IsBroadcastKey(e.To) {
 			return malformed("broadcast to %q is not broadcast.<group>", e.To)
 		}
-	case e.Kind == KindPresence || controlKinds[e.Kind]:
+	case e.Kind == KindPresence || controlKinds[e.Kind] || e.Kind == KindTrace:
 		// addressed to a host or the roster, not to an entity inbox
 		if len(e.To) > 128 {
 			return malformed("to too long")

@@ -11,7 +11,7 @@ import "time"
 type Hop string
 
 const (
-	HopPublish    Hop = "publish"    // this gateway published it; Status: published | spooled | failed: …
+	HopPublish    Hop = "publish"    // this gateway published it; At: its ts; Status: published | spooled | failed: …; Latency: until the transport took it (the broker's confirm)
 	HopAccept     Hop = "accept"     // it arrived, was verified and admitted; Latency: since its ts (the publish)
 	HopRefuse     Hop = "refuse"     // it arrived and was refused; Status: the reason
 	HopHold       Hop = "hold"       // held for its entity to drain (no call took it at once)
@@ -79,9 +79,17 @@ func (c *Core) observeEnv(hop Hop, env *Envelope, key, status string) {
 	}
 	e := Event{Hop: hop, Kind: env.Kind, MsgID: env.MsgID, TraceID: env.TraceID, Corr: env.Corr,
 		From: env.From, To: env.To, Host: env.Host, Key: key, Status: status}
-	if (hop == HopAccept || hop == HopDrain) && !env.TS.IsZero() {
+	switch {
+	case env.TS.IsZero():
+	case hop == HopAccept || hop == HopDrain:
 		e.At = c.cfg.Now()
 		e.Latency = e.At.Sub(env.TS)
+	case hop == HopPublish:
+		// told once the broker confirmed it: the hop is when it was sent
+		// (its ts, which the receivers' latencies count from), its latency
+		// the wait for the confirm
+		e.At = env.TS
+		e.Latency = c.cfg.Now().Sub(env.TS)
 	}
 	c.observe(e)
 }

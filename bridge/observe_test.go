@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -20,15 +21,22 @@ func (r *recorder) Observe(e bridge.Event) {
 	r.mu.Unlock()
 }
 
-// hops lists the hops recorded for msgID, in order.
+// hops lists the hops recorded for msgID in time order (a publish is
+// stamped with the message's ts, but told after the transport returns:
+// the receiving side may be told first).
 func (r *recorder) hops(msgID string) []string {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
+	var evs []bridge.Event
 	for _, e := range r.ev {
 		if e.MsgID == msgID {
-			out = append(out, string(e.Hop)+":"+e.Status)
+			evs = append(evs, e)
 		}
+	}
+	r.mu.Unlock()
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].At.Before(evs[j].At) })
+	var out []string
+	for _, e := range evs {
+		out = append(out, string(e.Hop)+":"+e.Status)
 	}
 	return out
 }

@@ -27,6 +27,10 @@ type Presence struct {
 	Profiles []string `json:"profiles,omitempty"` // the _gateway entry: the host's spawn profiles
 	Gone     bool     `json:"gone,omitempty"`     // removed: drop it now, not at expiry
 	Key      string   `json:"key,omitempty"`      // the _gateway entry: its host key's fingerprint
+	// Started (the _gateway entry): when the gateway's core started, in
+	// Unix ms. A host seen anew, or with another start, knows nobody yet:
+	// the others answer with their heartbeats at once, not a period later.
+	Started int64 `json:"started,omitempty"`
 }
 
 // presence is the view of the other hosts, rebuilt from their signed
@@ -186,12 +190,15 @@ func (p *presence) newer(gid string, ts time.Time) bool {
 	return true
 }
 
-// record applies a verified heartbeat of another host.
-func (p *presence) record(pr Presence, now time.Time) {
+// record applies a verified heartbeat of another host, and reports a
+// gateway entry of a host not known before or that started again.
+func (p *presence) record(pr Presence, now time.Time) (fresh bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case pr.Name == GatewayName:
+		old := p.hosts[pr.Host]
+		fresh = old == nil || old.p.Started != pr.Started
 		p.hosts[pr.Host] = &remoteEntry{p: pr, seen: now, heard: now}
 	case pr.Gone:
 		delete(p.remote, pr.GID)
@@ -201,6 +208,7 @@ func (p *presence) record(pr Presence, now time.Time) {
 			h.seen = now
 		}
 	}
+	return fresh
 }
 
 // expire forgets entries whose heartbeats stopped — but only while this
@@ -308,7 +316,8 @@ func (c *Core) publishPresence(extra []Presence) {
 				ps = append(ps, p)
 			}
 		}
-		return append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint})
+		return append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint,
+			Started: c.startedAt.UnixMilli()})
 	})
 }
 
@@ -409,7 +418,9 @@ func (c *Core) onPresence(d Delivery) {
 	if p.Name != GatewayName {
 		c.mem.bind(p.GID, p.Host, now) // a Gone keeps its binding: its backlog still verifies
 	}
-	c.pres.record(p, now)
+	if c.pres.record(p, now) {
+		c.kickPresence() // a host that (re)started knows nobody: tell it who we are now
+	}
 	c.ackPresence(d)
 	if p.Name != GatewayName && !p.Gone {
 		c.redoPending(p.GID) // messages that arrived before this heartbeat

@@ -107,8 +107,13 @@ func (c *Core) checkRemoteProfile(host, profile string) error {
 // or INTERRUPT acts on a local worker (remote_control.go), each on its own
 // goroutine, then is acked; a failure goes back to the caller as FAILED
 // (corr = the control message). A spawn's success needs no message: the
-// new worker shows up in the roster.
+// new worker shows up in the roster. A TRACE or its answer goes to
+// onTraceControl.
 func (c *Core) onControl(d Delivery) {
+	if d.Env != nil && isTraceKind(d.Env.Kind) {
+		c.onTraceControl(d) // trace.go
+		return
+	}
 	if !c.admitControl(d) {
 		return
 	}

@@ -107,7 +107,9 @@ func (c *Core) openSend(st *entState, target Entity, req SendRequest) *openSend 
 	defer st.mu.Unlock()
 	s.env.TraceID = uuid.NewString()
 	if kind == KindReply && st.brief.from == target.GID {
-		s.env.TraceID = st.brief.traceID
+		// a reply to the brief answers it: its trace, and corr the brief
+		// (so `herdbridge trace <brief msgId>` finds the reply too)
+		s.env.TraceID, s.env.Corr = st.brief.traceID, st.brief.msgID
 	}
 	if kind == KindSend && s.wait > 0 {
 		s.w = s.replyWaiter()

@@ -43,7 +43,12 @@ func TestRemoveWhileSpillingLeavesNoRecords(t *testing.T) {
 			t.Fatalf("Remove: %v", err)
 		}
 		wg.Wait()
-		time.Sleep(100 * time.Millisecond)
+		// a batch being written when the entity went is deleted once the
+		// write returns (spillBatch's orphans): wait for that, bounded
+		deadline := time.Now().Add(5 * time.Second)
+		for storedFor(h, p.GID) != 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
 		if n := storedFor(h, p.GID); n != 0 {
 			t.Logf("iteration %d: %d records left in the store for the removed entity", iter, n)
 			if _, _, err := h.c.Register(context.Background(), bridge.RegisterRequest{Name: "p", Role: bridge.RolePrimary, GID: p.GID}); err != nil {

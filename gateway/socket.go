@@ -2,7 +2,7 @@ package gateway
 
 // The admin socket: a 0600 unix socket in the state dir that local
 // commands (`herdbridge register`, `roster`, `stats`, `dlq`, `remove`,
-// `register --revoke`) and the stdio relay (`herdbridge mcp`) talk to. One
+// `register --revoke`, `trace`) and the stdio relay (`herdbridge mcp`) talk to. One
 // JSON request line, one JSON reply line; for "mcp" the connection then
 // carries the entity's MCP session. Both ends live here.
 
@@ -26,7 +26,7 @@ import (
 
 // Request is the first line a local client sends on the admin socket.
 type Request struct {
-	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke | history-purge | ui-login
+	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke | history-purge | trace | ui-login
 	Name   string   `json:"name,omitempty"`
 	Role   string   `json:"role,omitempty"`
 	Groups []string `json:"groups,omitempty"`
@@ -42,6 +42,10 @@ type Request struct {
 	// History ("mcp", "register"): turn the entity's history on or off;
 	// absent leaves it as it is.
 	History *bool `json:"history,omitempty"`
+	// ID ("trace") is the traceId or msgId to trace; WaitMs bounds the
+	// wait for the other hosts' answers (0: bridge.TraceWait).
+	ID     string `json:"id,omitempty"`
+	WaitMs int64  `json:"waitMs,omitempty"`
 }
 
 // Reply is the gateway's answer line.
@@ -56,6 +60,7 @@ type Reply struct {
 	Tokens int                       `json:"tokens,omitempty"` // op revoke: how many tokens it revoked
 	Purged int                       `json:"purged,omitempty"` // op history-purge: how many history files it deleted
 	Stats  *Stats                    `json:"stats,omitempty"`
+	Trace  *bridge.TraceReport       `json:"trace,omitempty"`
 	Login  string                    `json:"login,omitempty"` // op ui-login: the one-time link to the operator page
 	// Code says what kind of refusal Error is: CodeNameHeld, or empty.
 	Code string `json:"code,omitempty"`
@@ -85,6 +90,8 @@ type Stats struct {
 	Audit        string            `json:"audit"`
 	AuditDropped uint64            `json:"auditDropped"`
 	AuditError   string            `json:"auditError,omitempty"`
+	// Runtime: goroutines, heap, RSS and open files of the gateway process.
+	Runtime *RuntimeStats `json:"runtime,omitempty"`
 }
 
 func (g *Gateway) listenSocket() error {
@@ -212,8 +219,15 @@ func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
 		_ = reply(g.sockUILogin())
 	case "history-purge":
 		_ = reply(g.sockPurgeHistory(req.Name))
+	case "trace":
+		rep, err := g.core.Trace(ctx, req.ID, time.Duration(req.WaitMs)*time.Millisecond)
+		if err != nil {
+			_ = reply(Reply{Error: err.Error()})
+			return
+		}
+		_ = reply(Reply{OK: true, Trace: rep})
 	default:
-		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke, history-purge, ui-login)", req.Op)})
+		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke, history-purge, trace, ui-login)", req.Op)})
 	}
 }
 
@@ -225,6 +239,7 @@ func (g *Gateway) stats() *Stats {
 		st.Refused = map[string]uint64{}
 	}
 	st.AuditDropped = g.audit.Dropped()
+	st.Runtime = readRuntimeStats()
 	if err := g.audit.Err(); err != nil {
 		st.AuditError = err.Error()
 	}

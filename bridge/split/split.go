@@ -170,8 +170,17 @@ func (t *Transport) Start(undeliverable func(env *bridge.Envelope, reason string
 	go t.pump()
 }
 
-// Outbox is how many messages and bytes wait in the outbox.
-func (t *Transport) Outbox() (messages int, bytes int64) { return t.local.OutboxLen() }
+// Outbox is how many messages and bytes wait in the outbox. The count is
+// the one that decides whether a publish queues behind them (it includes
+// a message being written, and one the pump removed but has not yet
+// counted out), so an empty outbox means the next publish goes straight
+// to the broker.
+func (t *Transport) Outbox() (messages int, bytes int64) {
+	n, bytes := t.local.OutboxLen()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return max(n, t.spooled), bytes
+}
 
 // DeclareInbox implements bridge.Transport: on both sides. With the
 // broker unreachable the local inbox is enough to go on: the broker's is

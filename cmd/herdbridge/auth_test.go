@@ -203,10 +203,10 @@ func TestStatsCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("%v: %q", err, out)
 	}
-	if st.Host != "testhost" || st.Signing || st.Refused == nil || st.Audit != filepath.Join(dir, "audit.log") {
+	if st.Host != "testhost" || st.Signing || st.Refused == nil || st.Audit != filepath.Join(dir, "audit.log") || st.Runtime == nil || st.Runtime.Goroutines == 0 {
 		t.Fatalf("stats: %+v", st)
 	}
-	if out, err = runCLI("stats", "--state-dir", dir); err != nil || !strings.Contains(out, "host testhost; signing off") || !strings.Contains(out, "refused: none") {
+	if out, err = runCLI("stats", "--state-dir", dir); err != nil || !strings.Contains(out, "host testhost; signing off") || !strings.Contains(out, "refused: none") || !strings.Contains(out, " goroutines, heap ") {
 		t.Fatalf("stats: %q %v", out, err)
 	}
 }

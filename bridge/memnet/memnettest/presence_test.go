@@ -92,3 +92,23 @@ func TestSameHostIDRefused(t *testing.T) {
 	a.Register(t, "lead", bridge.RolePrimary)
 	c.Converge(t)
 }
+
+// TestRestartedHostLearnsOthersAtOnce: a gateway that restarts knows no
+// other host until it hears them; the others answer its first heartbeat
+// with theirs at once, so its agents can address them in milliseconds,
+// not after a heartbeat period (the soak saw sends refused with "no
+// gateway of host …" for up to 5 s after a restart).
+func TestRestartedHostLearnsOthersAtOnce(t *testing.T) {
+	slow := func(cfg *bridge.Config) { cfg.PresenceEvery, cfg.PresenceTTL = time.Hour, 3*time.Hour }
+	c := memnettest.New(t)
+	a, b := c.Start("a", slow), c.Start("b")
+	a.Register(t, "lead", bridge.RolePrimary)
+	b.Register(t, "w", bridge.RoleWorker)
+	memnettest.Eventually(t, "b sees lead@a", func() bool { return b.Sees("lead@a") })
+
+	b = c.Restart(b)
+	memnettest.Eventually(t, "the restarted b sees lead@a before a's next periodic heartbeat", func() bool { return b.Sees("lead@a") && b.SeesHost("a") })
+	if !a.Sees("w@b") {
+		t.Error("a lost w@b over b's restart")
+	}
+}

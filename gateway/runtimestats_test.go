@@ -1,0 +1,48 @@
+package gateway_test
+
+import (
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/herdbridge/herdbridge/gateway"
+	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
+)
+
+// TestStatsRuntime: `stats` carries the process's goroutines, heap, RSS
+// and open files (the soak samples them from a separate gateway process),
+// and the figures move with what the process holds.
+func TestStatsRuntime(t *testing.T) {
+	g := gatewaytest.StartLocal(t, "")
+	ask := func() gateway.RuntimeStats {
+		t.Helper()
+		r, err := gateway.Ask(g.StateDir(), gateway.Request{Op: "stats"})
+		if err != nil || r.Stats == nil || r.Stats.Runtime == nil {
+			t.Fatalf("stats: %+v %v", r, err)
+		}
+		return *r.Stats.Runtime
+	}
+	before := ask()
+	if before.Goroutines <= 0 || before.HeapBytes == 0 {
+		t.Fatalf("runtime stats: %+v", before)
+	}
+	if runtime.GOOS == "linux" && (before.RSSBytes == 0 || before.OpenFiles <= 0) {
+		t.Fatalf("runtime stats on linux: %+v", before)
+	}
+	if runtime.GOOS != "linux" {
+		return
+	}
+	const n = 40
+	for i := 0; i < n; i++ {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+	}
+	// other goroutines of this process may close a few files meanwhile,
+	// never 40 of the gateway's own
+	if after := ask(); after.OpenFiles < before.OpenFiles+n/2 {
+		t.Fatalf("open files %d after opening %d more than %d", after.OpenFiles, n, before.OpenFiles)
+	}
+}

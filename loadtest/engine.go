@@ -1,0 +1,234 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Target is a running gateway the engine drives agents against.
+type Target struct {
+	Host     string
+	StateDir string // its admin socket is there
+	// HerdrSocket is the herdr the gateway types into (pane workers only).
+	HerdrSocket string
+}
+
+// Panes gives pane workers their herdr panes: a real herdr, or the fake
+// (herdr/herdrtest) that tests run next to the gateway.
+type Panes interface {
+	// NewPane opens a pane with an idle agent on host's herdr.
+	NewPane(host, name string) (paneID string, err error)
+	// Submitted is every prompt the agent in the pane started a turn on.
+	Submitted(host, paneID string) []string
+}
+
+// Config is what the engine runs: per gateway, Primaries over streamable
+// HTTP, PullWorkers (half over HTTP, half over the stdio relay) and
+// PaneWorkers (the stdio relay inside a herdr pane).
+type Config struct {
+	Bin                                 string // herdbridge, for the stdio relay
+	Targets                             []Target
+	Primaries, PullWorkers, PaneWorkers int
+	Panes                               Panes
+	// ActEvery is the mean time between two actions of a primary (a
+	// brief, a broadcast, a filtered poll); AskEvery between two asks of a
+	// pull worker.
+	ActEvery, AskEvery time.Duration
+	Logger             *slog.Logger
+}
+
+// Groups the workers join, so broadcasts have known recipients.
+const (
+	GroupPull = "soak-pull"
+	GroupPane = "soak-pane"
+)
+
+// callTimeout bounds one tool call: above the gateway's 45 s cap on waits.
+const callTimeout = 60 * time.Second
+
+// Engine runs agents and their traffic and keeps the ledger.
+type Engine struct {
+	cfg    Config
+	Clock  *Clock
+	Ledger *Ledger
+
+	primaries, pull, pane []*Agent
+	panes                 map[*Agent]string // pane id of each pane worker
+
+	recvCancel context.CancelFunc
+	recv       sync.WaitGroup
+}
+
+// New is an engine for cfg (nothing connected yet).
+func New(cfg Config) *Engine {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	clock := NewClock()
+	return &Engine{cfg: cfg, Clock: clock, Ledger: NewLedger(clock), panes: map[*Agent]string{}}
+}
+
+// Entities counts the agents by kind.
+func (e *Engine) Entities() map[string]int {
+	return map[string]int{"primaries (http)": len(e.primaries), "pull workers (http and stdio)": len(e.pull), "pane workers (stdio in a herdr pane)": len(e.pane)}
+}
+
+// Connect starts every agent and its receiving loop, and waits until
+// every gateway's roster shows every agent (presence crosses hosts).
+func (e *Engine) Connect(ctx context.Context) error {
+	for _, t := range e.cfg.Targets {
+		if err := e.connectTarget(ctx, t); err != nil {
+			return err
+		}
+	}
+	if err := e.awaitPresence(ctx); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.recvCancel = cancel
+	for _, a := range append(append([]*Agent(nil), e.primaries...), e.pull...) {
+		e.goRecv(func() { e.pollLoop(rctx, a) })
+	}
+	for _, a := range e.pane {
+		e.goRecv(func() { e.paneLoop(rctx, a) })
+	}
+	return nil
+}
+
+func (e *Engine) goRecv(f func()) {
+	e.recv.Add(1)
+	go func() { defer e.recv.Done(); f() }()
+}
+
+func (e *Engine) connectTarget(ctx context.Context, t Target) error {
+	short := strings.ReplaceAll(t.Host, ".", "-")
+	add := func(list *[]*Agent, spec AgentSpec) error {
+		a, err := Connect(ctx, e.cfg.Bin, t.StateDir, t.Host, spec)
+		if err != nil {
+			return err
+		}
+		*list = append(*list, a)
+		return nil
+	}
+	for i := range e.cfg.Primaries {
+		if err := add(&e.primaries, AgentSpec{Name: fmt.Sprintf("%s-lead%d", short, i), Role: "primary", Transport: HTTP}); err != nil {
+			return err
+		}
+	}
+	for i := range e.cfg.PullWorkers {
+		tr := HTTP
+		if i%2 == 1 {
+			tr = Stdio
+		}
+		if err := add(&e.pull, AgentSpec{Name: fmt.Sprintf("%s-pull%d", short, i), Role: "worker", Groups: []string{GroupPull}, Transport: tr}); err != nil {
+			return err
+		}
+	}
+	for i := range e.cfg.PaneWorkers {
+		name := fmt.Sprintf("%s-pane%d", short, i)
+		id, err := e.cfg.Panes.NewPane(t.Host, name)
+		if err != nil {
+			return err
+		}
+		if err := add(&e.pane, AgentSpec{Name: name, Role: "worker", Groups: []string{GroupPane}, Transport: Stdio, PaneID: id, HerdrSocket: t.HerdrSocket}); err != nil {
+			return err
+		}
+		e.panes[e.pane[len(e.pane)-1]] = id
+	}
+	return nil
+}
+
+// awaitPresence waits until a primary of every gateway resolves every
+// agent of every other gateway (bridge_roster lists them).
+func (e *Engine) awaitPresence(ctx context.Context) error {
+	all := append(append(append([]*Agent(nil), e.primaries...), e.pull...), e.pane...)
+	deadline := time.Now().Add(60 * time.Second)
+	for _, p := range e.primaries {
+		for {
+			r, err := p.Call(ctx, "bridge_roster", map[string]any{}, callTimeout)
+			missing := ""
+			for _, a := range all {
+				if err == nil && !strings.Contains(r.Text, a.Name) {
+					missing = a.Addr()
+					break
+				}
+			}
+			if err == nil && missing == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s never saw %s in its roster (%v)", p.Addr(), missing, err)
+			}
+			if err := sleep(ctx, 200*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Run sends traffic for d (or until ctx ends) and returns once every call
+// it made has its outcome.
+func (e *Engine) Run(ctx context.Context, d time.Duration) {
+	tctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range e.primaries {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.primaryLoop(tctx, p) }()
+	}
+	for _, w := range e.pull {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.askLoop(tctx, w) }()
+	}
+	wg.Wait()
+}
+
+// Drain keeps the receivers running until every accepted message is
+// delivered or explained, or within passes; it returns how long it took.
+func (e *Engine) Drain(ctx context.Context, within time.Duration) time.Duration {
+	start := time.Now()
+	for time.Since(start) < within {
+		if copies, open := e.Ledger.Outstanding(); copies == 0 && open == 0 {
+			break
+		}
+		if sleep(ctx, 250*time.Millisecond) != nil {
+			break
+		}
+	}
+	return time.Since(start)
+}
+
+// Close stops the receivers and ends every agent's session.
+func (e *Engine) Close() {
+	if e.recvCancel != nil {
+		e.recvCancel()
+	}
+	e.recv.Wait()
+	for _, a := range append(append(append([]*Agent(nil), e.primaries...), e.pull...), e.pane...) {
+		a.Close()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// jitter is d scaled by a random factor in [0.5, 1.5).
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.5 + rand.Float64()))
+}
+
+func pick(list []*Agent) *Agent { return list[rand.IntN(len(list))] }
