@@ -60,6 +60,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTraceRequest$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTraceAnswer$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzEventLabels$$' -fuzztime $(FUZZTIME) ./metrics/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEventID$$' -fuzztime $(FUZZTIME) ./opsui/
+	$(GO) test -run '^$$' -fuzz '^FuzzSameOrigin$$' -fuzztime $(FUZZTIME) ./opsui/
 
 demo:
 	$(GO) run ./cmd/herdbridge demo --state-dir /nonexistent-herdbridge-demo

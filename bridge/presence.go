@@ -64,8 +64,9 @@ type presence struct {
 }
 
 type remoteEntry struct {
-	p    Presence
-	seen time.Time
+	p     Presence
+	seen  time.Time // for expiry: refreshed after a deafness too (heardSelf)
+	heard time.Time // when its last heartbeat arrived
 }
 
 func newPresence() *presence {
@@ -161,7 +162,12 @@ func (p *presence) views(v *RosterView) {
 		v.Entities = append(v.Entities, EntityView{Entity: r.entity(), Status: st})
 	}
 	for _, h := range p.hosts {
-		v.Hosts = append(v.Hosts, HostView{Host: h.p.Host, Profiles: append([]string{}, h.p.Profiles...), Key: h.p.Key})
+		heard := h.heard.UTC()
+		v.Hosts = append(v.Hosts, HostView{Host: h.p.Host, Profiles: append([]string{}, h.p.Profiles...), Key: h.p.Key, LastHeartbeat: &heard})
+	}
+	if len(v.Hosts) > 0 && v.Hosts[0].Local && !p.heard.IsZero() {
+		heard := p.heard.UTC()
+		v.Hosts[0].LastHeartbeat = &heard
 	}
 }
 
@@ -203,7 +209,7 @@ func (p *presence) record(pr Presence, now time.Time) (fresh bool) {
 	case pr.Name == GatewayName:
 		old := p.hosts[pr.Host]
 		fresh = old == nil || old.p.Started != pr.Started
-		p.hosts[pr.Host] = &remoteEntry{p: pr, seen: now}
+		p.hosts[pr.Host] = &remoteEntry{p: pr, seen: now, heard: now}
 		p.peer(pr.Host).gateway(pr)
 	case pr.Gone:
 		delete(p.remote, pr.GID)

@@ -33,6 +33,10 @@ type HostView struct {
 	Trust string `json:"trust,omitempty"`
 	// Why says what is wrong with the trust and how to fix it.
 	Why string `json:"why,omitempty"`
+	// LastHeartbeat is when this gateway last heard the host's heartbeat
+	// (this clock); for this host, when its own last came back through
+	// the broker. Nil when none was heard (one host: always).
+	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
 }
 
 // RosterView is bridge_roster.

@@ -26,6 +26,7 @@ import (
 	"github.com/herdbridge/herdbridge/keys"
 	"github.com/herdbridge/herdbridge/mcp"
 	"github.com/herdbridge/herdbridge/metrics"
+	"github.com/herdbridge/herdbridge/opsui"
 )
 
 // Config is every setting of one gateway. The zero value of a field is
@@ -83,8 +84,11 @@ type Gateway struct {
 	audit    *bridge.AuditLog
 	ring     *keys.Ring // trusted keys (across hosts only)
 	sock, ln net.Listener
-	net      NetConfig  // File.Net with its defaults
-	uids     uidCounter // admin socket connections per peer uid
+	net      NetConfig      // File.Net with its defaults
+	uids     uidCounter     // admin socket connections per peer uid
+	feed     *opsui.Feed    // the operator page's live feed (operator.go)
+	logins   *opsui.Logins  // operator login codes and sessions
+	ui       *opsui.Handler // the operator page at /ui
 
 	// what /metrics reads (metrics.go)
 	local   *embedded.Transport // the embedded transport: tr, or split's same-host side
@@ -179,7 +183,9 @@ func (g *Gateway) open(ctx context.Context) error {
 		return err
 	}
 	cfg.Audit = g.audit
+	g.observers(&cfg)
 	g.openMetrics(&cfg)
+	g.operatorAuth = g.operator // /metrics also reads with the operator page's session
 	g.wireHerdr(&cfg)
 	if g.core, err = bridge.New(cfg); err != nil {
 		return err
@@ -209,6 +215,8 @@ func (g *Gateway) open(ctx context.Context) error {
 	handler, shutdown := g.mcp.Handler(mcp.HTTPOptions{})
 	handler = g.withMetrics(handler)
 	g.shutdown = shutdown
+	g.ui = g.operatorPage()
+	handler = g.withOperatorPage(handler)
 	// No ReadTimeout or WriteTimeout: SSE and streamable-HTTP GET streams
 	// live for the whole session. A silent new connection is closed after
 	// ReadHeaderTimeout, an idle keep-alive one after IdleTimeout.
@@ -216,6 +224,7 @@ func (g *Gateway) open(ctx context.Context) error {
 		ReadHeaderTimeout: time.Duration(g.net.ReadHeaderTimeout),
 		IdleTimeout:       time.Duration(g.net.IdleTimeout),
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)} // TLS handshake errors and the like, structured
+	g.http.RegisterOnShutdown(g.ui.Stop) // Shutdown waits for idle connections: end the page's streams
 	g.writeInfo()
 	return nil
 }

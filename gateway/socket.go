@@ -26,7 +26,7 @@ import (
 
 // Request is the first line a local client sends on the admin socket.
 type Request struct {
-	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke | trace | doctor
+	Op     string   `json:"op"` // register | mcp | roster | stats | dlq | remove | revoke | history-purge | trace | doctor | ui-login
 	Name   string   `json:"name,omitempty"`
 	Role   string   `json:"role,omitempty"`
 	Groups []string `json:"groups,omitempty"`
@@ -62,6 +62,7 @@ type Reply struct {
 	Stats  *Stats                    `json:"stats,omitempty"`
 	Trace  *bridge.TraceReport       `json:"trace,omitempty"`
 	Doctor *DoctorReport             `json:"doctor,omitempty"`
+	Login  string                    `json:"login,omitempty"` // op ui-login: the one-time link to the operator page
 	// Code says what kind of refusal Error is: CodeNameHeld, or empty.
 	Code string `json:"code,omitempty"`
 }
@@ -217,6 +218,8 @@ func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
 		_ = reply(g.sockRevoke(req.Name))
 	case "doctor":
 		_ = reply(Reply{OK: true, Doctor: g.DoctorReport(ctx)})
+	case "ui-login":
+		_ = reply(g.sockUILogin())
 	case "history-purge":
 		_ = reply(g.sockPurgeHistory(req.Name))
 	case "trace":
@@ -227,7 +230,7 @@ func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
 		}
 		_ = reply(Reply{OK: true, Trace: rep})
 	default:
-		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke, history-purge, trace, doctor)", req.Op)})
+		_ = reply(Reply{Error: fmt.Sprintf("unknown op %q (register, mcp, roster, stats, dlq, remove, revoke, history-purge, trace, doctor, ui-login)", req.Op)})
 	}
 }
 

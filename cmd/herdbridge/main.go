@@ -83,7 +83,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 	})
 	root.AddCommand(
 		gatewayCommand(), registerCommand(stdout), mcpCommand(stdin, stdout, stderr),
-		rosterCommand(stdout), statsCommand(stdout), doctorCommand(stdout), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout), historyCommand(stdout),
+		rosterCommand(stdout), statsCommand(stdout), doctorCommand(stdout), uiCommand(stdout, stderr), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout), historyCommand(stdout),
 		demoCommand(stdout), keysCommand(stdout, stderr), pairCommand(stdout, stderr), brokerUserCommand(stdout),
 		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout), versionCommand(stdout),
 		traceCommand(stdout),

@@ -79,6 +79,7 @@ func TestImportRules(t *testing.T) {
 		"herdr":  {module + "/mcp", module + "/gateway", module + "/keys"},
 		"mcp":    {module + "/herdr", module + "/gateway", module + "/keys"},
 		"keys":   {module + "/bridge", module + "/mcp", module + "/herdr", module + "/gateway"},
+		"opsui":  {module + "/gateway", module + "/mcp", module + "/herdr", module + "/keys"},
 	}
 	for _, g := range sources(t) {
 		for _, imp := range g.imports() {
