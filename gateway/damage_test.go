@@ -51,6 +51,19 @@ func heldTemplateGID(t *testing.T) (dir, token, gid string) {
 		w.MustStatus("bridge_send", map[string]any{"target": "keeper", "message": fmt.Sprintf("held %03d %s", i, strings.Repeat("x", 200))}, "confirmed")
 	}
 	gatewaytest.WaitHeld(t, g, "keeper", heldN)
+	// a held message is written to state.db after SpillDelay (or at once
+	// in a backlog): wait until the store has its share, up to the cap
+	st := g.Core().Config().Store
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n := 0
+		_ = st.EachHeld(func(string, uint64, []byte) error { n++; return nil })
+		if n == heldN/2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("state.db holds %d of keeper's messages, want %d", n, heldN/2)
+		}
+	}
 	w.Client.Close()
 	return dir, token, gid
 }
