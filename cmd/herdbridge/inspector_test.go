@@ -92,7 +92,7 @@ func TestInspectorCLI(t *testing.T) {
 		for _, tool := range list.Tools {
 			names = append(names, tool.Name)
 		}
-		if got := strings.Join(names, ","); got != "bridge_ask,bridge_broadcast,bridge_interrupt,bridge_poll,bridge_roster,bridge_send,bridge_spawn,bridge_stop" {
+		if got := strings.Join(names, ","); got != "bridge_ask,bridge_broadcast,bridge_history,bridge_interrupt,bridge_poll,bridge_roster,bridge_send,bridge_spawn,bridge_stop" {
 			fail("%s: tools %s", c.name, got)
 		}
 	}

@@ -29,7 +29,10 @@ func TestRepairCommandMatrix(t *testing.T) {
 	gp := startGatewayProc(t, bin, src)
 	lead := procConn(t, gp, "lead", "primary")
 	w := procConn(t, gp, "w", "worker")
-	const n = 40
+	// a backlog, so state.db gets its pages of held messages at once (a
+	// few held ones would wait SpillDelay in memory, and the gateway is
+	// stopped right after)
+	const n = 200
 	for i := 0; i < n; i++ {
 		w.MustStatus("bridge_send", map[string]any{"target": "lead", "message": fmt.Sprintf("held %02d %s", i, strings.Repeat("y", 300))}, "confirmed")
 	}

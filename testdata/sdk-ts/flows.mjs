@@ -18,7 +18,7 @@ if (!bin || !stateDir || !url || !token) {
   process.exit(2);
 }
 const WORKER = 'sdk-worker';
-const TOOLS = ['bridge_ask', 'bridge_broadcast', 'bridge_poll', 'bridge_roster', 'bridge_send', 'bridge_spawn'];
+const TOOLS = ['bridge_ask', 'bridge_broadcast', 'bridge_history', 'bridge_interrupt', 'bridge_poll', 'bridge_roster', 'bridge_send', 'bridge_spawn', 'bridge_stop'];
 const CALL_TIMEOUT_MS = 20_000; // no single request may take longer
 const TOTAL_TIMEOUT_MS = 55_000; // the whole script
 
