@@ -147,25 +147,44 @@ func (s *Server) call(body func(ctx context.Context, gid string, req mcpgo.CallT
 
 func argErr(err error) error { return &bridge.UserError{Msg: err.Error()} }
 
-func (s *Server) sendTool() toolDef {
-	t := mcpgo.NewTool("bridge_send",
-		mcpgo.WithDescription("Send a message. To a worker it is a brief: returns once the transport has it (status confirmed/injected), "+
-			"or once it waits in the queue of a busy worker's pane (queued: its receipt, INJECTED or FAILED, is held for you later), "+
-			"and with wait_s stays open until the worker replies (replied), asks you something (asked, with turn_id), or wait_s runs out (pending: bridge_poll(target) later). "+
-			"To a primary or orchestrator it is a reply (confirmed). With turn_id it answers that open ask (delivered, too_late, abandoned, already_answered)."),
-		mcpgo.WithInputSchema[sendArgs](),
-		mcpgo.WithOutputSchema[bridge.Result](),
-		mcpgo.WithTitleAnnotation("Send a brief, reply or answer"),
-		mcpgo.WithReadOnlyHintAnnotation(false),
-		mcpgo.WithDestructiveHintAnnotation(false),
-		mcpgo.WithIdempotentHintAnnotation(false),
+// effect is what a tool does to the fabric, as its MCP annotations say
+// (no bridge tool reaches an open world).
+type effect struct{ readOnly, destructive, idempotent bool }
+
+// newTool is a bridge tool taking arguments A and returning Out as
+// structured content, with its title, effect and description.
+func newTool[A, Out any](name, title string, e effect, desc string) mcpgo.Tool {
+	return mcpgo.NewTool(name,
+		mcpgo.WithDescription(desc),
+		mcpgo.WithInputSchema[A](),
+		mcpgo.WithOutputSchema[Out](),
+		mcpgo.WithTitleAnnotation(title),
+		mcpgo.WithReadOnlyHintAnnotation(e.readOnly),
+		mcpgo.WithDestructiveHintAnnotation(e.destructive),
+		mcpgo.WithIdempotentHintAnnotation(e.idempotent),
 		mcpgo.WithOpenWorldHintAnnotation(false),
 	)
-	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
-		var a sendArgs
+}
+
+// withArgs decodes a call's arguments into A before body runs; arguments
+// that do not decode are a tool error the model can fix.
+func withArgs[A any](body func(ctx context.Context, gid string, a A, prog bridge.Progress) (*bridge.Result, error)) func(context.Context, string, mcpgo.CallToolRequest, bridge.Progress) (*bridge.Result, error) {
+	return func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
+		var a A
 		if err := decodeArgs(req, &a); err != nil {
 			return nil, argErr(err)
 		}
+		return body(ctx, gid, a, prog)
+	}
+}
+
+func (s *Server) sendTool() toolDef {
+	t := newTool[sendArgs, bridge.Result]("bridge_send", "Send a brief, reply or answer", effect{},
+		"Send a message. To a worker it is a brief: returns once the transport has it (status confirmed/injected), "+
+			"or once it waits in the queue of a busy worker's pane (queued: its receipt, INJECTED or FAILED, is held for you later), "+
+			"and with wait_s stays open until the worker replies (replied), asks you something (asked, with turn_id), or wait_s runs out (pending: bridge_poll(target) later). "+
+			"To a primary or orchestrator it is a reply (confirmed). With turn_id it answers that open ask (delivered, too_late, abandoned, already_answered).")
+	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a sendArgs, prog bridge.Progress) (*bridge.Result, error) {
 		wait, err := seconds(a.WaitS, "wait_s", 3600)
 		if err != nil {
 			return nil, argErr(err)
@@ -174,26 +193,14 @@ func (s *Server) sendTool() toolDef {
 			return nil, argErr(errors.New("target is required (or turn_id to answer an open ask)"))
 		}
 		return s.core.Send(ctx, gid, bridge.SendRequest{Target: a.Target, Message: a.Message, Wait: wait, TurnID: a.TurnID, RequestID: a.RequestID, Priority: a.Priority}, prog)
-	})}
+	}))}
 }
 
 func (s *Server) askTool() toolDef {
-	t := mcpgo.NewTool("bridge_ask",
-		mcpgo.WithDescription("Ask a question mid-turn, by default of whoever sent you your current brief, and wait for the answer (answered). "+
-			"Returns no_waiter at once if nobody is listening, expired after timeout_s, or pending after 45 s: call bridge_ask(turn_id) to keep waiting on the same ask."),
-		mcpgo.WithInputSchema[askArgs](),
-		mcpgo.WithOutputSchema[bridge.Result](),
-		mcpgo.WithTitleAnnotation("Ask your primary a question"),
-		mcpgo.WithReadOnlyHintAnnotation(false),
-		mcpgo.WithDestructiveHintAnnotation(false),
-		mcpgo.WithIdempotentHintAnnotation(false),
-		mcpgo.WithOpenWorldHintAnnotation(false),
-	)
-	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
-		var a askArgs
-		if err := decodeArgs(req, &a); err != nil {
-			return nil, argErr(err)
-		}
+	t := newTool[askArgs, bridge.Result]("bridge_ask", "Ask your primary a question", effect{},
+		"Ask a question mid-turn, by default of whoever sent you your current brief, and wait for the answer (answered). "+
+			"Returns no_waiter at once if nobody is listening, expired after timeout_s, or pending after 45 s: call bridge_ask(turn_id) to keep waiting on the same ask.")
+	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a askArgs, prog bridge.Progress) (*bridge.Result, error) {
 		timeout, err := seconds(a.TimeoutS, "timeout_s", 86400)
 		if err != nil {
 			return nil, argErr(err)
@@ -202,26 +209,14 @@ func (s *Server) askTool() toolDef {
 			return nil, argErr(errors.New("question is required (or turn_id to keep waiting on an open ask)"))
 		}
 		return s.core.Ask(ctx, gid, bridge.AskRequest{Question: a.Question, Target: a.Target, Timeout: timeout, TurnID: a.TurnID, RequestID: a.RequestID}, prog)
-	})}
+	}))}
 }
 
 func (s *Server) pollTool() toolDef {
-	t := mcpgo.NewTool("bridge_poll",
-		mcpgo.WithDescription("Drain messages held for you (replies, briefs, broadcasts, failures). With target, only those from that entity; the rest stay held. "+
-			"With wait_s, long-polls when nothing is held (over 45 s: pending, call again). peek reads without consuming. Status drained, peeked, empty or pending."),
-		mcpgo.WithInputSchema[pollArgs](),
-		mcpgo.WithOutputSchema[bridge.Result](),
-		mcpgo.WithTitleAnnotation("Collect held messages"),
-		mcpgo.WithReadOnlyHintAnnotation(false),
-		mcpgo.WithDestructiveHintAnnotation(true), // draining consumes held messages
-		mcpgo.WithIdempotentHintAnnotation(false),
-		mcpgo.WithOpenWorldHintAnnotation(false),
-	)
-	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
-		var a pollArgs
-		if err := decodeArgs(req, &a); err != nil {
-			return nil, argErr(err)
-		}
+	t := newTool[pollArgs, bridge.Result]("bridge_poll", "Collect held messages", effect{destructive: true},
+		"Drain messages held for you (replies, briefs, broadcasts, failures). With target, only those from that entity; the rest stay held. "+
+			"With wait_s, long-polls when nothing is held (over 45 s: pending, call again). peek reads without consuming. Status drained, peeked, empty or pending.") // draining consumes held messages
+	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a pollArgs, prog bridge.Progress) (*bridge.Result, error) {
 		wait, err := seconds(a.WaitS, "wait_s", 3600)
 		if err != nil {
 			return nil, argErr(err)
@@ -234,41 +229,21 @@ func (s *Server) pollTool() toolDef {
 			max = *a.Max
 		}
 		return s.core.Poll(ctx, gid, bridge.PollRequest{Target: a.Target, Wait: wait, Max: max, Peek: a.Peek}, prog)
-	})}
+	}))}
 }
 
 func (s *Server) broadcastTool() toolDef {
-	t := mcpgo.NewTool("bridge_broadcast",
-		mcpgo.WithDescription("Tell every entity (or one group) something, in one publish; everyone bound gets a copy but you. Status confirmed."),
-		mcpgo.WithInputSchema[broadcastArgs](),
-		mcpgo.WithOutputSchema[bridge.Result](),
-		mcpgo.WithTitleAnnotation("Broadcast to everyone or a group"),
-		mcpgo.WithReadOnlyHintAnnotation(false),
-		mcpgo.WithDestructiveHintAnnotation(false),
-		mcpgo.WithIdempotentHintAnnotation(false),
-		mcpgo.WithOpenWorldHintAnnotation(false),
-	)
-	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
-		var a broadcastArgs
-		if err := decodeArgs(req, &a); err != nil {
-			return nil, argErr(err)
-		}
+	t := newTool[broadcastArgs, bridge.Result]("bridge_broadcast", "Broadcast to everyone or a group", effect{},
+		"Tell every entity (or one group) something, in one publish; everyone bound gets a copy but you. Status confirmed.")
+	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a broadcastArgs, prog bridge.Progress) (*bridge.Result, error) {
 		return s.core.Broadcast(ctx, gid, bridge.BroadcastRequest{Message: a.Message, Group: a.Group, RequestID: a.RequestID})
-	})}
+	}))}
 }
 
 func (s *Server) rosterTool() toolDef {
-	t := mcpgo.NewTool("bridge_roster",
-		mcpgo.WithDescription("Who is here: hosts, and entities with role, groups, status, how many messages they hold and whether they are waiting. "+
-			"A host's trust is one-way when it does not trust this host (a send there fails at once with the reason), untrusted when this host does not trust it, unknown for an older gateway."),
-		mcpgo.WithInputSchema[rosterArgs](),
-		mcpgo.WithOutputSchema[bridge.RosterView](),
-		mcpgo.WithTitleAnnotation("List entities and hosts"),
-		mcpgo.WithReadOnlyHintAnnotation(true),
-		mcpgo.WithDestructiveHintAnnotation(false),
-		mcpgo.WithIdempotentHintAnnotation(true),
-		mcpgo.WithOpenWorldHintAnnotation(false),
-	)
+	t := newTool[rosterArgs, bridge.RosterView]("bridge_roster", "List entities and hosts", effect{readOnly: true, idempotent: true},
+		"Who is here: hosts, and entities with role, groups, status, how many messages they hold and whether they are waiting. "+
+			"A host's trust is one-way when it does not trust this host (a send there fails at once with the reason), untrusted when this host does not trust it, unknown for an older gateway.")
 	h := func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		if _, ok := EntityFrom(ctx); !ok {
 			return mcpgo.NewToolResultError("this connection is not registered as an entity"), nil
@@ -307,45 +282,21 @@ func (s *Server) rosterTool() toolDef {
 }
 
 func (s *Server) spawnTool() toolDef {
-	t := mcpgo.NewTool("bridge_spawn",
-		mcpgo.WithDescription("Start a new worker from a spawn profile of a host (profiles are defined in that gateway's configuration; you name one, never a command). "+
+	t := newTool[spawnArgs, bridge.Result]("bridge_spawn", "Spawn a worker", effect{},
+		"Start a new worker from a spawn profile of a host (profiles are defined in that gateway's configuration; you name one, never a command). "+
 			"Returns when the worker's agent is ready and registered (spawnId = its gid), then delivers brief through the forward path: status submitted, uncertain or failed (with the reason), or confirmed without a brief; phases lists the steps it went through with their times. "+
-			"A spawn past the host's or profile's maxWorkers is refused at once, naming the limit and the count."),
-		mcpgo.WithInputSchema[spawnArgs](),
-		mcpgo.WithOutputSchema[bridge.Result](),
-		mcpgo.WithTitleAnnotation("Spawn a worker"),
-		mcpgo.WithReadOnlyHintAnnotation(false),
-		mcpgo.WithDestructiveHintAnnotation(false),
-		mcpgo.WithIdempotentHintAnnotation(false),
-		mcpgo.WithOpenWorldHintAnnotation(false),
-	)
-	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
-		var a spawnArgs
-		if err := decodeArgs(req, &a); err != nil {
-			return nil, argErr(err)
-		}
+			"A spawn past the host's or profile's maxWorkers is refused at once, naming the limit and the count.")
+	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a spawnArgs, prog bridge.Progress) (*bridge.Result, error) {
 		return s.core.Spawn(ctx, gid, bridge.SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief, SpawnID: a.SpawnID,
 			Choice: bridge.SpawnChoice{Cwd: a.Cwd, Repo: a.Repo, Worktree: a.Worktree, Model: a.Model, Args: a.Args}})
-	})}
+	}))}
 }
 
 func (s *Server) historyTool() toolDef {
-	t := mcpgo.NewTool("bridge_history",
-		mcpgo.WithDescription("Re-read the messages you sent and received (bodies included), oldest first, from your own history: it consumes nothing and changes nothing. "+
-			"History is opt-in (the gateway's --history, or registering with --history) and capped by size and age. Status history."),
-		mcpgo.WithInputSchema[historyArgs](),
-		mcpgo.WithOutputSchema[bridge.Result](),
-		mcpgo.WithTitleAnnotation("Re-read your message history"),
-		mcpgo.WithReadOnlyHintAnnotation(true),
-		mcpgo.WithDestructiveHintAnnotation(false),
-		mcpgo.WithIdempotentHintAnnotation(true),
-		mcpgo.WithOpenWorldHintAnnotation(false),
-	)
-	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
-		var a historyArgs
-		if err := decodeArgs(req, &a); err != nil {
-			return nil, argErr(err)
-		}
+	t := newTool[historyArgs, bridge.Result]("bridge_history", "Re-read your message history", effect{readOnly: true, idempotent: true},
+		"Re-read the messages you sent and received (bodies included), oldest first, from your own history: it consumes nothing and changes nothing. "+
+			"History is opt-in (the gateway's --history, or registering with --history) and capped by size and age. Status history.")
+	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a historyArgs, prog bridge.Progress) (*bridge.Result, error) {
 		max := 0
 		if a.Max != nil {
 			if *a.Max < 1 || *a.Max > 500 {
@@ -354,22 +305,14 @@ func (s *Server) historyTool() toolDef {
 			max = *a.Max
 		}
 		return s.core.History(ctx, gid, bridge.HistoryRequest{Target: a.Target, Since: a.Since, Max: max, Query: a.Query})
-	})}
+	}))}
 }
 
 func (s *Server) stopTool() toolDef {
-	t := mcpgo.NewTool("bridge_stop",
-		mcpgo.WithDescription("End a worker (here or on another host): its herdr pane is closed (by default for workers bridge_spawn started), "+
+	t := newTool[stopArgs, bridge.Result]("bridge_stop", "Stop a worker", effect{destructive: true, idempotent: true},
+		"End a worker (here or on another host): its herdr pane is closed (by default for workers bridge_spawn started), "+
 			"whoever waited on it hears ABANDONED, briefs still queued for it are reported FAILED to their senders, and it leaves the roster. "+
-			"A primary or orchestrator may stop any worker; a worker only itself. Status stopped, or pending when the worker's host has not answered yet."),
-		mcpgo.WithInputSchema[stopArgs](),
-		mcpgo.WithOutputSchema[bridge.Result](),
-		mcpgo.WithTitleAnnotation("Stop a worker"),
-		mcpgo.WithReadOnlyHintAnnotation(false),
-		mcpgo.WithDestructiveHintAnnotation(true),
-		mcpgo.WithIdempotentHintAnnotation(true), // with stop_id
-		mcpgo.WithOpenWorldHintAnnotation(false),
-	)
+			"A primary or orchestrator may stop any worker; a worker only itself. Status stopped, or pending when the worker's host has not answered yet.") // with stop_id
 	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, _ bridge.Progress) (*bridge.Result, error) {
 		var a stopArgs
 		if err := decodeArgs(req, &a); err != nil {
@@ -380,26 +323,14 @@ func (s *Server) stopTool() toolDef {
 }
 
 func (s *Server) interruptTool() toolDef {
-	t := mcpgo.NewTool("bridge_interrupt",
-		mcpgo.WithDescription("Interrupt a worker's current turn by pressing Escape once in its herdr pane. Status interrupted (it was seen going from working to idle), "+
+	t := newTool[interruptArgs, bridge.Result]("bridge_interrupt", "Interrupt a worker", effect{destructive: true},
+		"Interrupt a worker's current turn by pressing Escape once in its herdr pane. Status interrupted (it was seen going from working to idle), "+
 			"uncertain (Escape pressed, no change seen), not_working (nothing to interrupt: no key pressed) or failed. "+
 			"With message, that message is its next brief, typed as soon as it is idle, before any brief that was waiting. "+
-			"A primary or orchestrator may interrupt any worker; a worker only itself."),
-		mcpgo.WithInputSchema[interruptArgs](),
-		mcpgo.WithOutputSchema[bridge.Result](),
-		mcpgo.WithTitleAnnotation("Interrupt a worker"),
-		mcpgo.WithReadOnlyHintAnnotation(false),
-		mcpgo.WithDestructiveHintAnnotation(true),
-		mcpgo.WithIdempotentHintAnnotation(false),
-		mcpgo.WithOpenWorldHintAnnotation(false),
-	)
-	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error) {
-		var a interruptArgs
-		if err := decodeArgs(req, &a); err != nil {
-			return nil, argErr(err)
-		}
+			"A primary or orchestrator may interrupt any worker; a worker only itself.")
+	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a interruptArgs, prog bridge.Progress) (*bridge.Result, error) {
 		return s.core.Interrupt(ctx, gid, bridge.InterruptRequest{Target: a.Target, Message: a.Message}, prog)
-	})}
+	}))}
 }
 
 func summary(r *bridge.Result) string {
