@@ -2,6 +2,7 @@ package mcp
 
 import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 )
 
 // notify queues a notification for one session, or drops it if the
@@ -22,7 +23,13 @@ import (
 // entries grow with nudges (at most one per entity per NudgeEvery), not
 // with calls. TestNudgedSessionCallsStayFlat holds this.
 func (s *Server) notify(t nudgeTarget, method mcpgo.MCPMethod, params map[string]any) {
-	if t.cs == nil || !t.cs.Initialized() {
+	s.queue(t.cs, method, params)
+}
+
+// queue puts a notification on cs's channel without marking the session
+// SSE for good (see notify); progress goes this way too.
+func (s *Server) queue(cs server.ClientSession, method mcpgo.MCPMethod, params map[string]any) {
+	if cs == nil || !cs.Initialized() {
 		return
 	}
 	n := mcpgo.JSONRPCNotification{
@@ -33,8 +40,8 @@ func (s *Server) notify(t nudgeTarget, method mcpgo.MCPMethod, params map[string
 		},
 	}
 	select {
-	case t.cs.NotificationChannel() <- n:
+	case cs.NotificationChannel() <- n:
 	default:
-		s.log.Debug("mcp notification dropped: the session's queue is full", "session", t.sid, "method", string(method))
+		s.log.Debug("mcp notification dropped: the session's queue is full", "session", cs.SessionID(), "method", string(method))
 	}
 }
