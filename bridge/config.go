@@ -30,14 +30,19 @@ type Config struct {
 	InboxExpires    time.Duration // a broker deletes an inbox nobody consumed this long: a crashed gateway's orphans (default 7 days)
 	SweepEvery      time.Duration // expiry sweeper period (default 1s)
 	SeenSize        int           // msgId seen-set bound (default 65536)
-	NudgeEvery      time.Duration // minimum gap between nudges of one entity (default 2s)
-	ReattachGrace   time.Duration // how long a detached entity keeps its open turns (default 30s)
-	InjectWait      time.Duration // bound of typing one brief into a ready pane, to its INJECTED (default 30s)
-	PaneRecheck     time.Duration // how often a pane with queued briefs is looked at without a status event (default 2s)
-	PresenceEvery   time.Duration // heartbeat period across hosts (default 5s)
-	PresenceTTL     time.Duration // a remote entry without a heartbeat this long is gone (default 3 heartbeats)
-	StaleAfter      time.Duration // an entity outside a pane idle this long shows as stale in the roster (default 24h; negative: never)
-	ReapAfter       time.Duration // … and idle this long is removed, what it held dead-lettered and reported (default 7 days; negative: never)
+	// The request book keeps in memory at most this many published calls
+	// with a request_id, in all and per entity (defaults
+	// DefaultRequestsInMemory, DefaultRequestsPerEntityInMemory); the
+	// store keeps them all for RequestMemory.
+	RequestsInMemory, RequestsPerEntityInMemory int
+	NudgeEvery                                  time.Duration // minimum gap between nudges of one entity (default 2s)
+	ReattachGrace                               time.Duration // how long a detached entity keeps its open turns (default 30s)
+	InjectWait                                  time.Duration // bound of typing one brief into a ready pane, to its INJECTED (default 30s)
+	PaneRecheck                                 time.Duration // how often a pane with queued briefs is looked at without a status event (default 2s)
+	PresenceEvery                               time.Duration // heartbeat period across hosts (default 5s)
+	PresenceTTL                                 time.Duration // a remote entry without a heartbeat this long is gone (default 3 heartbeats)
+	StaleAfter                                  time.Duration // an entity outside a pane idle this long shows as stale in the roster (default 24h; negative: never)
+	ReapAfter                                   time.Duration // … and idle this long is removed, what it held dead-lettered and reported (default 7 days; negative: never)
 
 	// Nudger is told about messages held with no waiter (the MCP server,
 	// and in herdr the pane nudger: Nudgers tells several). nil: nobody.

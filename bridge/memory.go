@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"crypto/sha256"
 	"log/slog"
 	"sync"
 	"time"
@@ -142,27 +143,47 @@ func (m *memory) save(st *store.Store, now time.Time, log *slog.Logger) {
 
 // seenSet is a bounded set of (gid, msgId) pairs already handled, FIFO
 // eviction. Keyed per entity: one broadcast is one msgId in many inboxes.
+//
+// It keeps a fixed-size digest of each key, not the key: the map and the
+// ring are allocated once at their bound, so a busy gateway's heap does
+// not grow with every message until the bound is reached (a gid+msgId
+// string cost ~96 B a message on top of its map and ring slots). The
+// digest is 128 bits of SHA-256: a false "seen" (a message dropped as a
+// replay) would need a collision no sender can aim for. The store keeps
+// the keys themselves (load digests them again).
 type seenSet struct {
 	max  int
-	m    map[string]struct{}
-	ring []string
+	m    map[seenKey]struct{}
+	ring []seenKey
+	used int // ring[:used] holds keys (the ring fills before it wraps)
 	next int
 }
 
-func newSeenSet(max int) *seenSet {
-	return &seenSet{max: max, m: make(map[string]struct{}, max), ring: make([]string, max)}
+// seenKey is the digest of a gid+msgId key.
+type seenKey [16]byte
+
+func digestSeen(id string) seenKey {
+	sum := sha256.Sum256([]byte(id))
+	return seenKey(sum[:16])
 }
 
-func (s *seenSet) has(id string) bool { _, ok := s.m[id]; return ok }
+func newSeenSet(max int) *seenSet {
+	return &seenSet{max: max, m: make(map[seenKey]struct{}, max), ring: make([]seenKey, max)}
+}
+
+func (s *seenSet) has(id string) bool { _, ok := s.m[digestSeen(id)]; return ok }
 
 func (s *seenSet) add(id string) {
-	if _, ok := s.m[id]; ok {
+	k := digestSeen(id)
+	if _, ok := s.m[k]; ok {
 		return
 	}
-	if old := s.ring[s.next]; old != "" {
-		delete(s.m, old)
+	if s.used == s.max {
+		delete(s.m, s.ring[s.next])
+	} else {
+		s.used++
 	}
-	s.ring[s.next] = id
-	s.m[id] = struct{}{}
+	s.ring[s.next] = k
+	s.m[k] = struct{}{}
 	s.next = (s.next + 1) % s.max
 }

@@ -1,11 +1,13 @@
 package bridge
 
 import (
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 	"unicode"
@@ -64,10 +66,13 @@ type reqKey struct{ gid, id string }
 // reqEntry is one remembered call. decided is closed once its first call
 // published (rec is then valid) or gave up (the entry is then gone).
 type reqEntry struct {
+	key       reqKey
 	rec       store.Request
 	published bool
 	decided   chan struct{}
 	open      int // calls of this request running now (the first, resumed repeats)
+	// its places in the book's orders once published (requestbound.go)
+	inAge, inEntity *list.Element
 }
 
 // reqCall is one call holding a request_id: the first (it may publish) or
@@ -80,8 +85,10 @@ type reqCall struct {
 	peers int           // a repeat: how many other calls of it run now
 }
 
-// requests is the book of idempotent calls, mirrored in the store. Its
-// lock is a leaf.
+// requests is the book of idempotent calls, mirrored in the store. In
+// memory it keeps the calls running and the most recent published ones,
+// within its bounds by count (requestbound.go); the store keeps them all
+// for RequestMemory. Its lock is a leaf.
 type requests struct {
 	st  *store.Store
 	log *slog.Logger
@@ -90,27 +97,38 @@ type requests struct {
 	byKey  map[reqKey]*reqEntry
 	byMsg  map[string]reqKey // msgId → its call, so a receipt finds it
 	pruned time.Time
+	bound
 }
 
-func newRequests(st *store.Store, log *slog.Logger) *requests {
-	return &requests{st: st, log: log, byKey: map[reqKey]*reqEntry{}, byMsg: map[string]reqKey{}}
+func newRequests(st *store.Store, log *slog.Logger, max, perEntity int) *requests {
+	return &requests{st: st, log: log, byKey: map[reqKey]*reqEntry{}, byMsg: map[string]reqKey{}, bound: newBound(max, perEntity)}
 }
 
-// load reads the calls remembered at start.
+// load reads the calls remembered at start, the most recent within the
+// bounds: the others stay in the store, where a repeat finds them.
 func (r *requests) load(now time.Time) error {
 	recs, err := r.st.LoadRequests(now.Add(-RequestMemory))
 	if err != nil {
 		return err
 	}
+	slices.SortFunc(recs, func(a, b store.Request) int { return a.At.Compare(b.At) })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rec := range recs {
-		k := reqKey{rec.GID, rec.ID}
-		e := &reqEntry{rec: rec, published: true, decided: make(chan struct{})}
-		close(e.decided)
-		r.byKey[k], r.byMsg[rec.MsgID] = e, k
+		r.restoreLocked(rec)
 	}
 	return nil
+}
+
+// restoreLocked puts a published call read from the store back in the
+// book (r.mu held).
+func (r *requests) restoreLocked(rec store.Request) *reqEntry {
+	k := reqKey{rec.GID, rec.ID}
+	e := &reqEntry{key: k, rec: rec, published: true, decided: make(chan struct{})}
+	close(e.decided)
+	r.byKey[k], r.byMsg[rec.MsgID] = e, k
+	r.rememberLocked(e)
+	return e
 }
 
 // claim takes request id of entity gid for a call of tool with the given
@@ -121,13 +139,15 @@ func (r *requests) claim(ctx context.Context, gid, id, tool, digest string, now 
 	k := reqKey{gid, id}
 	for {
 		r.mu.Lock()
-		e := r.byKey[k]
-		if e != nil && e.published && now.Sub(e.rec.At) >= RequestMemory {
-			r.dropLocked(k, e)
-			e = nil
+		e := r.entryLocked(k, now)
+		if e == nil {
+			r.mu.Unlock()
+			r.recall(k, now) // a call the book no longer keeps in memory
+			r.mu.Lock()
+			e = r.entryLocked(k, now)
 		}
 		if e == nil {
-			e = &reqEntry{rec: store.Request{GID: gid, ID: id, Tool: tool, Digest: digest}, decided: make(chan struct{}), open: 1}
+			e = &reqEntry{key: k, rec: store.Request{GID: gid, ID: id, Tool: tool, Digest: digest}, decided: make(chan struct{}), open: 1}
 			r.byKey[k] = e
 			r.mu.Unlock()
 			return &reqCall{key: k, e: e}, nil
@@ -151,11 +171,43 @@ func (r *requests) claim(ctx context.Context, gid, id, tool, digest string, now 
 	}
 }
 
+// entryLocked is the book's entry for k, nil if none or expired (r.mu
+// held).
+func (r *requests) entryLocked(k reqKey, now time.Time) *reqEntry {
+	e := r.byKey[k]
+	if e != nil && e.published && now.Sub(e.rec.At) >= RequestMemory {
+		r.dropLocked(k, e)
+		return nil
+	}
+	return e
+}
+
+// recall brings the stored record of call k back into memory, if the
+// store has one younger than RequestMemory and the book has none meanwhile.
+// A store that cannot be read is logged: the call then publishes again
+// (at-least-once, as without a request id).
+func (r *requests) recall(k reqKey, now time.Time) {
+	rec, ok, err := r.st.GetRequest(k.gid, k.id)
+	if err != nil {
+		r.log.Warn("cannot read a remembered request id: a repeat may publish again", LogGID, k.gid, "err", err)
+		return
+	}
+	if !ok || now.Sub(rec.At) >= RequestMemory {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byKey[k] == nil {
+		r.restoreLocked(rec)
+	}
+}
+
 // dropLocked forgets entry e of key k (r.mu held).
 func (r *requests) dropLocked(k reqKey, e *reqEntry) {
 	if r.byKey[k] == e {
 		delete(r.byKey, k)
 	}
+	r.forgetLocked(e)
 	if e.rec.MsgID != "" && r.byMsg[e.rec.MsgID] == k {
 		delete(r.byMsg, e.rec.MsgID)
 	}
@@ -176,6 +228,7 @@ func (r *requests) published(call *reqCall, env *Envelope, now time.Time) {
 	}
 	e.published = true
 	r.byMsg[env.MsgID] = call.key
+	r.rememberLocked(e)
 	close(e.decided)
 	rec := e.rec
 	r.mu.Unlock()

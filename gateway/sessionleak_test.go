@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -12,20 +11,13 @@ import (
 
 // TestNudgedSessionCallsStayFlat: a long-lived streamable HTTP session
 // that was nudged once makes 2,000 small calls; the live heap must not
-// grow with the number of calls. It does today — the soak's RSS climbs
-// ~25% in 10 minutes — because mcp-go v1.2.1 keeps one resumableStream
-// per POST answered as SSE (every call after the session's first
-// notification) in StreamableHTTPServer.resumableStreams until the
-// session ends (DELETE, or 15 minutes idle): ~375 B a call. Nothing in
-// herdbridge can reach that map; the fix belongs in mcp-go (drop a
-// request's stream once its events are evicted from the event store) or
-// in a patched copy. Skipped unless HB_KNOWN_LEAKS is set, so the suite
-// stays green while the bug is open; without the nudge the same calls
-// grow nothing.
+// grow with the number of calls. mcp-go v1.2.1 keeps one resumableStream
+// per POST answered as SSE in StreamableHTTPServer.resumableStreams until
+// the session ends (~375 B a call), and its SendNotificationToSpecificClient
+// makes every later POST of the session SSE; the gateway queues nudges on
+// the session's notification channel instead (mcp/notify.go), so only the
+// POST that carries a nudge gets a stream.
 func TestNudgedSessionCallsStayFlat(t *testing.T) {
-	if os.Getenv("HB_KNOWN_LEAKS") == "" {
-		t.Skip("known leak in mcp-go v1.2.1 (~375 B per call on a nudged session): set HB_KNOWN_LEAKS=1 to run")
-	}
 	cfg := gatewaytest.LocalConfig(t, "")
 	cfg.NoSync = true
 	g := gatewaytest.Start(t, cfg)

@@ -133,8 +133,9 @@ func rssBytes() uint64 {
 	return 0
 }
 
-// A long-lived streamable HTTP session that was nudged once (from then on
-// mcp-go records every response for resuming) polls 300 messages of
+// A long-lived streamable HTTP session, nudged before every call (mcp-go
+// records the response of a call that carries a notification for
+// resuming), polls 300 messages of
 // 200 KB: the live heap grows by less than 32 MiB (mcp-go's own store kept
 // every response: over 100 MiB), and resuming from an event the bounds
 // dropped is refused with a 400 that says so. Heap, not RSS, is asserted
@@ -157,9 +158,6 @@ func TestSessionMemoryStaysFlat(t *testing.T) {
 		t.Fatal("initialize gave no session id")
 	}
 	s.post("notifications/initialized", nil, true)
-	// the nudge: from now on mcp-go answers this session's calls as SSE
-	// and records every response in its event store
-	g.MCPServer().Nudge(bridge.Entity{GID: lead, Name: "lead"}, bridge.HeldSummary{Total: 1})
 
 	filler := strings.Repeat("the quick brown fox jumps over the lazy dog. ", 200<<10/45)
 	var firstID, lastID string
@@ -169,6 +167,9 @@ func TestSessionMemoryStaysFlat(t *testing.T) {
 		if _, err := g.Core().Send(context.Background(), w.GID, bridge.SendRequest{Target: "lead", Message: body}, nil); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
+		// a nudge queued before each poll: mcp-go answers the poll that
+		// carries it as SSE and records its response in the event store
+		g.MCPServer().Nudge(bridge.Entity{GID: lead, Name: "lead"}, bridge.HeldSummary{Total: 1})
 		ctype, got, ids := s.post("tools/call", map[string]any{"name": "bridge_poll", "arguments": map[string]any{"wait_s": 10}}, false)
 		if !bytes.Contains(got, []byte(fmt.Sprintf("message %d: the quick", i))) || len(got) < 200<<10 {
 			t.Fatalf("poll %d: %d bytes (%s), without its message: %.300s", i, len(got), ctype, got)
@@ -206,7 +207,7 @@ func TestSessionMemoryStaysFlat(t *testing.T) {
 	t.Logf("%d polls of 200 KB (%d answered as SSE, so recorded for resuming): live heap %d → %d MiB (%+.1f MiB), RSS %d → %d MiB; the event store keeps %d events, %d KiB",
 		polls, sse, heap0>>20, heap1>>20, float64(growth)/(1<<20), rss0>>20, rss1>>20, events, kept>>10)
 	if sse < polls {
-		t.Fatalf("only %d of %d polls were answered as SSE: the nudge did not make mcp-go record responses, so this test measures nothing", sse, polls)
+		t.Fatalf("only %d of %d polls were answered as SSE: the nudges did not make mcp-go record responses, so this test measures nothing", sse, polls)
 	}
 	if growth >= limit {
 		t.Errorf("the live heap grew by %.1f MiB over %d polls, want < %.1f MiB", float64(growth)/(1<<20), polls, float64(limit)/(1<<20))

@@ -62,7 +62,7 @@ func (s *Server) ServeConn(ctx context.Context, gid string, r io.Reader, w io.Wr
 		return err
 	}
 	defer s.mcp.UnregisterSession(context.WithoutCancel(ctx), sess.id)
-	s.track(sess.id, gid)
+	s.track(sess, gid)
 	ctx = s.mcp.WithContext(ctx, sess)
 
 	var wmu sync.Mutex

@@ -55,7 +55,10 @@ type Server struct {
 }
 
 type sessionInfo struct {
-	gid     string
+	gid string
+	// cs is the session as mcp-go registered it: nudges are queued on
+	// its notification channel (see notify).
+	cs      server.ClientSession
 	cancels map[int64]context.CancelFunc
 	next    int64
 	// level is the least severe log level the client asked for with
@@ -89,7 +92,7 @@ func New(core *bridge.Core, log *slog.Logger) *Server {
 	hooks := &server.Hooks{}
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
 		if gid, ok := EntityFrom(ctx); ok {
-			s.track(cs.SessionID(), gid)
+			s.track(cs, gid)
 		}
 	})
 	hooks.AddOnUnregisterSession(func(ctx context.Context, cs server.ClientSession) { s.untrack(cs.SessionID()) })
@@ -148,7 +151,8 @@ func (s *Server) ResumeEvents() (events, bytes int) {
 // MCP returns the mcp-go server (for transports and in-process clients).
 func (s *Server) MCP() *server.MCPServer { return s.mcp }
 
-func (s *Server) track(sid, gid string) {
+func (s *Server) track(cs server.ClientSession, gid string) {
+	sid := cs.SessionID()
 	if sid == "" {
 		return
 	}
@@ -157,7 +161,7 @@ func (s *Server) track(sid, gid string) {
 		s.mu.Unlock()
 		return
 	}
-	s.sessions[sid] = &sessionInfo{gid: gid, cancels: map[int64]context.CancelFunc{}, subs: map[string]bool{}, listens: map[string]int{}}
+	s.sessions[sid] = &sessionInfo{gid: gid, cs: cs, cancels: map[int64]context.CancelFunc{}, subs: map[string]bool{}, listens: map[string]int{}}
 	s.mu.Unlock()
 	s.core.Attach(gid)
 	s.log.Debug("mcp session attached", "session", sid, bridge.LogGID, gid)
@@ -233,6 +237,7 @@ func (s *Server) updateSession(ctx context.Context, f func(*sessionInfo)) {
 // nudgeTarget is one session of an entity, as a nudge reaches it.
 type nudgeTarget struct {
 	sid        string
+	cs         server.ClientSession
 	log        bool // its log level lets an info message through
 	subscribed bool // it subscribed to the inbox resource
 }
@@ -243,7 +248,7 @@ func (s *Server) nudgeTargets(gid string) []nudgeTarget {
 	var out []nudgeTarget
 	for sid, si := range s.sessions {
 		if si.gid == gid {
-			out = append(out, nudgeTarget{sid: sid,
+			out = append(out, nudgeTarget{sid: sid, cs: si.cs,
 				log:        si.level == "" || mcpgo.LoggingLevelInfo.ShouldSendTo(si.level),
 				subscribed: si.subscribed(InboxURI)})
 		}
@@ -263,12 +268,12 @@ func (s *Server) Nudge(e bridge.Entity, held bridge.HeldSummary) {
 	text := fmt.Sprintf("herdbridge: %d message(s) held for you (%s): call bridge_poll", held.Total, strings.Join(parts, ", "))
 	for _, t := range s.nudgeTargets(e.GID) {
 		if t.log {
-			_ = s.mcp.SendNotificationToSpecificClient(t.sid, string(mcpgo.MethodNotificationMessage), map[string]any{
+			s.notify(t, mcpgo.MethodNotificationMessage, map[string]any{
 				"level": mcpgo.LoggingLevelInfo, "logger": "herdbridge", "data": map[string]any{"text": text, "held": held},
 			})
 		}
 		if t.subscribed {
-			_ = s.mcp.SendNotificationToSpecificClient(t.sid, string(mcpgo.MethodNotificationResourceUpdated), map[string]any{"uri": InboxURI})
+			s.notify(t, mcpgo.MethodNotificationResourceUpdated, map[string]any{"uri": InboxURI})
 		}
 	}
 }

@@ -117,12 +117,9 @@ func (s *Server) call(body func(ctx context.Context, gid string, req mcpgo.CallT
 		var prog bridge.Progress
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 			tok := req.Params.Meta.ProgressToken
-			srv := server.ServerFromContext(ctx)
+			cs := server.ClientSessionFromContext(ctx)
 			prog = func(waited, of time.Duration, msg string) {
-				if srv == nil {
-					return
-				}
-				_ = srv.SendNotificationToClient(ctx, string(mcpgo.MethodNotificationProgress), map[string]any{
+				s.queue(cs, mcpgo.MethodNotificationProgress, map[string]any{
 					"progressToken": tok, "progress": waited.Seconds(), "total": of.Seconds(), "message": msg,
 				})
 			}

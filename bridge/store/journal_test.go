@@ -117,3 +117,37 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// GetRequest finds a record journaled and not yet committed (its newest
+// version), the same record once committed, and nothing for another id.
+func TestGetRequestPendingAndCommitted(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "s.db"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := store.Request{GID: "g", ID: "req-1", Tool: "bridge_send", MsgID: "m1", Status: "confirmed", At: time.Now()}
+	if err := st.PutRequestLazy(r); err != nil {
+		t.Fatal(err)
+	}
+	r.Status = "injected"
+	if err := st.PutRequestLazy(r); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := st.GetRequest("g", "req-1"); err != nil || !ok || got.Status != "injected" {
+		t.Fatalf("pending: %+v %v %v", got, ok, err)
+	}
+	if err := st.Close(); err != nil { // commits what is pending
+		t.Fatal(err)
+	}
+	st, err = store.Open(st.Path(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got, ok, err := st.GetRequest("g", "req-1"); err != nil || !ok || got.MsgID != "m1" || got.Status != "injected" {
+		t.Fatalf("committed: %+v %v %v", got, ok, err)
+	}
+	if _, ok, err := st.GetRequest("g", "req-2"); err != nil || ok {
+		t.Fatalf("another id: found %v, %v", ok, err)
+	}
+}

@@ -113,6 +113,18 @@ func (s *Store) pendingRequests() map[string][]byte {
 	return out
 }
 
+// pendingRequest is the journaled, not yet committed version of the record
+// under key, nil if none.
+func (s *Store) pendingRequest(key string) []byte {
+	l := s.lazy
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if raw, ok := l.pending[key]; ok {
+		return raw
+	}
+	return l.committing[key]
+}
+
 // commitLazy commits the journaled records in one transaction. The
 // journal is emptied only when nothing was added meanwhile: a replay
 // applies records in order, so a journal that keeps older versions

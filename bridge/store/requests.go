@@ -91,3 +91,29 @@ func (s *Store) PruneRequests(before time.Time) error {
 		})
 	})
 }
+
+// GetRequest reads the call of entity gid with request id id, a journaled
+// one not yet committed included (its newest version); ok is false when
+// none is recorded. The bridge asks for it when the call is no longer in
+// its in-memory book (bounded by count).
+func (s *Store) GetRequest(gid, id string) (r Request, ok bool, err error) {
+	key := requestKey(gid, id)
+	raw := s.pendingRequest(string(key))
+	if raw == nil {
+		err = s.db.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(bktRequests); b != nil {
+				if v := b.Get(key); v != nil {
+					raw = append([]byte(nil), v...)
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil || raw == nil {
+		return Request{}, false, err
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return Request{}, false, nil // not a record of ours: as if none
+	}
+	return r, true, nil
+}
