@@ -29,7 +29,6 @@ type lazyPuts struct {
 	journal    *Journal
 	pending    map[string][]byte // request key → record, not yet committed
 	committing map[string][]byte // taken by the commit under way
-	timer      *time.Timer
 	closed     bool
 }
 
@@ -91,10 +90,8 @@ func (s *Store) PutRequestLazy(r Request) error {
 		return s.PutRequest(r)
 	}
 	l.pending[string(requestKey(r.GID, r.ID))] = raw
-	if l.timer == nil {
-		l.timer = time.AfterFunc(lazyCommitDelay, func() { s.commitLazy() })
-	}
 	l.mu.Unlock()
+	s.writer.CommitSoon() // the next commit carries it, or one alone after lazyCommitDelay
 	return nil
 }
 
@@ -125,57 +122,63 @@ func (s *Store) pendingRequest(key string) []byte {
 	return l.committing[key]
 }
 
-// commitLazy commits the journaled records in one transaction. The
+// lazyWork hands the journaled records to the commit the store's writer
+// is making (its extra work): they ride whatever else it writes. The
 // journal is emptied only when nothing was added meanwhile: a replay
 // applies records in order, so a journal that keeps older versions
 // behind newer ones must keep them all.
-func (s *Store) commitLazy() {
+func (s *Store) lazyWork() (func(*bolt.Tx) error, func(error)) {
 	l := s.lazy
 	l.mu.Lock()
 	batch := l.pending
-	l.pending, l.committing = map[string][]byte{}, batch
-	l.timer = nil
-	l.mu.Unlock()
 	if len(batch) == 0 {
-		return
+		l.mu.Unlock()
+		return nil, nil
 	}
-	err := s.update(func(tx *bolt.Tx) error {
+	l.pending, l.committing = map[string][]byte{}, batch
+	l.mu.Unlock()
+	apply := func(tx *bolt.Tx) error {
 		for _, raw := range batch {
 			if err := putRequestTx(tx, raw); err != nil {
 				return err
 			}
 		}
 		return nil
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.committing = nil
-	if err != nil {
-		for k, raw := range batch { // tried again with the next ones
-			if _, newer := l.pending[k]; !newer {
-				l.pending[k] = raw
-			}
-		}
-		if l.timer == nil && !l.closed {
-			l.timer = time.AfterFunc(time.Second, func() { s.commitLazy() })
-		}
-		return
 	}
-	if len(l.pending) == 0 {
-		_ = l.journal.Rewrite(nil) // a failure leaves records that replay harmlessly
-	}
+	return apply, func(err error) { s.lazyCommitted(batch, err) }
 }
 
-// closeLazy commits what is pending and closes the journal.
+// lazyCommitted ends batch's commit: put back to be tried again, or the
+// journal emptied when nothing newer waits.
+func (s *Store) lazyCommitted(batch map[string][]byte, err error) {
+	l := s.lazy
+	l.mu.Lock()
+	l.committing = nil
+	if err == nil {
+		if len(l.pending) == 0 {
+			_ = l.journal.Rewrite(nil) // a failure leaves records that replay harmlessly
+		}
+		l.mu.Unlock()
+		return
+	}
+	for k, raw := range batch { // tried again with the next commit
+		if _, newer := l.pending[k]; !newer {
+			l.pending[k] = raw
+		}
+	}
+	l.mu.Unlock()
+	s.writer.CommitSoon()
+}
+
+// closeLazy commits what is still pending (the writer has stopped) and
+// closes the journal; what cannot be committed stays journaled.
 func (s *Store) closeLazy() error {
 	l := s.lazy
 	l.mu.Lock()
 	l.closed = true
-	if l.timer != nil {
-		l.timer.Stop()
-		l.timer = nil
-	}
 	l.mu.Unlock()
-	s.commitLazy()
+	if apply, done := s.lazyWork(); apply != nil {
+		done(s.db.Update(apply))
+	}
 	return l.journal.Close()
 }

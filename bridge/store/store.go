@@ -58,12 +58,11 @@ func Open(path string, dlqMax int) (*Store, error) {
 		return nil, fmt.Errorf("bridge: state file %s is unusable (%w): move it aside to start fresh; nothing was deleted", path, err)
 	}
 	s := &Store{db: db, path: path, dlqMax: dlqMax}
-	s.writer = NewGroupWriter(db, nil, 0)
 	if err := s.openLazy(); err != nil {
-		s.writer.Stop()
 		db.Close()
 		return nil, err
 	}
+	s.writer = NewGroupWriter(db, s.lazyWork, lazyCommitDelay)
 	return s, nil
 }
 
@@ -93,8 +92,8 @@ func (s *Store) Path() string { return s.path }
 
 // Close closes the file.
 func (s *Store) Close() error {
-	err := s.closeLazy() // its last commit goes through the writer
 	s.writer.Stop()
+	err := s.closeLazy() // what the writer's last commits did not carry
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}
