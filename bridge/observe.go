@@ -58,7 +58,7 @@ func (os Observers) Observe(e Event) {
 
 // observe stamps e and hands it to the audit log and the observer.
 func (c *Core) observe(e Event) {
-	if c.cfg.Audit == nil && c.cfg.Observer == nil {
+	if !c.observed() {
 		return
 	}
 	if e.At.IsZero() {
@@ -72,13 +72,35 @@ func (c *Core) observe(e Event) {
 	}
 }
 
-// observeEnv is observe for a hop of env with status.
+// observeEnv is observe for a hop of env with status, routed by key.
 func (c *Core) observeEnv(hop Hop, env *Envelope, key, status string) {
-	if c.cfg.Audit == nil && c.cfg.Observer == nil {
+	if !c.observed() {
 		return
 	}
+	e := c.envEvent(hop, env, status)
+	e.Key = key
+	c.observe(e)
+}
+
+// observeFor is observe for a hop of env at local entity gid; latency is
+// the hop's own measure where it does not count from env's ts.
+func (c *Core) observeFor(hop Hop, gid string, env *Envelope, status string, latency time.Duration) {
+	if !c.observed() {
+		return
+	}
+	e := c.envEvent(hop, env, status)
+	e.Entity = gid
+	if e.Latency == 0 {
+		e.Latency = latency
+	}
+	c.observe(e)
+}
+
+// envEvent is the Event of a hop of env: its ids, and for the hops that
+// count from env's ts, their time and latency.
+func (c *Core) envEvent(hop Hop, env *Envelope, status string) Event {
 	e := Event{Hop: hop, Kind: env.Kind, MsgID: env.MsgID, TraceID: env.TraceID, Corr: env.Corr,
-		From: env.From, To: env.To, Host: env.Host, Key: key, Status: status}
+		From: env.From, To: env.To, Host: env.Host, Status: status}
 	switch {
 	case env.TS.IsZero():
 	case hop == HopAccept || hop == HopDrain:
@@ -91,26 +113,16 @@ func (c *Core) observeEnv(hop Hop, env *Envelope, key, status string) {
 		e.At = env.TS
 		e.Latency = c.cfg.Now().Sub(env.TS)
 	}
-	c.observe(e)
+	return e
 }
 
-// observeFor is observeEnv for a hop at local entity gid.
-func (c *Core) observeFor(hop Hop, gid string, env *Envelope, status string, latency time.Duration) {
-	if c.cfg.Audit == nil && c.cfg.Observer == nil {
-		return
-	}
-	e := Event{Hop: hop, Kind: env.Kind, MsgID: env.MsgID, TraceID: env.TraceID, Corr: env.Corr,
-		From: env.From, To: env.To, Host: env.Host, Entity: gid, Status: status, Latency: latency}
-	if hop == HopDrain && !env.TS.IsZero() {
-		e.At = c.cfg.Now()
-		e.Latency = e.At.Sub(env.TS)
-	}
-	c.observe(e)
-}
+// observed reports whether anyone is told of hops: without an audit log
+// or an observer, no Event is built.
+func (c *Core) observed() bool { return c.cfg.Audit != nil || c.cfg.Observer != nil }
 
 // observeHead is observe for a hop of a held message known by its head.
 func (c *Core) observeHead(hop Hop, gid string, h *heldHead, status string) {
-	if c.cfg.Audit == nil && c.cfg.Observer == nil {
+	if !c.observed() {
 		return
 	}
 	c.observe(Event{Hop: hop, Kind: h.kind, MsgID: h.msgID(), TraceID: h.traceID(), From: h.from, To: gid, Entity: gid, Status: status})
