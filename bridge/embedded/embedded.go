@@ -74,6 +74,7 @@ type Transport struct {
 	pmu     sync.Mutex
 	journal *store.Journal
 	pendAck map[string]map[uint64]bool // acked and journaled, not yet committed
+	snapMu  sync.RWMutex               // a delivery's read and filter (R) before a commit's acks stop being pending (W)
 	toApply []ackRec                   // journaled, not yet taken by a commit
 }
 
@@ -567,12 +568,16 @@ func (t *Transport) deliverInbox(ib *inbox, c *consumer, h func(bridge.Delivery)
 		return false
 	}
 	type item struct {
-		seq uint64
-		rec record
-		bad error
+		seq   uint64
+		rec   record
+		bad   error
+		acked bool
 	}
 	var items []item
 	now := t.opts.Now()
+	// read under snapMu: the acks this snapshot still holds stay pending
+	// until it is filtered (lazyack.go)
+	t.snapMu.RLock()
 	_ = t.db.View(func(tx *bolt.Tx) error {
 		q := tx.Bucket(bktInbox).Bucket([]byte(ib.gid))
 		if q == nil {
@@ -584,13 +589,15 @@ func (t *Transport) deliverInbox(ib *inbox, c *consumer, h func(bridge.Delivery)
 			if err := json.Unmarshal(v, &it.rec); err != nil {
 				it.bad = err
 			}
+			it.acked = t.pendingAck(ib.gid, it.seq) // acked by an earlier consumer, not yet committed
 			items = append(items, it)
 		}
 		return nil
 	})
+	t.snapMu.RUnlock()
 	for _, it := range items {
 		c.advance(it.seq)
-		if t.pendingAck(ib.gid, it.seq) { // acked by an earlier consumer, not yet committed
+		if it.acked {
 			continue
 		}
 		a := &acker{t: t, gid: ib.gid, seq: it.seq, c: c}

@@ -97,6 +97,10 @@ func (t *Transport) acksCommitted(batch []ackRec, err error) {
 	if len(batch) == 0 {
 		return
 	}
+	// a delivery that read the store before this commit filters by the
+	// pending set: wait for it, so none sees these records as unacked
+	t.snapMu.Lock()
+	defer t.snapMu.Unlock()
 	t.pmu.Lock()
 	defer t.pmu.Unlock()
 	if err != nil {
