@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -33,6 +34,9 @@ type HerdrReport struct {
 	Version  string `json:"version,omitempty"`
 	Protocol int    `json:"protocol,omitempty"`
 	Error    string `json:"error,omitempty"` // the ping failed
+	// NeededBy says why herdr must run ("" when nothing here needs it:
+	// without herdr every worker pulls, so an absent herdr is a warning).
+	NeededBy string `json:"neededBy,omitempty"`
 	// Panes are the panes of the registered entities; Alive is false for
 	// one herdr no longer lists (only when the ping worked).
 	Panes []PaneCheck `json:"panes"`
@@ -99,7 +103,22 @@ func (g *Gateway) herdrReport(ctx context.Context) *HerdrReport {
 		alive := err != nil || slices.ContainsFunc(live, func(p herdr.PaneInfo) bool { return p.PaneID == e.PaneID })
 		r.Panes = append(r.Panes, PaneCheck{Name: e.Name, Role: string(e.Role), Pane: e.PaneID, Alive: alive})
 	}
+	r.NeededBy = herdrNeededBy(g.cfg.File, len(r.Panes))
 	return r
+}
+
+// herdrNeededBy says what on this host needs herdr: a socket named in the
+// configuration, spawn profiles, or entities registered in panes.
+func herdrNeededBy(f FileConfig, panes int) string {
+	switch {
+	case f.Herdr.Socket != "":
+		return "the configuration names its socket"
+	case len(f.Profiles) > 0:
+		return "bridge_spawn starts this host's profiles in herdr panes"
+	case panes > 0:
+		return fmt.Sprintf("%d registered entit(ies) live in herdr panes", panes)
+	}
+	return ""
 }
 
 func (g *Gateway) brokerReport(ctx context.Context, cc bridge.Config) *BrokerReport {

@@ -220,7 +220,7 @@ func (d *doctor) herdrChecks(h *HerdrReport) {
 		return
 	}
 	if h.Error != "" {
-		d.add("herdr", CheckFail, "socket "+h.Socket+": "+h.Error, herdrFix(h.Socket))
+		d.herdrUnreachable(h.Socket, h.Error, h.NeededBy)
 		return
 	}
 	d.herdrProtocol(h.Socket, h.Version, h.Protocol)
@@ -276,10 +276,22 @@ func (d *doctor) herdrDown(ctx context.Context) {
 	defer cancel()
 	pong, err := c.Ping(ctx)
 	if err != nil {
-		d.add("herdr", CheckFail, "socket "+socket+": "+herdrErrText(err), herdrFix(socket))
+		d.herdrUnreachable(socket, herdrErrText(err), herdrNeededBy(f, 0))
 		return
 	}
 	d.herdrProtocol(socket, pong.Version, pong.Protocol)
+}
+
+// herdrUnreachable judges a herdr that does not answer: a fail when
+// something here needs it, else a warning (herdr is optional: without it
+// every worker pulls its briefs with bridge_poll).
+func (d *doctor) herdrUnreachable(socket, why, neededBy string) {
+	if neededBy == "" {
+		d.add("herdr", CheckWarn, "socket "+socket+": "+why+"; nothing here needs herdr: briefs to workers are held for bridge_poll",
+			"start herdr to have briefs typed into workers' panes (optional)")
+		return
+	}
+	d.add("herdr", CheckFail, "socket "+socket+": "+why+" ("+neededBy+")", herdrFix(socket))
 }
 
 // brokerChecks judges a running gateway's broker link: connected, the
