@@ -11,7 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-func openStore(t *testing.T) (*Store, string) {
+func openStore(t testing.TB) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
 	s, err := Open(path, 0)
