@@ -16,34 +16,52 @@ type Results struct {
 	CPU     string                          // the "cpu:" header line, if any
 	values  map[string]map[string][]float64 // name -> unit -> values
 	outcome map[string]string               // name -> "skipped: ..." / "failed: ..."
+	failed  bool                            // some benchmark failed: without -v that ends its package's run
 }
 
 // ParseBench reads the benchmark format `go test -bench` prints
 // (https://go.dev/design/14313-benchmark-format): "BenchmarkName-N  iters
 // value unit [value unit]...". Lines that are not benchmark results are
 // skipped, except "cpu:" and the "--- SKIP:"/"--- FAIL:" lines that say why
-// a benchmark has no result. Names lose their -GOMAXPROCS suffix, so no
+// a benchmark has no result, with the first log line that gives the reason:
+// before the SKIP/FAIL line with -v, after a FAIL line without (skips are
+// printed only with -v). Names lose their -GOMAXPROCS suffix, so no
 // sub-benchmark name may end in "-digits".
 func ParseBench(r io.Reader) (*Results, error) {
 	res := &Results{values: map[string]map[string][]float64{}, outcome: map[string]string{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	pending := "" // a SKIP/FAIL whose reason is on the next indented line
+	var logged []string // log lines since the last benchmark line (-v prints them before its SKIP/FAIL)
+	pending := ""       // a SKIP/FAIL with no log before it: its reason may follow
+	benchLog := false   // inside a "--- BENCH:" block: a passing benchmark's own log
 	for sc.Scan() {
 		line := sc.Text()
-		if pending != "" {
-			if reason, ok := strings.CutPrefix(line, "    "); ok {
-				res.outcome[pending] += ": " + stripLocation(strings.TrimSpace(reason))
-			}
-			pending = ""
+		logLine, isLog := strings.CutPrefix(line, "    ")
+		if pending != "" && isLog && !strings.HasPrefix(strings.TrimSpace(logLine), "--- ") {
+			res.outcome[pending] += ": " + stripLocation(strings.TrimSpace(logLine))
 		}
-		switch {
+		pending = ""
+		if !isLog {
+			benchLog = false
+		}
+		switch trimmed := strings.TrimLeft(line, " "); {
 		case strings.HasPrefix(line, "cpu: "):
 			res.CPU = strings.TrimSpace(strings.TrimPrefix(line, "cpu: "))
-		case strings.HasPrefix(line, "--- SKIP: "), strings.HasPrefix(line, "--- FAIL: "):
-			pending = res.noteOutcome(line)
+		case strings.HasPrefix(trimmed, "--- SKIP: "), strings.HasPrefix(trimmed, "--- FAIL: "):
+			name := res.noteOutcome(trimmed)
+			if len(logged) > 0 && name != "" {
+				res.outcome[name] += ": " + stripLocation(strings.TrimSpace(logged[0]))
+			} else {
+				pending = name
+			}
+			logged = nil
+		case strings.HasPrefix(line, "--- BENCH: "):
+			benchLog, logged = true, nil
+		case isLog && !benchLog:
+			logged = append(logged, logLine)
 		case strings.HasPrefix(line, "Benchmark"):
 			res.addLine(line)
+			logged = nil
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -57,6 +75,7 @@ func (res *Results) noteOutcome(line string) string {
 	verb := "skipped"
 	if strings.HasPrefix(line, "--- FAIL: ") {
 		verb = "failed"
+		res.failed = true
 	}
 	fields := strings.Fields(line[len("--- SKIP: "):])
 	if len(fields) == 0 {
@@ -135,18 +154,20 @@ func (res *Results) Median(name, unit string) (median float64, runs int, ok bool
 // Why says why name has no unit, as the run's output tells it: the
 // benchmark (or a parent) skipped or failed, or it ran without that metric.
 func (res *Results) Why(name, unit string) string {
-	for n := name; n != ""; {
-		if o, ok := res.outcome[n]; ok {
-			return n + " " + o
-		}
-		i := strings.LastIndexByte(n, '/')
-		if i < 0 {
-			break
-		}
-		n = n[:i]
+	if o, ok := res.outcome[name]; ok {
+		return name + " " + o
 	}
 	if _, ran := res.values[name]; ran {
 		return name + " ran without reporting " + unit
+	}
+	for n := name; strings.Contains(n, "/"); {
+		n = n[:strings.LastIndexByte(n, '/')]
+		if o, ok := res.outcome[n]; ok {
+			return n + " " + o
+		}
+	}
+	if res.failed {
+		return name + " is not in this run's output (a benchmark failed, which can end its package's run)"
 	}
 	return name + " is not in this run's output"
 }

@@ -363,3 +363,43 @@ func FuzzParseLoad(f *testing.F) {
 		}
 	})
 }
+
+// TestParseBenchVerbose: with -v a skip's or failure's log comes before
+// its "--- SKIP/FAIL" line, and a failure is mentioned for the benchmarks
+// that never ran.
+func TestParseBenchVerbose(t *testing.T) {
+	const out = `BenchmarkA
+BenchmarkA/ok
+BenchmarkA/ok-2         	      10	        71.10 ns/op	         3.000 u/s
+BenchmarkA/skip
+    x_test.go:5: no broker: why
+--- SKIP: BenchmarkA/skip
+BenchmarkA/fail
+    x_test.go:6: boom: 1
+--- FAIL: BenchmarkA/fail
+--- FAIL: BenchmarkA
+BenchmarkB
+    x_test.go:8: top skip
+--- SKIP: BenchmarkB
+FAIL
+`
+	res, err := ParseBench(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"BenchmarkA/skip":    "BenchmarkA/skip skipped: no broker: why",
+		"BenchmarkA/fail":    "BenchmarkA/fail failed: boom: 1",
+		"BenchmarkB/sub":     "BenchmarkB skipped: top skip",
+		"BenchmarkC/later":   "BenchmarkC/later is not in this run's output (a benchmark failed, which can end its package's run)",
+		"BenchmarkA/ok":      "BenchmarkA/ok ran without reporting msgs/s",
+		"BenchmarkA/unknown": "BenchmarkA failed",
+	} {
+		if got := res.Why(name, "msgs/s"); got != want {
+			t.Errorf("Why(%s) = %q, want %q", name, got, want)
+		}
+	}
+	if v, _, ok := res.Median("BenchmarkA/ok", "u/s"); !ok || v != 3 {
+		t.Errorf("BenchmarkA/ok u/s = %v %v", v, ok)
+	}
+}
