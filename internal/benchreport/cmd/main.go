@@ -47,7 +47,7 @@ func run(benchPath, loadPath, loadMissing, notesPath, out, loadStart, commit, re
 			in.Load, err = benchreport.ParseLoad(lf)
 			lf.Close()
 			if err != nil {
-				in.LoadMissing = err.Error()
+				in.LoadMissing = fmt.Sprintf("%s (%v)", loadMissing, err)
 			}
 		}
 	}
