@@ -17,6 +17,7 @@ type Results struct {
 	values  map[string]map[string][]float64 // name -> unit -> values
 	outcome map[string]string               // name -> "skipped: ..." / "failed: ..."
 	failed  bool                            // some benchmark failed: without -v that ends its package's run
+	split   string                          // a result line cut after its name (see addLine)
 }
 
 // ParseBench reads the benchmark format `go test -bench` prints
@@ -36,6 +37,10 @@ func ParseBench(r io.Reader) (*Results, error) {
 	benchLog := false   // inside a "--- BENCH:" block: a passing benchmark's own log
 	for sc.Scan() {
 		line := sc.Text()
+		if res.split != "" && res.addValues(res.split, strings.Fields(line)) {
+			res.split = ""
+			continue
+		}
 		logLine, isLog := strings.CutPrefix(line, "    ")
 		if pending != "" && isLog && !strings.HasPrefix(strings.TrimSpace(logLine), "--- ") {
 			res.outcome[pending] += ": " + stripLocation(strings.TrimSpace(logLine))
@@ -97,30 +102,47 @@ func stripLocation(s string) string {
 }
 
 // addLine parses one result line; a line that does not fit (a benchmark's
-// own log output starting with "Benchmark") is ignored.
+// own log output starting with "Benchmark") is ignored. A subprocess
+// writing to the test's stderr can cut a result line in two: the name,
+// then its output, then the figures on a line of their own; the name is
+// kept until such a line comes.
 func (res *Results) addLine(line string) {
 	f := strings.Fields(line)
-	if len(f) < 4 || len(f)%2 != 0 {
+	if len(f) == 0 {
 		return
 	}
-	if _, err := strconv.ParseUint(f[1], 10, 64); err != nil {
-		return
+	name := trimProcs(f[0])
+	res.split = ""
+	if !res.addValues(name, f[1:]) && len(f) > 1 {
+		if _, err := strconv.ParseUint(f[1], 10, 64); err != nil {
+			res.split = name
+		}
+	}
+}
+
+// addValues records "iters value unit [value unit]..." for name, if f is that.
+func (res *Results) addValues(name string, f []string) bool {
+	if len(f) < 3 || len(f)%2 != 1 {
+		return false
+	}
+	if _, err := strconv.ParseUint(f[0], 10, 64); err != nil {
+		return false
 	}
 	vals := map[string]float64{}
-	for i := 2; i+1 < len(f); i += 2 {
+	for i := 1; i+1 < len(f); i += 2 {
 		v, err := strconv.ParseFloat(f[i], 64)
 		if err != nil {
-			return
+			return false
 		}
 		vals[f[i+1]] = v
 	}
-	name := trimProcs(f[0])
 	if res.values[name] == nil {
 		res.values[name] = map[string][]float64{}
 	}
 	for unit, v := range vals {
 		res.values[name][unit] = append(res.values[name][unit], v)
 	}
+	return true
 }
 
 // trimProcs drops the "-8" go test appends for GOMAXPROCS.
