@@ -236,9 +236,18 @@ func TestParseLoadContract(t *testing.T) {
 			t.Errorf("ParseLoad(%q) accepted", bad)
 		}
 	}
-	rows := Evaluate(&Inputs{Load: &Load{Kinds: []LoadKind{{Kind: "poll"}}}, Bench: &Results{}}, Targets())
+	small := *l
+	small.Primaries, small.Workers, small.Registered = 3, 3, 20
+	rows := Evaluate(&Inputs{Load: &small, Bench: &Results{}}, Targets())
+	if r := rowByID(t, rows, "Load errors"); r.Why != "not measured: the load run had 3 primaries + 3 workers and 20 registered; the target needs 100 + 100 and 1000" {
+		t.Errorf("a smaller load run judged the target: %q", r.Why)
+	}
+	rows = Evaluate(&Inputs{Load: &Load{Primaries: 100, Workers: 100, Registered: 1000, Kinds: []LoadKind{{Kind: "poll"}, {Kind: "roster"}}}, Bench: &Results{}}, Targets())
 	if r := rowByID(t, rows, "Load send→drain p50"); r.Why != `not measured: the load run has no "brief" kind` {
 		t.Errorf("no brief kind: %q", r.Why)
+	}
+	if r := rowByID(t, rows, "Load roster"); r.Why != `not measured: the load run made no "roster" calls` {
+		t.Errorf("a kind with no calls (its latencies 0) judged: %q", r.Why)
 	}
 }
 
@@ -401,5 +410,27 @@ FAIL
 	}
 	if v, _, ok := res.Median("BenchmarkA/ok", "u/s"); !ok || v != 3 {
 		t.Errorf("BenchmarkA/ok u/s = %v %v", v, ok)
+	}
+}
+
+// TestParseLoadToolOutput reads what `herdbridge loadtest --json` printed
+// for a small run (--primaries 3 --workers 3 --register 20): it parses,
+// and being smaller than the target's run it judges no target.
+func TestParseLoadToolOutput(t *testing.T) {
+	raw, err := os.ReadFile("testdata/load-small.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ParseLoad(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := l.Kind("brief"); !ok || b.Calls == 0 || b.DeliveryP50Ms == 0 || l.Registered != 20 || l.Gateway.RSSBytes == 0 {
+		t.Errorf("load tool output: %+v", l)
+	}
+	for _, r := range Evaluate(&Inputs{Bench: &Results{}, Load: l}, loadTargets()) {
+		if !strings.HasPrefix(r.Why, "not measured: the load run had 3 primaries + 3 workers and 20 registered") {
+			t.Errorf("%s: %s %q", r.ID, r.Verdict, r.Why)
+		}
 	}
 }

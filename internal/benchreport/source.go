@@ -75,6 +75,9 @@ func load(label, unit string, get func(l *Load) (float64, error)) Source {
 			}
 			return 0, 0, notMeasured("%s", why)
 		}
+		if err := loadShape(in.Load); err != nil {
+			return 0, 0, err
+		}
 		v, err := get(in.Load)
 		if err != nil {
 			var nm errNotMeasured
@@ -94,6 +97,26 @@ func kindField(kind string, field func(LoadKind) float64) func(l *Load) (float64
 		if !ok {
 			return 0, notMeasured("the load run has no %q kind", kind)
 		}
+		if k.Calls == 0 {
+			return 0, notMeasured("the load run made no %q calls", kind)
+		}
 		return field(k), nil
 	}
+}
+
+// The load targets are for 100 primaries and 100 workers on one gateway
+// with 1,000 registered entities: a smaller run (LOADTEST_ARGS changed)
+// is shown under the table but judges no target.
+const (
+	loadPrimaries  = 100
+	loadWorkers    = 100
+	loadRegistered = 1000
+)
+
+func loadShape(l *Load) error {
+	if l.Primaries < loadPrimaries || l.Workers < loadWorkers || l.Registered < loadRegistered {
+		return notMeasured("the load run had %d primaries + %d workers and %d registered; the target needs %d + %d and %d",
+			l.Primaries, l.Workers, l.Registered, loadPrimaries, loadWorkers, loadRegistered)
+	}
+	return nil
 }
