@@ -6,7 +6,7 @@
 #                BENCHMARKS.md (BENCH_OUT): issue 15's targets, each figure against its baseline measured in
 #                the same run, met or missed, with bench/notes.md's note on each miss; raw outputs in bench-out/.
 #                With RMQ_URL also the broker rows (gateway<->gateway vs raw amqp091-go, RSS behind a backlog).
-#                About 15-20 min on a 2-core machine.
+#                About 12-15 min on a 2-core machine.
 #   make soak    2 gateway processes on a private broker, 50 agents, 10 min of mixed traffic with a gateway
 #                kill -9 and a broker restart; writes soak-report/report.{md,json} (SOAK=30m for longer)
 #   make fuzz    run every fuzz target for FUZZTIME each
