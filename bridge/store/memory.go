@@ -25,8 +25,12 @@ type Sender struct {
 // SaveMemory writes new seen keys and sender bindings in one transaction;
 // with prune, seen keys past their expiry and senders silent since
 // staleBefore are dropped too.
+//
+// It rides the state file's group commit: once a second, it would
+// otherwise take bbolt's one write lock and an fsync of its own in the
+// middle of the message paths' commits.
 func (s *Store) SaveMemory(seen []Seen, senders []Sender, prune bool, now, staleBefore time.Time) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		sb, err := tx.CreateBucketIfNotExists(bktSeenByExp)
 		if err != nil {
 			return err

@@ -102,7 +102,7 @@ func (s *Store) LoadRequests(since time.Time, limit int) ([]Request, error) {
 // PruneRequests forgets the calls published before before, reading only
 // the index entries older than that and their records.
 func (s *Store) PruneRequests(before time.Time) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b, idx := tx.Bucket(bktRequests), tx.Bucket(bktRequestsByTime)
 		if b == nil || idx == nil {
 			return nil
