@@ -19,11 +19,14 @@ type RuntimeStats struct {
 	HeapBytes  uint64 `json:"heapBytes"` // the live heap the last GC marked
 	RSSBytes   uint64 `json:"rssBytes"`  // resident set (0 where /proc is missing)
 	OpenFiles  int    `json:"openFiles"` // open file descriptors (-1 where /proc is missing)
+	// CPUSeconds: user+system CPU time used since the process started (0
+	// where getrusage is missing); the load tool diffs two readings.
+	CPUSeconds float64 `json:"cpuSeconds"`
 }
 
 func readRuntimeStats() *RuntimeStats {
 	return &RuntimeStats{Goroutines: runtime.NumGoroutine(), HeapBytes: heapBytes(),
-		RSSBytes: procRSS(), OpenFiles: openFiles()}
+		RSSBytes: procRSS(), OpenFiles: openFiles(), CPUSeconds: cpuSeconds()}
 }
 
 // procRSS is VmRSS from /proc/self/status, in bytes.
