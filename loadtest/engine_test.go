@@ -39,6 +39,11 @@ func TestEngineOnOneGateway(t *testing.T) {
 			t.Errorf("no %s accepted and delivered", k.Kind)
 		}
 	}
+	for _, k := range rep.Kinds {
+		if k.Kind == loadtest.KindPoll && (k.Sent == 0 || k.Accepted != k.Sent) {
+			t.Errorf("filtered polls: %+v", k)
+		}
+	}
 	if !rep.AccountingOK || rep.Total.ExpectedDuplicates != 0 {
 		t.Fatalf("accounting: %v; lost %v; duplicated %v; %d expected duplicates with no kill", rep.Failures, rep.LostDetail, rep.DupDetail, rep.Total.ExpectedDuplicates)
 	}

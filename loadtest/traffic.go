@@ -78,8 +78,11 @@ func (e *Engine) primaryLoop(ctx context.Context, p *Agent) {
 			e.broadcast(ctx, p)
 		default:
 			w := pick(workers)
+			// like a send, a poll under way when the traffic stops completes
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RetryFor)
 			start := time.Now()
-			r, err := p.Call(ctx, "bridge_poll", map[string]any{"target": w.Addr(), "max": 20}, callTimeout)
+			r, err := p.Call(pctx, "bridge_poll", map[string]any{"target": w.Addr(), "max": 20}, callTimeout)
+			cancel()
 			e.Ledger.Call(KindPoll, start, r, err)
 			if err == nil {
 				e.receive(ctx, p, r.Messages)
