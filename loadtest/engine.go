@@ -56,7 +56,12 @@ type Config struct {
 	// ten wait, racing the primary's own long poll for the reply; the load
 	// tool leaves them out, so a brief's call time is the send alone.
 	NoWaits bool
-	Logger  *slog.Logger
+	// TeamSize splits the pull workers into groups of at most this many
+	// (the group name, then 0, 1, …), and a broadcast goes to one of
+	// them: the load tool's traffic per primary stays the same at any
+	// number of workers. 0: one group of them all (the soak).
+	TeamSize int
+	Logger   *slog.Logger
 }
 
 // Groups the workers join, so broadcasts have known recipients (without
@@ -165,6 +170,14 @@ func (e *Engine) transportOf(role string, i int) Transport {
 	return HTTP
 }
 
+// team is the group the i-th pull worker joins.
+func (e *Engine) team(i int) string {
+	if e.cfg.TeamSize <= 0 {
+		return e.groupPull
+	}
+	return fmt.Sprintf("%s%d", e.groupPull, i/e.cfg.TeamSize)
+}
+
 func (e *Engine) connectTarget(ctx context.Context, t Target) error {
 	short := strings.ReplaceAll(t.Host, ".", "-")
 	if e.cfg.Prefix != "" {
@@ -185,7 +198,7 @@ func (e *Engine) connectTarget(ctx context.Context, t Target) error {
 		}
 	}
 	for i := range e.cfg.PullWorkers {
-		if err := add(&e.pull, AgentSpec{Name: fmt.Sprintf("%s-pull%d", short, i), Role: "worker", Groups: []string{e.groupPull}, Transport: e.transportOf("worker", i)}); err != nil {
+		if err := add(&e.pull, AgentSpec{Name: fmt.Sprintf("%s-pull%d", short, i), Role: "worker", Groups: []string{e.team(i)}, Transport: e.transportOf("worker", i)}); err != nil {
 			return err
 		}
 	}

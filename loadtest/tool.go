@@ -49,6 +49,10 @@ type ToolOptions struct {
 // error, not a restart to ride out.
 const sendRetry = 30 * time.Second
 
+// teamSize is how many workers a broadcast reaches at most: a team, as
+// an operator groups workers, not every worker of the run.
+const teamSize = 10
+
 // sampleEvery is the sampling of the gateway's runtime figures.
 const sampleEvery = time.Second
 
@@ -72,7 +76,8 @@ func RunTool(ctx context.Context, o ToolOptions) (rep *ToolReport, err error) {
 	}
 	eng := New(Config{Bin: o.Bin, Targets: []Target{tg}, Primaries: o.Primaries, PullWorkers: o.Workers,
 		ActEvery: time.Duration(float64(time.Second) / o.Rate), AskEvery: time.Duration(8 * float64(time.Second) / o.Rate),
-		Prefix: prefix, Transport: o.Transport, RetryFor: sendRetry, NoWaits: true, Logger: o.Logger})
+		Prefix: prefix, Transport: o.Transport, RetryFor: sendRetry, NoWaits: true,
+		TeamSize: teamSize, Logger: o.Logger})
 	var idle []string
 	defer func() {
 		eng.Close()

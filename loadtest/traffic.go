@@ -96,9 +96,17 @@ func (e *Engine) primaryLoop(ctx context.Context, p *Agent) {
 var firstActions = []float64{0, 0, 0.75, 0.65, 0.9}
 
 func (e *Engine) broadcast(ctx context.Context, p *Agent) {
-	group, members := e.groupPull, e.pull
+	var group string
+	var members []*Agent
 	if (rand.IntN(2) == 0 || len(e.pull) == 0) && len(e.pane) > 0 {
 		group, members = e.groupPane, e.pane
+	} else {
+		group = pick(e.pull).Groups[0] // one team of pull workers
+		for _, w := range e.pull {
+			if w.Groups[0] == group {
+				members = append(members, w)
+			}
+		}
 	}
 	to := make([]string, len(members))
 	for i, m := range members {

@@ -25,8 +25,8 @@ func loadtestCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `Drive N primaries and M pull workers over the real MCP transports (streamable HTTP, and the
 stdio relay: a ` + "`herdbridge mcp`" + ` child per agent) against the gateway running on the state dir,
 or with --in-process against a throwaway embedded gateway in a temp dir. Each primary, --rate
-times a second, briefs a worker (70%), broadcasts to the workers' group (8%) or polls filtered
-on one worker (22%), and answers every ask; each worker replies to every brief and asks a
+times a second, briefs a worker (70%), broadcasts to a team (a group of up to 10 of the
+workers: 8%) or polls filtered on one worker (22%), and answers every ask; each worker replies to every brief and asks a
 primary; every agent long-polls its inbox. Every message carries a tag, so each is accounted
 for exactly. After --duration the traffic stops, outstanding
 deliveries are awaited (--drain), then the report: calls, errors, rate and call and delivery
