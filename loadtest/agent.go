@@ -212,11 +212,16 @@ func call(ctx context.Context, c *client.Client, tool string, args map[string]an
 			out.Text += tc.Text
 		}
 	}
-	if res.StructuredContent != nil {
-		raw, err := json.Marshal(res.StructuredContent)
-		if err != nil {
+	// the bytes as they came, when mcp-go kept them: re-encoding its
+	// decoded map first doubled the agent's JSON work on large results
+	// (a roster of a thousand entities), and the load tool times it
+	raw := []byte(res.RawStructuredContent)
+	if len(raw) == 0 && res.StructuredContent != nil {
+		if raw, err = json.Marshal(res.StructuredContent); err != nil {
 			return Result{}, err
 		}
+	}
+	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &out.Result); err != nil {
 			return Result{}, err
 		}
