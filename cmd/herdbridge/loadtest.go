@@ -22,20 +22,21 @@ func loadtestCommand(stdout, stderr io.Writer) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "loadtest [--primaries N] [--workers M] [--duration D] [--in-process] [--json]",
 		Short: "Drive agents over MCP against a gateway and report throughput, latency per kind, errors and the gateway's cost",
-		Long: `Drive N primaries and M pull workers over the real MCP transports (streamable HTTP, and the
-stdio relay: a ` + "`herdbridge mcp`" + ` child per agent) against the gateway running on the state dir,
-or with --in-process against a throwaway embedded gateway in a temp dir. Each primary, --rate
-times a second, briefs a worker (70%), broadcasts to a team (a group of up to 10 of the
-workers: 8%) or polls filtered on one worker (22%), and answers every ask; each worker replies to every brief and asks a
-primary; every agent long-polls its inbox. Every message carries a tag, so each is accounted
-for exactly. After --duration the traffic stops, outstanding
-deliveries are awaited (--drain), then the report: calls, errors, rate and call and delivery
-p50/p90/p99 per kind, messages accepted/owed/delivered/lost, and the gateway's peak RSS,
-goroutines and CPU time over the run. Progress goes to stderr.
+		Long: `Drive N primaries and M pull workers over the real MCP transports (streamable HTTP, and
+the stdio relay: a ` + "`herdbridge mcp`" + ` child per agent) against the gateway running on the
+state dir, or with --in-process against a throwaway embedded gateway in a temp dir.
 
-Entities are named lt-<run id>-… (their group too), so neither real agents nor a second
-run meet them; everything the run registered is removed at its end, also on Ctrl-C.
-Exit status 1 if any call failed or any message was lost.`,
+Each primary, --rate times a second, briefs a worker (70%), broadcasts to a team (a group of
+up to 10 workers: 8%) or polls filtered on one worker (22%), and answers every ask; each
+worker replies to every brief and asks a primary; every agent long-polls its inbox. Every
+message carries a tag, so each is accounted for exactly. After --duration the traffic stops,
+outstanding deliveries are awaited (--drain), then the report: calls, errors, rate, and call
+and delivery p50/p90/p99 per kind; messages accepted, owed, delivered and lost; the gateway's
+peak RSS and goroutines and its CPU time over the run. Progress goes to stderr.
+
+Entities (and teams) are named lt-<run id>-…, so neither real agents nor a second run meet
+them; everything the run registered is removed at its end, also on Ctrl-C. Exit status 1 if
+any call failed or any message was lost.`,
 		Example: `  herdbridge loadtest                                      # 10+10 agents for 30s on this host's gateway
   herdbridge loadtest --in-process --primaries 100 --workers 100 --register 1000
   herdbridge loadtest --transport stdio --rate 5 --duration 1m --json > load.json`,
