@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -191,5 +193,50 @@ func TestLoadtestUsage(t *testing.T) {
 	var u *usageError
 	if err == nil || errors.As(err, &u) || !strings.Contains(err.Error(), "herdbridge gateway") {
 		t.Errorf("loadtest without a gateway: %v, want a plain error saying how to start one", err)
+	}
+}
+
+// TestLoadtestInterrupted: Ctrl-C during the traffic ends the run at
+// once with exit status 1 and the report of what ran, and whatever it
+// registered is gone from the gateway.
+func TestLoadtestInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds herdbridge and runs agents for seconds")
+	}
+	bin := buildBinary(t)
+	g := gatewaytest.StartLocal(t, "")
+	cmd := exec.Command(bin, "loadtest", "--state-dir", g.StateDir(), "--primaries", "2", "--workers", "2",
+		"--duration", "10m", "--rate", "4", "--register", "3", "--roster-calls", "3")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.Contains(sc.Text(), "agents connected") {
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() { // drain, so the process never blocks on a full pipe
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("interrupted run: %v, want exit status 1\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "herdbridge loadtest against") {
+		t.Errorf("no report of what ran:\n%s", out.String())
+	}
+	r, err := gateway.Ask(g.StateDir(), gateway.Request{Op: "roster"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range r.Roster.Entities {
+		t.Errorf("%s@%s left on the gateway after the interrupted run", e.Name, e.Host)
 	}
 }
