@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"crypto/sha256"
 	"log/slog"
 	"sync"
 	"time"
@@ -59,7 +58,7 @@ func (m *memory) mark(key string, exp time.Time) bool {
 		return false
 	}
 	m.seen.add(key)
-	m.dirtySeen = append(m.dirtySeen, store.Seen{Key: key, Exp: exp})
+	m.dirtySeen = append(m.dirtySeen, store.Seen{Digest: store.DigestSeen(key), Exp: exp})
 	return true
 }
 
@@ -102,14 +101,14 @@ func (m *memory) bind(gid, host string, now time.Time) {
 
 // load restores the seen-set and the sender bindings at start.
 func (m *memory) load(st *store.Store, now time.Time) error {
-	seen, senders, err := st.LoadMemory(now, now.Add(-m.ttl))
+	seen, senders, err := st.LoadMemory(now, now.Add(-m.ttl), m.seen.max)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range seen {
-		m.seen.add(r.Key)
+		m.seen.addDigest(r.Digest)
 	}
 	for _, r := range senders {
 		m.bindings[r.GID] = &binding{host: r.Host, seen: r.Seen, persisted: r.Seen}
@@ -150,7 +149,7 @@ func (m *memory) save(st *store.Store, now time.Time, log *slog.Logger) {
 // string cost ~96 B a message on top of its map and ring slots). The
 // digest is 128 bits of SHA-256: a false "seen" (a message dropped as a
 // replay) would need a collision no sender can aim for. The store keeps
-// the keys themselves (load digests them again).
+// the same digests, ordered by expiry (store/timeindex.go).
 type seenSet struct {
 	max  int
 	m    map[seenKey]struct{}
@@ -160,21 +159,17 @@ type seenSet struct {
 }
 
 // seenKey is the digest of a gid+msgId key.
-type seenKey [16]byte
-
-func digestSeen(id string) seenKey {
-	sum := sha256.Sum256([]byte(id))
-	return seenKey(sum[:16])
-}
+type seenKey = store.SeenDigest
 
 func newSeenSet(max int) *seenSet {
 	return &seenSet{max: max, m: make(map[seenKey]struct{}, max), ring: make([]seenKey, max)}
 }
 
-func (s *seenSet) has(id string) bool { _, ok := s.m[digestSeen(id)]; return ok }
+func (s *seenSet) has(id string) bool { _, ok := s.m[store.DigestSeen(id)]; return ok }
 
-func (s *seenSet) add(id string) {
-	k := digestSeen(id)
+func (s *seenSet) add(id string) { s.addDigest(store.DigestSeen(id)) }
+
+func (s *seenSet) addDigest(k seenKey) {
 	if _, ok := s.m[k]; ok {
 		return
 	}

@@ -107,7 +107,9 @@ func newRequests(st *store.Store, log *slog.Logger, max, perEntity int) *request
 // load reads the calls remembered at start, the most recent within the
 // bounds: the others stay in the store, where a repeat finds them.
 func (r *requests) load(now time.Time) error {
-	recs, err := r.st.LoadRequests(now.Add(-RequestMemory))
+	// the newest the book would keep; older ones stay in the store, where a
+	// repeat finds them (recall)
+	recs, err := r.st.LoadRequests(now.Add(-RequestMemory), r.max)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func (c *Core) sweep() {
 	}
 }
 
-const unmapEvery = 30 * time.Second
+const unmapEvery = 10 * time.Second
 
 // sweepEntity acks st's held messages past expiresAt (an expired brief is
 // reported FAILED to its sender), expires its turns, and abandons them when

@@ -51,7 +51,13 @@ type Sample struct {
 	Goroutines int     `json:"goroutines,omitempty"`
 	HeapMiB    float64 `json:"heapMiB,omitempty"`
 	RSSMiB     float64 `json:"rssMiB,omitempty"`
-	OpenFiles  int     `json:"openFiles,omitempty"`
+	// RSS split into anonymous (heap, stacks) and file-backed (binary,
+	// store maps) pages, and the heap the runtime holds free: what a
+	// rising RSS is made of.
+	AnonMiB     float64 `json:"anonMiB,omitempty"`
+	FileMiB     float64 `json:"fileMiB,omitempty"`
+	HeapFreeMiB float64 `json:"heapFreeMiB,omitempty"`
+	OpenFiles   int     `json:"openFiles,omitempty"`
 }
 
 // Flatness compares a gateway's figure in the second window (minute) of
@@ -407,8 +413,8 @@ func (r *Report) markdownRuntime(w io.Writer) {
 	for _, f := range r.Flat {
 		fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %+.1f%% | %v |\n", f.Host, f.Metric, f.Second, f.Last, f.ChangePct, f.OK)
 	}
-	fmt.Fprintln(w, "\n| +s | host | goroutines | heap MiB | RSS MiB | open files |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "\n| +s | host | goroutines | live heap MiB | heap free MiB | RSS MiB | anon MiB | file MiB | open files |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	every := max(1, len(r.Samples)/(40*max(1, len(r.Gateways))))
 	seen := map[string]int{}
 	for _, s := range r.Samples {
@@ -417,10 +423,11 @@ func (r *Report) markdownRuntime(w io.Writer) {
 			continue
 		}
 		if !s.Up {
-			fmt.Fprintf(w, "| %.0f | %s | down | | | |\n", s.AtS, s.Host)
+			fmt.Fprintf(w, "| %.0f | %s | down | | | | | | |\n", s.AtS, s.Host)
 			continue
 		}
-		fmt.Fprintf(w, "| %.0f | %s | %d | %.1f | %.1f | %d |\n", s.AtS, s.Host, s.Goroutines, s.HeapMiB, s.RSSMiB, s.OpenFiles)
+		fmt.Fprintf(w, "| %.0f | %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %d |\n", s.AtS, s.Host, s.Goroutines,
+			s.HeapMiB, s.HeapFreeMiB, s.RSSMiB, s.AnonMiB, s.FileMiB, s.OpenFiles)
 	}
 }
 

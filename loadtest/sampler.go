@@ -45,7 +45,8 @@ func (s *Sampler) sampleAll() {
 		if r, err := gateway.Ask(t.StateDir, gateway.Request{Op: "stats"}); err == nil && r.Stats != nil && r.Stats.Runtime != nil {
 			rt := r.Stats.Runtime
 			smp.Up, smp.Goroutines, smp.OpenFiles = true, rt.Goroutines, rt.OpenFiles
-			smp.HeapMiB, smp.RSSMiB = float64(rt.HeapBytes)/(1<<20), float64(rt.RSSBytes)/(1<<20)
+			smp.HeapMiB, smp.RSSMiB = mib(rt.HeapBytes), mib(rt.RSSBytes)
+			smp.AnonMiB, smp.FileMiB, smp.HeapFreeMiB = mib(rt.RSSAnonBytes), mib(rt.RSSFileBytes), mib(rt.HeapFreeBytes)
 		}
 		s.mu.Lock()
 		s.samples = append(s.samples, smp)
@@ -79,3 +80,5 @@ func (s *Sampler) Report(e *Engine, run, drain time.Duration, machine string) *R
 	r.judge()
 	return r
 }
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -101,7 +101,7 @@ func TestLazyRequestSurvivesCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer after.Close()
-	got, err := after.LoadRequests(time.Now().Add(-time.Hour))
+	got, err := after.LoadRequests(time.Now().Add(-time.Hour), 1000)
 	if err != nil || len(got) != 1 || got[0].MsgID != "m1" {
 		t.Fatalf("after the crash: %+v %v", got, err)
 	}

@@ -59,18 +59,6 @@ func (s *Store) openLazy() error {
 	return j.Rewrite(nil)
 }
 
-func putRequestTx(tx *bolt.Tx, raw []byte) error {
-	var r Request
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil // not a record of ours: nothing to restore
-	}
-	b, err := tx.CreateBucketIfNotExists(bktRequests)
-	if err != nil {
-		return err
-	}
-	return b.Put(requestKey(r.GID, r.ID), raw)
-}
-
 // PutRequestLazy records (or updates) an idempotent call like PutRequest,
 // safe against a process crash at once and committed within
 // lazyCommitDelay. A journal that cannot be written commits at once.

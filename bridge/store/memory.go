@@ -1,17 +1,18 @@
 package store
 
 import (
-	"encoding/binary"
 	"encoding/json"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// Seen is a (gid, msgId) key verification took, kept until Exp.
+// Seen is a (gid, msgId) key verification took, by its digest, kept
+// until Exp.
 type Seen struct {
-	Key string
-	Exp time.Time
+	Digest SeenDigest
+	Exp    time.Time
 }
 
 // Sender binds a gid to the host whose signed presence named it first.
@@ -26,7 +27,7 @@ type Sender struct {
 // staleBefore are dropped too.
 func (s *Store) SaveMemory(seen []Seen, senders []Sender, prune bool, now, staleBefore time.Time) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		sb, err := tx.CreateBucketIfNotExists(bktSeen)
+		sb, err := tx.CreateBucketIfNotExists(bktSeenByExp)
 		if err != nil {
 			return err
 		}
@@ -35,7 +36,7 @@ func (s *Store) SaveMemory(seen []Seen, senders []Sender, prune bool, now, stale
 			return err
 		}
 		for _, r := range seen {
-			if err := sb.Put([]byte(r.Key), binary.BigEndian.AppendUint64(nil, uint64(r.Exp.UnixMilli()))); err != nil {
+			if err := sb.Put(seenKey(r), nil); err != nil {
 				return err
 			}
 		}
@@ -55,10 +56,10 @@ func (s *Store) SaveMemory(seen []Seen, senders []Sender, prune bool, now, stale
 	})
 }
 
+// pruneSeen drops the expired seen keys, reading only them.
 func pruneSeen(b *bolt.Bucket, now time.Time) error {
-	return deleteWhere(b, func(v []byte) bool {
-		return len(v) != 8 || time.UnixMilli(int64(binary.BigEndian.Uint64(v))).Before(now)
-	})
+	_, err := takeOlder(b, uint64(max(0, now.UnixMilli())))
+	return err
 }
 
 func pruneSenders(b *bolt.Bucket, staleBefore time.Time) error {
@@ -93,21 +94,13 @@ func deleteKeys(b *bolt.Bucket, keys [][]byte) error {
 	return nil
 }
 
-// LoadMemory reads the unexpired seen keys and the senders heard from since
-// staleBefore.
-func (s *Store) LoadMemory(now, staleBefore time.Time) (seen []Seen, senders []Sender, err error) {
+// LoadMemory reads the newest unexpired seen keys, at most maxSeen, and the
+// senders heard from since staleBefore. Only what it returns is read: a
+// gateway that took a day of messages starts as fast as an idle one.
+func (s *Store) LoadMemory(now, staleBefore time.Time, maxSeen int) (seen []Seen, senders []Sender, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bktSeen); b != nil {
-			if err := b.ForEach(func(k, v []byte) error {
-				if len(v) == 8 {
-					if exp := time.UnixMilli(int64(binary.BigEndian.Uint64(v))); exp.After(now) {
-						seen = append(seen, Seen{Key: string(k), Exp: exp})
-					}
-				}
-				return nil
-			}); err != nil {
-				return err
-			}
+		if b := tx.Bucket(bktSeenByExp); b != nil {
+			seen = newestSeen(b, now, maxSeen)
 		}
 		if b := tx.Bucket(bktSenders); b != nil {
 			return b.ForEach(func(k, v []byte) error {
@@ -121,4 +114,23 @@ func (s *Store) LoadMemory(now, staleBefore time.Time) (seen []Seen, senders []S
 		return nil
 	})
 	return seen, senders, err
+}
+
+// newestSeen walks the seen keys from the latest expiry back, oldest
+// first in the result.
+func newestSeen(b *bolt.Bucket, now time.Time, limit int) []Seen {
+	var out []Seen
+	c := b.Cursor()
+	for k, _ := c.Last(); k != nil && len(out) < limit; k, _ = c.Prev() {
+		exp := time.UnixMilli(int64(keyTime(k)))
+		if !exp.After(now) {
+			break
+		}
+		if len(k) != 8+len(SeenDigest{}) {
+			continue
+		}
+		out = append(out, Seen{Digest: SeenDigest(k[8:]), Exp: exp})
+	}
+	slices.Reverse(out)
+	return out
 }

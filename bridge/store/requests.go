@@ -39,57 +39,99 @@ func (s *Store) PutRequest(r Request) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bktRequests)
-		if err != nil {
-			return err
-		}
-		return b.Put(requestKey(r.GID, r.ID), raw)
-	})
+	return s.db.Update(func(tx *bolt.Tx) error { return putRequestTx(tx, raw) })
 }
 
-// LoadRequests reads the calls published at or after since, those
-// journaled and not yet committed included (their newest version).
-func (s *Store) LoadRequests(since time.Time) ([]Request, error) {
+// putRequestTx writes a record and its time-index entry. An update that
+// moved At leaves its older index entry behind; the prune that reaches it
+// finds the record newer and only drops the entry.
+func putRequestTx(tx *bolt.Tx, raw []byte) error {
+	var r Request
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil // not a record of ours: nothing to restore
+	}
+	b, err := tx.CreateBucketIfNotExists(bktRequests)
+	if err != nil {
+		return err
+	}
+	idx, err := tx.CreateBucketIfNotExists(bktRequestsByTime)
+	if err != nil {
+		return err
+	}
+	key := requestKey(r.GID, r.ID)
+	if err := idx.Put(requestTimeKey(r.At, key), nil); err != nil {
+		return err
+	}
+	return b.Put(key, raw)
+}
+
+// LoadRequests reads the newest calls published at or after since, at most
+// limit of them, those journaled and not yet committed included (their
+// newest version). Only what it returns is read, from the time index.
+func (s *Store) LoadRequests(since time.Time, limit int) ([]Request, error) {
 	pending := s.pendingRequests()
 	var out []Request
-	take := func(raw []byte) {
+	took := map[string]bool{}
+	take := func(key string, raw []byte) {
 		var r Request
-		if json.Unmarshal(raw, &r) == nil && !r.At.Before(since) {
+		if !took[key] && json.Unmarshal(raw, &r) == nil && !r.At.Before(since) {
+			took[key] = true
 			out = append(out, r)
 		}
 	}
+	for k, raw := range pending {
+		take(k, raw)
+	}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bktRequests)
-		if b == nil {
+		b, idx := tx.Bucket(bktRequests), tx.Bucket(bktRequestsByTime)
+		if b == nil || idx == nil {
 			return nil
 		}
-		return b.ForEach(func(k, v []byte) error {
-			if _, newer := pending[string(k)]; !newer {
-				take(v)
+		floor := uint64(max(0, since.UnixNano()))
+		c := idx.Cursor()
+		for k, _ := c.Last(); k != nil && len(out) < limit && keyTime(k) >= floor; k, _ = c.Prev() {
+			if key := k[8:]; pending[string(key)] == nil {
+				take(string(key), b.Get(key))
 			}
-			return nil
-		})
+		}
+		return nil
 	})
-	for _, raw := range pending {
-		take(raw)
-	}
 	return out, err
 }
 
-// PruneRequests forgets the calls published before before (and records
-// that do not parse).
+// PruneRequests forgets the calls published before before, reading only
+// the index entries older than that and their records.
 func (s *Store) PruneRequests(before time.Time) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bktRequests)
-		if b == nil {
+		b, idx := tx.Bucket(bktRequests), tx.Bucket(bktRequestsByTime)
+		if b == nil || idx == nil {
 			return nil
 		}
-		return deleteWhere(b, func(v []byte) bool {
-			var r Request
-			return json.Unmarshal(v, &r) != nil || r.At.Before(before)
-		})
+		old, err := takeOlder(idx, uint64(max(0, before.UnixNano())))
+		if err != nil {
+			return err
+		}
+		for _, k := range old {
+			if err := pruneRequest(b, k[8:], before); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+}
+
+// pruneRequest deletes the record under key unless an update made it newer
+// than before (it has its own, newer index entry).
+func pruneRequest(b *bolt.Bucket, key []byte, before time.Time) error {
+	v := b.Get(key)
+	if v == nil {
+		return nil
+	}
+	var r Request
+	if json.Unmarshal(v, &r) == nil && !r.At.Before(before) {
+		return nil
+	}
+	return b.Delete(key)
 }
 
 // GetRequest reads the call of entity gid with request id id, a journaled

@@ -24,7 +24,7 @@ var (
 	bktDead     = []byte("deadlog")  // seq -> DeadLetter
 	bktAwait    = []byte("awaiting") // msgId -> Await: briefs sent into panes, receipt not yet back
 	bktTyping   = []byte("typing")   // msgId -> Await: briefs this gateway began typing, receipt not yet sent
-	bktSeen     = []byte("seen")     // seen key -> expiry, Unix ms (8 bytes)
+	bktSeen     = []byte("seen")     // before bktSeenByExp: seen key -> expiry, Unix ms (8 bytes)
 	bktSenders  = []byte("senders")  // gid -> Sender
 )
 
@@ -51,7 +51,7 @@ func Open(path string, dlqMax int) (*Store, error) {
 				return err
 			}
 		}
-		return nil
+		return migrateTimeIndexes(tx, time.Now())
 	})
 	if err != nil {
 		db.Close()

@@ -117,20 +117,21 @@ func TestLedgerBuckets(t *testing.T) {
 func TestMemoryPrunesWhatExpired(t *testing.T) {
 	s, _ := open(t, 0)
 	now := time.UnixMilli(1_000_000)
-	seen := []store.Seen{{Key: "live", Exp: now.Add(time.Hour)}, {Key: "dead", Exp: now.Add(-time.Second)}}
+	live, dead := store.DigestSeen("live"), store.DigestSeen("dead")
+	seen := []store.Seen{{Digest: live, Exp: now.Add(time.Hour)}, {Digest: dead, Exp: now.Add(-time.Second)}}
 	senders := []store.Sender{{GID: "fresh", Host: "b", Seen: now}, {GID: "stale", Host: "b", Seen: now.Add(-48 * time.Hour)}}
 	if err := s.SaveMemory(seen, senders, false, now, now.Add(-24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	gotSeen, gotSenders, err := s.LoadMemory(now, now.Add(-24*time.Hour))
-	if err != nil || len(gotSeen) != 1 || gotSeen[0].Key != "live" || len(gotSenders) != 1 || gotSenders[0].GID != "fresh" {
+	gotSeen, gotSenders, err := s.LoadMemory(now, now.Add(-24*time.Hour), 10)
+	if err != nil || len(gotSeen) != 1 || gotSeen[0].Digest != live || len(gotSenders) != 1 || gotSenders[0].GID != "fresh" {
 		t.Fatalf("load filters: %+v %+v %v", gotSeen, gotSenders, err)
 	}
 	if err := s.SaveMemory(nil, nil, true, now, now.Add(-24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	// pruned on disk: even a load that would accept them finds nothing
-	gotSeen, gotSenders, _ = s.LoadMemory(time.UnixMilli(0), time.UnixMilli(0))
+	gotSeen, gotSenders, _ = s.LoadMemory(time.UnixMilli(0), time.UnixMilli(0), 10)
 	if len(gotSeen) != 1 || len(gotSenders) != 1 {
 		t.Fatalf("after prune: %+v %+v", gotSeen, gotSenders)
 	}

@@ -39,7 +39,7 @@ func autoEnv() []string {
 
 // killAutoStarted stops, when the test ends, every gateway a command
 // started on dir (its pid from gateway.json, and any other found running).
-func killAutoStarted(t *testing.T, dir string) {
+func killAutoStarted(t testing.TB, dir string) {
 	t.Cleanup(func() {
 		pids := gatewayPIDs(dir)
 		if raw, err := os.ReadFile(filepath.Join(dir, gateway.InfoName)); err == nil {
@@ -106,7 +106,7 @@ func (p *mcpProc) Stderr() string {
 	return p.stderr.String()
 }
 
-func startMCPProc(t *testing.T, bin string, args ...string) *mcpProc {
+func startMCPProc(t testing.TB, bin string, args ...string) *mcpProc {
 	t.Helper()
 	p := &mcpProc{exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, append([]string{"mcp"}, args...)...)
@@ -136,7 +136,7 @@ func startMCPProc(t *testing.T, bin string, args ...string) *mcpProc {
 }
 
 // listTools initializes an MCP SDK client on p's stdio and lists the tools.
-func (p *mcpProc) listTools(t *testing.T) []string {
+func (p *mcpProc) listTools(t testing.TB) []string {
 	t.Helper()
 	c := client.NewClient(transport.NewIO(p.stdout, p.stdin, io.NopCloser(strings.NewReader(""))))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -429,8 +429,8 @@ func statsCommand(stdout io.Writer) *cobra.Command {
 		}
 		fmt.Fprintf(stdout, "host %s; signing %s; audit log %s\n", st.Host, signing, st.Audit)
 		if rt := st.Runtime; rt != nil {
-			fmt.Fprintf(stdout, "runtime: %d goroutines, heap %.1f MiB, RSS %.1f MiB, %d open files, CPU %.2f s\n",
-				rt.Goroutines, float64(rt.HeapBytes)/(1<<20), float64(rt.RSSBytes)/(1<<20), rt.OpenFiles, rt.CPUSeconds)
+			fmt.Fprintf(stdout, "runtime: %d goroutines, heap %.1f MiB (%.1f MiB more held free), RSS %.1f MiB (%.1f anonymous, %.1f file-backed), %d open files, CPU %.2f s\n",
+				rt.Goroutines, mib(rt.HeapBytes), mib(rt.HeapFreeBytes), mib(rt.RSSBytes), mib(rt.RSSAnonBytes), mib(rt.RSSFileBytes), rt.OpenFiles, rt.CPUSeconds)
 		}
 		if st.AuditDropped > 0 || st.AuditError != "" {
 			fmt.Fprintf(stdout, "audit records dropped: %d (%s)\n", st.AuditDropped, st.AuditError)
@@ -579,3 +579,6 @@ every entity's. Through the running gateway when one answers on the state dir, e
 	}
 	return c
 }
+
+// mib is bytes in MiB, for figures people read.
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
