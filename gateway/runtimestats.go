@@ -28,13 +28,16 @@ type RuntimeStats struct {
 	// HeapFreeBytes is heap memory the runtime holds free but has not yet
 	// returned to the system: RSS without being a leak.
 	HeapFreeBytes uint64 `json:"heapFreeBytes"`
+	// CPUSeconds: user+system CPU time used since the process started (0
+	// where getrusage is missing); the load tool diffs two readings.
+	CPUSeconds float64 `json:"cpuSeconds"`
 }
 
 func readRuntimeStats() *RuntimeStats {
 	st := procStatus("VmRSS:", "RssAnon:", "RssFile:")
 	return &RuntimeStats{Goroutines: runtime.NumGoroutine(), HeapBytes: heapBytes(),
 		RSSBytes: st[0], RSSAnonBytes: st[1], RSSFileBytes: st[2],
-		HeapFreeBytes: heapFreeBytes(), OpenFiles: openFiles()}
+		HeapFreeBytes: heapFreeBytes(), OpenFiles: openFiles(), CPUSeconds: cpuSeconds()}
 }
 
 // procStatus reads the named kB fields of /proc/self/status, in bytes, in

@@ -4,13 +4,14 @@ import (
 	"os"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 )
 
-// TestStatsRuntime: `stats` carries the process's goroutines, heap, RSS
-// and open files (the soak samples them from a separate gateway process),
+// TestStatsRuntime: `stats` carries the process's goroutines, heap, RSS,
+// open files and CPU time (the soak samples them from a separate gateway process),
 // and the figures move with what the process holds.
 func TestStatsRuntime(t *testing.T) {
 	g := gatewaytest.StartLocal(t, "")
@@ -29,6 +30,7 @@ func TestStatsRuntime(t *testing.T) {
 	if runtime.GOOS == "linux" && (before.RSSBytes == 0 || before.OpenFiles <= 0) {
 		t.Fatalf("runtime stats on linux: %+v", before)
 	}
+	cpuMoves(t, ask, before)
 	if runtime.GOOS != "linux" {
 		return
 	}
@@ -49,5 +51,27 @@ func TestStatsRuntime(t *testing.T) {
 	// never 40 of the gateway's own
 	if after := ask(); after.OpenFiles < before.OpenFiles+n/2 {
 		t.Fatalf("open files %d after opening %d more than %d", after.OpenFiles, n, before.OpenFiles)
+	}
+}
+
+// cpuMoves: the CPU time `stats` reports grows while this process (the
+// gateway's) works; the load tool diffs two readings.
+func cpuMoves(t *testing.T, ask func() gateway.RuntimeStats, before gateway.RuntimeStats) {
+	t.Helper()
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
+		return // no getrusage: 0
+	}
+	if before.CPUSeconds <= 0 {
+		t.Fatalf("cpuSeconds %v: a process that started a gateway has used some CPU", before.CPUSeconds)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for sink := 0; ask().CPUSeconds <= before.CPUSeconds; {
+		if time.Now().After(deadline) {
+			t.Fatalf("cpuSeconds stayed at %v while the process worked", before.CPUSeconds)
+		}
+		for i := range 10_000_000 {
+			sink ^= i * i
+		}
+		_ = sink
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -24,6 +25,9 @@ const (
 	HTTP Transport = "http"
 	// Stdio is `herdbridge mcp` as a child process (the stdio relay).
 	Stdio Transport = "stdio"
+	// Mixed (engine Config only): primaries over HTTP, pull workers
+	// alternating HTTP and Stdio.
+	Mixed Transport = "mixed"
 )
 
 // Result is a tool result as an agent sees it: the structured content, the
@@ -55,6 +59,10 @@ type Agent struct {
 	Host     string // the gateway's host id: the agent's address is Name@Host
 	stateDir string
 	bin      string
+	// web is the HTTP agent's own connection pool, as an agent process
+	// has: on the shared default one (2 idle connections a host) a
+	// hundred agents would open a new connection for most calls.
+	web *http.Transport
 
 	mu sync.Mutex
 	c  *client.Client
@@ -67,6 +75,10 @@ func (a *Agent) Addr() string { return a.Name + "@" + a.Host }
 // MCP session.
 func Connect(ctx context.Context, bin, stateDir, host string, spec AgentSpec) (*Agent, error) {
 	a := &Agent{AgentSpec: spec, Host: host, stateDir: stateDir, bin: bin}
+	if spec.Transport == HTTP {
+		a.web = http.DefaultTransport.(*http.Transport).Clone()
+		a.web.MaxIdleConnsPerHost = 8
+	}
 	c, err := a.dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", spec.Name, err)
@@ -83,7 +95,7 @@ func (a *Agent) dial(ctx context.Context) (*client.Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		if c, err = client.NewStreamableHttpClient(r.URL+"/mcp",
+		if c, err = client.NewStreamableHttpClient(r.URL+"/mcp", transport.WithHTTPBasicClient(&http.Client{Transport: a.web}),
 			transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + r.Token})); err != nil {
 			return nil, err
 		}
@@ -181,6 +193,9 @@ func (a *Agent) Close() {
 	if c != nil {
 		c.Close()
 	}
+	if a.web != nil {
+		a.web.CloseIdleConnections()
+	}
 }
 
 func call(ctx context.Context, c *client.Client, tool string, args map[string]any) (Result, error) {
@@ -197,11 +212,16 @@ func call(ctx context.Context, c *client.Client, tool string, args map[string]an
 			out.Text += tc.Text
 		}
 	}
-	if res.StructuredContent != nil {
-		raw, err := json.Marshal(res.StructuredContent)
-		if err != nil {
+	// the bytes as they came, when mcp-go kept them: re-encoding its
+	// decoded map first doubled the agent's JSON work on large results
+	// (a roster of a thousand entities), and the load tool times it
+	raw := []byte(res.RawStructuredContent)
+	if len(raw) == 0 && res.StructuredContent != nil {
+		if raw, err = json.Marshal(res.StructuredContent); err != nil {
 			return Result{}, err
 		}
+	}
+	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &out.Result); err != nil {
 			return Result{}, err
 		}

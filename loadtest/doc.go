@@ -10,6 +10,9 @@
 // The soak (TestSoak, `make soak`) runs it against two gateway processes
 // on a broker, with a gateway kill -9 and a broker restart during the run,
 // and samples each gateway's runtime figures (goroutines, heap, RSS, open
-// files) over `herdbridge stats`. It never calls a gateway's core: what it
-// measures is what an agent sees.
+// files) over `herdbridge stats`. `herdbridge loadtest` (RunTool) runs it
+// against one gateway — the running one, or a throwaway in-process one —
+// and reports rate, latency per kind, errors and the gateway's cost
+// (ToolReport, whose JSON `make bench` reads). It never calls a gateway's
+// core: what it measures is what an agent sees.
 package loadtest

@@ -39,10 +39,33 @@ type Config struct {
 	// brief, a broadcast, a filtered poll); AskEvery between two asks of a
 	// pull worker.
 	ActEvery, AskEvery time.Duration
-	Logger             *slog.Logger
+	// Prefix starts every agent's name and the groups the workers join:
+	// the load tool gives each run its own (`lt-<run id>`), so neither
+	// real agents nor a second run meet its traffic. Empty: names start
+	// with the host id, groups are GroupPull and GroupPane (the soak).
+	Prefix string
+	// Transport is how agents connect: Mixed (or empty: primaries over
+	// HTTP, pull workers alternating HTTP and the stdio relay), HTTP or
+	// Stdio (every agent; pane workers are always stdio).
+	Transport Transport
+	// RetryFor bounds how long a send is retried while its gateway is
+	// away; past it the call is an error (default 3 minutes: the soak
+	// restarts gateways).
+	RetryFor time.Duration
+	// NoWaits: no brief waits for its reply (wait_s). The soak has one in
+	// ten wait, racing the primary's own long poll for the reply; the load
+	// tool leaves them out, so a brief's call time is the send alone.
+	NoWaits bool
+	// TeamSize splits the pull workers into groups of at most this many
+	// (the group name, then 0, 1, …), and a broadcast goes to one of
+	// them: the load tool's traffic per primary stays the same at any
+	// number of workers. 0: one group of them all (the soak).
+	TeamSize int
+	Logger   *slog.Logger
 }
 
-// Groups the workers join, so broadcasts have known recipients.
+// Groups the workers join, so broadcasts have known recipients (without
+// a Prefix).
 const (
 	GroupPull = "soak-pull"
 	GroupPane = "soak-pane"
@@ -59,6 +82,10 @@ type Engine struct {
 
 	primaries, pull, pane []*Agent
 	panes                 map[*Agent]string // pane id of each pane worker
+	groupPull, groupPane  string
+	// named: every entity the engine registered or tried to, by state
+	// dir (an agent whose connect failed half way may exist all the same)
+	named map[string][]string
 
 	recvCancel context.CancelFunc
 	recv       sync.WaitGroup
@@ -69,8 +96,35 @@ func New(cfg Config) *Engine {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.RetryFor <= 0 {
+		cfg.RetryFor = 3 * time.Minute
+	}
 	clock := NewClock()
-	return &Engine{cfg: cfg, Clock: clock, Ledger: NewLedger(clock), panes: map[*Agent]string{}}
+	e := &Engine{cfg: cfg, Clock: clock, Ledger: NewLedger(clock), panes: map[*Agent]string{},
+		groupPull: GroupPull, groupPane: GroupPane, named: map[string][]string{}}
+	if cfg.Prefix != "" {
+		e.groupPull, e.groupPane = cfg.Prefix+"-pull", cfg.Prefix+"-pane"
+	}
+	return e
+}
+
+// Named is every entity name the engine registered (or tried to) on the
+// gateway of stateDir: what to remove after the run.
+func (e *Engine) Named(stateDir string) []string {
+	return append([]string(nil), e.named[stateDir]...)
+}
+
+// Transports counts the connected agents by transport.
+func (e *Engine) Transports() map[Transport]int {
+	n := map[Transport]int{HTTP: 0, Stdio: 0}
+	for _, a := range e.all() {
+		n[a.Transport]++
+	}
+	return n
+}
+
+func (e *Engine) all() []*Agent {
+	return append(append(append([]*Agent(nil), e.primaries...), e.pull...), e.pane...)
 }
 
 // Entities counts the agents by kind.
@@ -105,9 +159,32 @@ func (e *Engine) goRecv(f func()) {
 	go func() { defer e.recv.Done(); f() }()
 }
 
+// transportOf is how the i-th agent of a role connects.
+func (e *Engine) transportOf(role string, i int) Transport {
+	switch {
+	case e.cfg.Transport == HTTP || e.cfg.Transport == Stdio:
+		return e.cfg.Transport
+	case role == "worker" && i%2 == 1:
+		return Stdio
+	}
+	return HTTP
+}
+
+// team is the group the i-th pull worker joins.
+func (e *Engine) team(i int) string {
+	if e.cfg.TeamSize <= 0 {
+		return e.groupPull
+	}
+	return fmt.Sprintf("%s%d", e.groupPull, i/e.cfg.TeamSize)
+}
+
 func (e *Engine) connectTarget(ctx context.Context, t Target) error {
 	short := strings.ReplaceAll(t.Host, ".", "-")
+	if e.cfg.Prefix != "" {
+		short = e.cfg.Prefix
+	}
 	add := func(list *[]*Agent, spec AgentSpec) error {
+		e.named[t.StateDir] = append(e.named[t.StateDir], spec.Name)
 		a, err := Connect(ctx, e.cfg.Bin, t.StateDir, t.Host, spec)
 		if err != nil {
 			return err
@@ -116,16 +193,12 @@ func (e *Engine) connectTarget(ctx context.Context, t Target) error {
 		return nil
 	}
 	for i := range e.cfg.Primaries {
-		if err := add(&e.primaries, AgentSpec{Name: fmt.Sprintf("%s-lead%d", short, i), Role: "primary", Transport: HTTP}); err != nil {
+		if err := add(&e.primaries, AgentSpec{Name: fmt.Sprintf("%s-lead%d", short, i), Role: "primary", Transport: e.transportOf("primary", i)}); err != nil {
 			return err
 		}
 	}
 	for i := range e.cfg.PullWorkers {
-		tr := HTTP
-		if i%2 == 1 {
-			tr = Stdio
-		}
-		if err := add(&e.pull, AgentSpec{Name: fmt.Sprintf("%s-pull%d", short, i), Role: "worker", Groups: []string{GroupPull}, Transport: tr}); err != nil {
+		if err := add(&e.pull, AgentSpec{Name: fmt.Sprintf("%s-pull%d", short, i), Role: "worker", Groups: []string{e.team(i)}, Transport: e.transportOf("worker", i)}); err != nil {
 			return err
 		}
 	}
@@ -135,7 +208,7 @@ func (e *Engine) connectTarget(ctx context.Context, t Target) error {
 		if err != nil {
 			return err
 		}
-		if err := add(&e.pane, AgentSpec{Name: name, Role: "worker", Groups: []string{GroupPane}, Transport: Stdio, PaneID: id, HerdrSocket: t.HerdrSocket}); err != nil {
+		if err := add(&e.pane, AgentSpec{Name: name, Role: "worker", Groups: []string{e.groupPane}, Transport: Stdio, PaneID: id, HerdrSocket: t.HerdrSocket}); err != nil {
 			return err
 		}
 		e.panes[e.pane[len(e.pane)-1]] = id
@@ -146,7 +219,7 @@ func (e *Engine) connectTarget(ctx context.Context, t Target) error {
 // awaitPresence waits until a primary of every gateway resolves every
 // agent of every other gateway (bridge_roster lists them).
 func (e *Engine) awaitPresence(ctx context.Context) error {
-	all := append(append(append([]*Agent(nil), e.primaries...), e.pull...), e.pane...)
+	all := e.all()
 	deadline := time.Now().Add(60 * time.Second)
 	for _, p := range e.primaries {
 		for {
@@ -210,7 +283,7 @@ func (e *Engine) Close() {
 		e.recvCancel()
 	}
 	e.recv.Wait()
-	for _, a := range append(append(append([]*Agent(nil), e.primaries...), e.pull...), e.pane...) {
+	for _, a := range e.all() {
 		a.Close()
 	}
 }

@@ -19,9 +19,12 @@ const (
 	KindAsk       Kind = "ask"        // worker → primary (bridge_ask)
 	KindAnswer    Kind = "answer"     // primary → asking worker (bridge_send turn_id)
 	KindBroadcast Kind = "broadcast"  // primary → a group, one copy per member
+	// Calls that carry no message: only their latency and errors count.
+	KindPoll   Kind = "poll"   // a primary's bridge_poll filtered on one worker
+	KindRoster Kind = "roster" // one bridge_roster call (the load tool's --register)
 )
 
-// Kinds in report order.
+// Kinds are the kinds of messages, in report order.
 var Kinds = []Kind{KindBrief, KindPaneBrief, KindReply, KindAsk, KindAnswer, KindBroadcast}
 
 // accepted are the statuses by which the fabric took a message: it must
@@ -114,11 +117,18 @@ type Ledger struct {
 	// receipts by the msgId they are about (corr): "FAILED: reason"
 	receipts map[string][]string
 	untagged int // deliveries of kinds that carry tags, without one
+	plain    map[Kind]*plainCalls
+	// receiveFailed: the receiving loops' polls that failed (a tool error,
+	// the gateway away); callErrs the first failed calls that carry no
+	// message (those and plain calls)
+	receiveFailed int
+	callErrs      []string
 }
 
 // NewLedger is an empty ledger on clock.
 func NewLedger(clock *Clock) *Ledger {
-	return &Ledger{clock: clock, sends: map[string]*Send{}, got: map[string]map[string][]delivery{}, receipts: map[string][]string{}}
+	return &Ledger{clock: clock, sends: map[string]*Send{}, got: map[string]map[string][]delivery{}, receipts: map[string][]string{},
+		plain: map[Kind]*plainCalls{}}
 }
 
 // Begin records a send about to be made from (an address on fromHost) to

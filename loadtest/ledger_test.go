@@ -3,6 +3,7 @@ package loadtest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
 )
@@ -64,7 +65,8 @@ func TestLedgerAccounts(t *testing.T) {
 	if copies, open := l.Outstanding(); copies != 2 || open != 0 {
 		t.Fatalf("outstanding %d copies, %d open; want 2 (the lost reply, the broadcast's second copy), 0", copies, open)
 	}
-	kinds, total, lostList, dups, errs, _ := l.Summarize()
+	sum := l.Summarize()
+	kinds, total, lostList, dups, errs := sum.Kinds, sum.Total, sum.Lost, sum.Dups, sum.Errors
 	by := map[Kind]KindFigures{}
 	for _, k := range kinds {
 		by[k.Kind] = k
@@ -101,7 +103,7 @@ func TestStraddledSendMayRepeat(t *testing.T) {
 	l.End(s, "hb", result("confirmed", "m1"), nil)
 	l.Delivered(s.Tag, "p@ha", "ha")
 	l.Delivered(s.Tag, "p@ha", "ha")
-	_, total, _, _, _, _ := l.Summarize()
+	total := l.Summarize().Total
 	if !s.Straddled || total.ExpectedDuplicates != 1 || total.UnexpectedDuplicates != 0 {
 		t.Fatalf("straddled %v, total %+v", s.Straddled, total)
 	}
@@ -131,5 +133,43 @@ func TestFlatness(t *testing.T) {
 	f := flatness(s, []string{"h"}, 100_000_000_000)
 	if len(f) != 2 || f[0].OK || f[0].Second != 40 || f[0].Last != 46 || !f[1].OK {
 		t.Fatalf("flatness %+v", f)
+	}
+}
+
+// TestPlainCalls: polls and roster reads owe nothing; their calls and
+// failures count, a failed receiving poll counts as a failure, and the
+// percentiles are nearest rank.
+func TestPlainCalls(t *testing.T) {
+	l := NewLedger(NewClock())
+	for range 9 {
+		l.Call(KindPoll, time.Now(), Result{}, nil)
+	}
+	l.Call(KindPoll, time.Now(), Result{IsError: true, Text: "unknown target"}, nil)
+	l.ReceiveFailed("w@h", Result{}, errors.New("connection refused"))
+	sum := l.Summarize()
+	var poll *KindFigures
+	for i, k := range sum.Kinds {
+		if k.Kind == KindRoster {
+			t.Errorf("a roster row with no roster call measured: %+v", k)
+		}
+		if k.Kind == KindPoll {
+			poll = &sum.Kinds[i]
+		}
+	}
+	if poll == nil || poll.Sent != 10 || poll.Accepted != 9 || poll.NotAccepted["error"] != 1 || poll.Copies != 0 || poll.CarriesMessages() {
+		t.Fatalf("poll figures %+v", poll)
+	}
+	if sum.ReceiveFailed != 1 || len(sum.Errors) != 2 {
+		t.Fatalf("receive failures %d, errors %v", sum.ReceiveFailed, sum.Errors)
+	}
+	if calls, failed := l.Progress(); calls != 10 || failed != 2 {
+		t.Fatalf("progress %d calls %d failed, want 10 and 2", calls, failed)
+	}
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	if p50, p90, p99 := percentiles(ds); p50 != 50 || p90 != 90 || p99 != 99 {
+		t.Fatalf("percentiles %v %v %v, want 50 90 99", p50, p90, p99)
 	}
 }

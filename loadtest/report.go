@@ -32,10 +32,16 @@ type KindFigures struct {
 	UnexpectedDuplicates int     `json:"unexpectedDuplicates"`
 	DeliveredUnaccepted  int     `json:"deliveredUnaccepted"` // copies of calls that got no accepted status, delivered anyway
 	CallP50ms            float64 `json:"callP50ms"`           // the sending call, to its status
+	CallP90ms            float64 `json:"callP90ms"`
 	CallP99ms            float64 `json:"callP99ms"`
 	DeliveryP50ms        float64 `json:"deliveryP50ms"` // call start to the first copy seen by its recipient
+	DeliveryP90ms        float64 `json:"deliveryP90ms"`
 	DeliveryP99ms        float64 `json:"deliveryP99ms"`
 }
+
+// CarriesMessages: the kind sends messages the ledger accounts for (not
+// a poll or a roster read).
+func (f KindFigures) CarriesMessages() bool { return f.Kind != KindPoll && f.Kind != KindRoster }
 
 // Sample is one reading of a gateway's runtime figures.
 type Sample struct {
@@ -84,12 +90,14 @@ type Report struct {
 	LostDetail []string       `json:"lostDetail,omitempty"` // the first ones
 	// ErrorDetail: the first calls that failed, with when (a refusal is
 	// owed to nobody, but says what an agent saw).
-	ErrorDetail []string   `json:"errorDetail,omitempty"`
-	DupDetail   []string   `json:"dupDetail,omitempty"`
-	Untagged    int        `json:"untagged"`
-	Events      []Event    `json:"events"`
-	Samples     []Sample   `json:"samples"`
-	Flat        []Flatness `json:"flatness"`
+	ErrorDetail []string `json:"errorDetail,omitempty"`
+	DupDetail   []string `json:"dupDetail,omitempty"`
+	Untagged    int      `json:"untagged"`
+	// ReceiveFailed: the agents' receiving polls that failed.
+	ReceiveFailed int        `json:"receiveFailed"`
+	Events        []Event    `json:"events"`
+	Samples       []Sample   `json:"samples"`
+	Flat          []Flatness `json:"flatness"`
 	// Accounting: 0 lost and 0 unexpected duplicates. Pass: that, and
 	// every gateway's RSS and goroutines flat.
 	AccountingOK bool     `json:"accountingOK"`
@@ -99,10 +107,34 @@ type Report struct {
 
 const detailMax = 20
 
-// Summarize accounts for every send in l.
-func (l *Ledger) Summarize() (kinds []KindFigures, total KindFigures, lost, dups, errs []string, untagged int) {
+// Summary is the ledger's accounting: per kind (the message kinds, then
+// poll, then roster if measured), the total of the message kinds, and the
+// first lost, duplicated and failed calls.
+type Summary struct {
+	Kinds              []KindFigures
+	Total              KindFigures
+	Lost, Dups, Errors []string
+	Untagged           int
+	ReceiveFailed      int
+}
+
+// Summarize accounts for every call in l.
+func (l *Ledger) Summarize() Summary {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	kinds, total, lost, dups, errs := l.summarizeSends()
+	kinds = append(kinds, l.plainFigures(KindPoll))
+	if l.plain[KindRoster] != nil {
+		kinds = append(kinds, l.plainFigures(KindRoster))
+	}
+	for _, e := range l.callErrs {
+		errs = appendMax(errs, e)
+	}
+	return Summary{Kinds: kinds, Total: total, Lost: lost, Dups: dups, Errors: errs, Untagged: l.untagged, ReceiveFailed: l.receiveFailed}
+}
+
+// summarizeSends accounts for every message sent (l.mu held).
+func (l *Ledger) summarizeSends() (kinds []KindFigures, total KindFigures, lost, dups, errs []string) {
 	byKind := map[Kind]*KindFigures{}
 	calls, deliv := map[Kind][]time.Duration{}, map[Kind][]time.Duration{}
 	for _, k := range Kinds {
@@ -159,8 +191,8 @@ func (l *Ledger) Summarize() (kinds []KindFigures, total KindFigures, lost, dups
 	total = KindFigures{Kind: "total", NotAccepted: map[string]int{}, Statuses: map[string]int{}}
 	for _, k := range Kinds {
 		f := byKind[k]
-		f.CallP50ms, f.CallP99ms = percentiles(calls[k])
-		f.DeliveryP50ms, f.DeliveryP99ms = percentiles(deliv[k])
+		f.CallP50ms, f.CallP90ms, f.CallP99ms = percentiles(calls[k])
+		f.DeliveryP50ms, f.DeliveryP90ms, f.DeliveryP99ms = percentiles(deliv[k])
 		kinds = append(kinds, *f)
 		total.Sent += f.Sent
 		total.Accepted += f.Accepted
@@ -178,7 +210,7 @@ func (l *Ledger) Summarize() (kinds []KindFigures, total KindFigures, lost, dups
 			total.Statuses[r] += n
 		}
 	}
-	return kinds, total, lost, dups, errs, l.untagged
+	return kinds, total, lost, dups, errs
 }
 
 // classifyCopies splits the extra copies of one recipient into expected
@@ -215,10 +247,11 @@ func appendMax(list []string, s string) []string {
 	return append(list, s)
 }
 
-// percentiles is the p50 and p99 of ds in milliseconds (nearest rank).
-func percentiles(ds []time.Duration) (p50, p99 float64) {
+// percentiles is the p50, p90 and p99 of ds in milliseconds (nearest
+// rank).
+func percentiles(ds []time.Duration) (p50, p90, p99 float64) {
 	if len(ds) == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
@@ -227,7 +260,7 @@ func percentiles(ds []time.Duration) (p50, p99 float64) {
 		i = max(0, min(i, len(s)-1))
 		return float64(s[i]) / float64(time.Millisecond)
 	}
-	return at(0.50), at(0.99)
+	return at(0.50), at(0.90), at(0.99)
 }
 
 // flatness compares, per host, the mean of RSS and of goroutines in the
@@ -338,10 +371,10 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	fmt.Fprint(w, "\n## Messages\n\n")
 	fmt.Fprint(w, "Copies owed = accepted sends × recipients. Lost = owed, never delivered, not reported by the product. Explained = reported FAILED or `uncertain` to the sender. Expected duplicates = a gateway kill -9 between two copies (at-least-once, README \"Semantics\").\n\n")
-	fmt.Fprintln(w, "| kind | sent | accepted | copies owed | delivered | lost | explained | dup expected | dup unexpected | call p50 / p99 ms | delivery p50 / p99 ms |")
+	fmt.Fprintln(w, "| kind | sent | accepted | copies owed | delivered | lost | explained | dup expected | dup unexpected | call p50 / p90 / p99 ms | delivery p50 / p90 / p99 ms |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, f := range append(append([]KindFigures(nil), r.Kinds...), r.Total) {
-		lat := fmt.Sprintf("%.1f / %.1f | %.1f / %.1f", f.CallP50ms, f.CallP99ms, f.DeliveryP50ms, f.DeliveryP99ms)
+		lat := fmt.Sprintf("%.1f / %.1f / %.1f | %.1f / %.1f / %.1f", f.CallP50ms, f.CallP90ms, f.CallP99ms, f.DeliveryP50ms, f.DeliveryP90ms, f.DeliveryP99ms)
 		if f.Kind == "total" {
 			lat = " | "
 		}
@@ -360,6 +393,9 @@ func (r *Report) Markdown(w io.Writer) {
 		for _, k := range sortedKeys(r.Total.NotAccepted) {
 			fmt.Fprintf(w, "- %d × %s\n", r.Total.NotAccepted[k], k)
 		}
+	}
+	if r.ReceiveFailed > 0 {
+		fmt.Fprintf(w, "\n%d of the agents' receiving polls failed.\n", r.ReceiveFailed)
 	}
 	if r.Total.DeliveredUnaccepted > 0 {
 		fmt.Fprintf(w, "\n%d copies of calls that got no accepted status were delivered anyway.\n", r.Total.DeliveredUnaccepted)

@@ -73,7 +73,9 @@ func (s *Sampler) Report(e *Engine, run, drain time.Duration, machine string) *R
 	for _, t := range s.targets {
 		r.Gateways = append(r.Gateways, t.Host)
 	}
-	r.Kinds, r.Total, r.LostDetail, r.DupDetail, r.ErrorDetail, r.Untagged = e.Ledger.Summarize()
+	sum := e.Ledger.Summarize()
+	r.Kinds, r.Total, r.LostDetail, r.DupDetail, r.ErrorDetail = sum.Kinds, sum.Total, sum.Lost, sum.Dups, sum.Errors
+	r.Untagged, r.ReceiveFailed = sum.Untagged, sum.ReceiveFailed
 	r.Flat = flatness(samples, r.Gateways, run)
 	r.judge()
 	return r

@@ -24,10 +24,6 @@ func replyToOf(b string) string {
 	return strings.Fields(after + " ")[0]
 }
 
-// retryFor bounds how long a send is retried while its gateway is away
-// (a restart takes seconds): past it the call is recorded as an error.
-const retryFor = 3 * time.Minute
-
 // send makes one accounted call of tool from a; args get the message
 // (under msgKey) and a request_id (the tag), so a retry publishes nothing
 // twice.
@@ -35,7 +31,7 @@ func (e *Engine) send(ctx context.Context, a *Agent, kind Kind, to []string, too
 	s := e.Ledger.Begin(kind, a.Addr(), a.Host, to)
 	args[msgKey] = body(kind, s.Tag, a.Addr())
 	args["request_id"] = s.Tag
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryFor)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RetryFor)
 	defer cancel()
 	r, err := a.Call(cctx, tool, args, callTimeout)
 	e.Ledger.End(s, a.Host, r, err)
@@ -72,13 +68,22 @@ func (e *Engine) primaryLoop(ctx context.Context, p *Agent) {
 			e.receive(ctx, p, r.Messages)
 		case x < 0.70 && len(e.pull) > 0:
 			w := pick(e.pull)
-			r, _ := e.send(ctx, p, KindBrief, []string{w.Addr()}, "bridge_send", "message", map[string]any{"target": w.Addr(), "wait_s": 10})
+			args := map[string]any{"target": w.Addr(), "wait_s": 10}
+			if e.cfg.NoWaits {
+				delete(args, "wait_s")
+			}
+			r, _ := e.send(ctx, p, KindBrief, []string{w.Addr()}, "bridge_send", "message", args)
 			e.receive(ctx, p, r.Messages)
 		case x < 0.78:
 			e.broadcast(ctx, p)
 		default:
 			w := pick(workers)
-			r, err := p.Call(ctx, "bridge_poll", map[string]any{"target": w.Addr(), "max": 20}, callTimeout)
+			// like a send, a poll under way when the traffic stops completes
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RetryFor)
+			start := time.Now()
+			r, err := p.Call(pctx, "bridge_poll", map[string]any{"target": w.Addr(), "max": 20}, callTimeout)
+			cancel()
+			e.Ledger.Call(KindPoll, start, r, err)
 			if err == nil {
 				e.receive(ctx, p, r.Messages)
 			}
@@ -91,9 +96,17 @@ func (e *Engine) primaryLoop(ctx context.Context, p *Agent) {
 var firstActions = []float64{0, 0, 0.75, 0.65, 0.9}
 
 func (e *Engine) broadcast(ctx context.Context, p *Agent) {
-	group, members := GroupPull, e.pull
+	var group string
+	var members []*Agent
 	if (rand.IntN(2) == 0 || len(e.pull) == 0) && len(e.pane) > 0 {
-		group, members = GroupPane, e.pane
+		group, members = e.groupPane, e.pane
+	} else {
+		group = pick(e.pull).Groups[0] // one team of pull workers
+		for _, w := range e.pull {
+			if w.Groups[0] == group {
+				members = append(members, w)
+			}
+		}
 	}
 	to := make([]string, len(members))
 	for i, m := range members {
@@ -115,7 +128,7 @@ func (e *Engine) askLoop(ctx context.Context, w *Agent) {
 	for sleep(ctx, jitter(e.cfg.AskEvery)) == nil {
 		p := pick(e.primaries)
 		s := e.Ledger.Begin(KindAsk, w.Addr(), w.Host, []string{p.Addr()})
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryFor)
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RetryFor)
 		r, err := w.Call(bctx, "bridge_ask", map[string]any{"target": p.Addr(), "question": body(KindAsk, s.Tag, w.Addr()),
 			"timeout_s": askTimeout, "request_id": s.Tag}, callTimeout)
 		for tries := 0; err == nil && !r.IsError && r.Status == bridge.StatusPending && tries < 5; tries++ {
@@ -133,6 +146,9 @@ func (e *Engine) askLoop(ctx context.Context, w *Agent) {
 func (e *Engine) pollLoop(ctx context.Context, a *Agent) {
 	for ctx.Err() == nil {
 		r, err := a.Call(ctx, "bridge_poll", map[string]any{"wait_s": 5, "max": 50}, callTimeout)
+		if (err != nil && ctx.Err() == nil) || r.IsError {
+			e.Ledger.ReceiveFailed(a.Addr(), r, err)
+		}
 		if err != nil || r.IsError {
 			_ = sleep(ctx, 100*time.Millisecond)
 			continue
@@ -199,5 +215,19 @@ func (e *Engine) paneLoop(ctx context.Context, a *Agent) {
 			}
 		}
 		seen = len(got)
+	}
+}
+
+// MeasureRoster calls bridge_roster n times, one call at a time, from the
+// agents in turn, and records each call's latency (KindRoster).
+func (e *Engine) MeasureRoster(ctx context.Context, n int) {
+	agents := e.all()
+	for i := 0; i < n && len(agents) > 0 && ctx.Err() == nil; i++ {
+		start := time.Now()
+		r, err := agents[i%len(agents)].Call(ctx, "bridge_roster", map[string]any{}, callTimeout)
+		if ctx.Err() != nil {
+			return // interrupted: not the roster's failure
+		}
+		e.Ledger.Call(KindRoster, start, r, err)
 	}
 }

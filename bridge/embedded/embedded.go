@@ -747,7 +747,13 @@ func (t *Transport) sweep() {
 // expire dead-letters with reason "expired" the messages of gid's queue
 // after sequence after that are older than ttl, from the head up to the
 // first younger one (as a broker's per-queue TTL does).
+// Every delivery round calls it, and almost always nothing is due: that
+// is found without t.mu (a read transaction, as deliveries read), so the
+// rounds of a thousand inboxes do not queue on the transport's lock.
 func (t *Transport) expire(gid string, after uint64, ttl time.Duration) {
+	if !t.mayExpire(gid, after, ttl) {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -756,6 +762,28 @@ func (t *Transport) expire(gid string, after uint64, ttl time.Duration) {
 	if t.expireLocked(gid, after, ttl) > 0 && t.dlqCons != nil {
 		t.dlqCons.poke()
 	}
+}
+
+// mayExpire: the first message of gid's queue after sequence after is
+// older than ttl (expireLocked then looks again under t.mu; a message
+// older than ttl stays so).
+func (t *Transport) mayExpire(gid string, after uint64, ttl time.Duration) bool {
+	cutoff := t.opts.Now().Add(-ttl).UnixMilli()
+	may := false
+	_ = t.db.View(func(tx *bolt.Tx) error {
+		q := tx.Bucket(bktInbox).Bucket([]byte(gid))
+		if q == nil {
+			return nil
+		}
+		if k, v := q.Cursor().Seek(seqKey(after + 1)); k != nil {
+			var r struct {
+				At int64 `json:"at"`
+			}
+			may = json.Unmarshal(v, &r) != nil || r.At <= cutoff
+		}
+		return nil
+	})
+	return may
 }
 
 func (t *Transport) expireLocked(gid string, after uint64, ttl time.Duration) int {

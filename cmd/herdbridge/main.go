@@ -86,7 +86,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 		rosterCommand(stdout), statsCommand(stdout), doctorCommand(stdout), uiCommand(stdout, stderr), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout), historyCommand(stdout),
 		demoCommand(stdout), keysCommand(stdout, stderr), pairCommand(stdout, stderr), brokerUserCommand(stdout),
 		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout), versionCommand(stdout),
-		traceCommand(stdout),
+		traceCommand(stdout), loadtestCommand(stdout, stderr),
 	)
 	root.InitDefaultCompletionCmd() // completion bash|zsh|fish|powershell (cobra's, so it covers every flag)
 	return root
@@ -429,8 +429,8 @@ func statsCommand(stdout io.Writer) *cobra.Command {
 		}
 		fmt.Fprintf(stdout, "host %s; signing %s; audit log %s\n", st.Host, signing, st.Audit)
 		if rt := st.Runtime; rt != nil {
-			fmt.Fprintf(stdout, "runtime: %d goroutines, heap %.1f MiB (%.1f MiB more held free), RSS %.1f MiB (%.1f anonymous, %.1f file-backed), %d open files\n",
-				rt.Goroutines, mib(rt.HeapBytes), mib(rt.HeapFreeBytes), mib(rt.RSSBytes), mib(rt.RSSAnonBytes), mib(rt.RSSFileBytes), rt.OpenFiles)
+			fmt.Fprintf(stdout, "runtime: %d goroutines, heap %.1f MiB (%.1f MiB more held free), RSS %.1f MiB (%.1f anonymous, %.1f file-backed), %d open files, CPU %.2f s\n",
+				rt.Goroutines, mib(rt.HeapBytes), mib(rt.HeapFreeBytes), mib(rt.RSSBytes), mib(rt.RSSAnonBytes), mib(rt.RSSFileBytes), rt.OpenFiles, rt.CPUSeconds)
 		}
 		if st.AuditDropped > 0 || st.AuditError != "" {
 			fmt.Fprintf(stdout, "audit records dropped: %d (%s)\n", st.AuditDropped, st.AuditError)
