@@ -225,7 +225,7 @@ func TestParseLoadContract(t *testing.T) {
 	if l.Totals != (LoadTotals{Calls: 8123, Errors: 0, Accepted: 7000, Owed: 7300, Delivered: 7299, Lost: 1, PerSecond: 398.2}) {
 		t.Errorf("totals: %+v", l.Totals)
 	}
-	if b, ok := l.Kind("brief"); !ok || b.DeliveryP50Ms != 8.5 || b.DeliveryP99Ms != 72 || b.CallP90Ms != 15 || b.PerSecond != 147.1 {
+	if b, ok := loadKind(l, "brief"); !ok || b.DeliveryP50Ms != 8.5 || b.DeliveryP99Ms != 72 || b.CallP90Ms != 15 || b.PerSecond != 147.1 {
 		t.Errorf("brief: %+v %v", b, ok)
 	}
 	if l.Gateway != (LoadGateway{RSSBytes: 50331648, CPUSeconds: 12.5, Goroutines: 800}) {
@@ -425,7 +425,7 @@ func TestParseLoadToolOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, ok := l.Kind("brief"); !ok || b.Calls == 0 || b.DeliveryP50Ms == 0 || l.Registered != 20 || l.Gateway.RSSBytes == 0 {
+	if b, ok := loadKind(l, "brief"); !ok || b.Calls == 0 || b.DeliveryP50Ms == 0 || l.Registered != 20 || l.Gateway.RSSBytes == 0 {
 		t.Errorf("load tool output: %+v", l)
 	}
 	for _, r := range Evaluate(&Inputs{Bench: &Results{}, Load: l}, loadTargets()) {

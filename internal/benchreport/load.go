@@ -5,54 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/herdbridge/herdbridge/loadtest"
 )
 
-// Load is what `herdbridge loadtest --json` prints: one object, the shared
-// contract between the load tool and this report (issue 15, item 4).
-type Load struct {
-	Target          string         `json:"target"`
-	Primaries       int            `json:"primaries"`
-	Workers         int            `json:"workers"`
-	Registered      int            `json:"registered"`
-	Transports      map[string]int `json:"transports"`
-	DurationSeconds float64        `json:"durationSeconds"`
-	Totals          LoadTotals     `json:"totals"`
-	Kinds           []LoadKind     `json:"kinds"`
-	Gateway         LoadGateway    `json:"gateway"`
-}
-
-// LoadTotals count every call and every owed copy of the run.
-type LoadTotals struct {
-	Calls     int     `json:"calls"`
-	Errors    int     `json:"errors"`
-	Accepted  int     `json:"accepted"`
-	Owed      int     `json:"owed"`
-	Delivered int     `json:"delivered"`
-	Lost      int     `json:"lost"`
-	PerSecond float64 `json:"perSecond"`
-}
-
-// LoadKind is one kind of call: brief, pane-brief, reply, ask, answer,
-// broadcast, poll, or roster (delivery fields 0).
-type LoadKind struct {
-	Kind          string  `json:"kind"`
-	Calls         int     `json:"calls"`
-	Errors        int     `json:"errors"`
-	PerSecond     float64 `json:"perSecond"`
-	CallP50Ms     float64 `json:"callP50Ms"`
-	CallP90Ms     float64 `json:"callP90Ms"`
-	CallP99Ms     float64 `json:"callP99Ms"`
-	DeliveryP50Ms float64 `json:"deliveryP50Ms"`
-	DeliveryP90Ms float64 `json:"deliveryP90Ms"`
-	DeliveryP99Ms float64 `json:"deliveryP99Ms"`
-}
-
-// LoadGateway is the gateway process's cost over the run.
-type LoadGateway struct {
-	RSSBytes   int64   `json:"rssBytes"`
-	CPUSeconds float64 `json:"cpuSeconds"`
-	Goroutines int     `json:"goroutines"`
-}
+// The load tool's report (`herdbridge loadtest --json`): one object, the
+// contract between the tool and this report (issue 15, item 4). Its types
+// are the tool's own, so a field the tool renames fails to compile here
+// (cmd/herdbridge's TestLoadtestInProcess checks the JSON names).
+type (
+	Load        = loadtest.ToolReport
+	LoadTotals  = loadtest.ToolTotals
+	LoadKind    = loadtest.ToolKind
+	LoadGateway = loadtest.ToolGateway
+)
 
 // ParseLoad reads the load tool's one JSON object. Fields it does not know
 // are ignored (the tool may say more); an object with no kinds is refused,
@@ -69,8 +35,8 @@ func ParseLoad(r io.Reader) (*Load, error) {
 	return &l, nil
 }
 
-// Kind is the named kind's figures.
-func (l *Load) Kind(kind string) (LoadKind, bool) {
+// loadKind is the named kind's figures.
+func loadKind(l *Load, kind string) (LoadKind, bool) {
 	for _, k := range l.Kinds {
 		if k.Kind == kind {
 			return k, true

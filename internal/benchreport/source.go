@@ -93,7 +93,7 @@ func load(label, unit string, get func(l *Load) (float64, error)) Source {
 // kindField reads one field of one kind of the load run.
 func kindField(kind string, field func(LoadKind) float64) func(l *Load) (float64, error) {
 	return func(l *Load) (float64, error) {
-		k, ok := l.Kind(kind)
+		k, ok := loadKind(l, kind)
 		if !ok {
 			return 0, notMeasured("the load run has no %q kind", kind)
 		}
