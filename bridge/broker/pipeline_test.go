@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -221,5 +222,67 @@ func TestCutMidWindowPublishesAgain(t *testing.T) {
 	}
 	if len(got) != n {
 		t.Fatalf("%d distinct msgIds in the inbox, want %d", len(got), n)
+	}
+}
+
+// TestInboxesHandledInParallelInOrder: each inbox has a consumer of its
+// own, so the core's verification of one inbox's deliveries (done in the
+// handler) never waits for another's — here inbox A's handler is stuck on
+// its first message while inbox B's takes all of its messages — and each
+// inbox's messages reach its handler in the order they were published.
+func TestInboxesHandledInParallelInOrder(t *testing.T) {
+	tr := open(t)
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, b := inbox(t, tr, 10000), inbox(t, tr, 10000)
+	const n = 100
+	stuck, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	got := map[string]chan string{a: make(chan string, n), b: make(chan string, n)}
+	for _, gid := range []string{a, b} {
+		sub, err := tr.Consume(ctx, gid, 16, func(d bridge.Delivery) {
+			if gid == a {
+				once.Do(func() { close(stuck); <-release })
+			}
+			got[gid] <- d.Env.MsgID
+			_ = d.Acker.Ack()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Cancel()
+	}
+	unstick := sync.OnceFunc(func() { close(release) })
+	defer unstick() // a failed test must not leave a handler waiting
+	sent := map[string][]string{}
+	for i := 0; i < n; i++ { // interleaved, each publish confirmed before the next
+		for _, gid := range []string{a, b} {
+			env := testEnv(gid)
+			if err := tr.Publish(ctx, gid, env, true); err != nil {
+				t.Fatal(err)
+			}
+			sent[gid] = append(sent[gid], env.MsgID)
+		}
+	}
+	<-stuck
+	checkOrder(t, "inbox B while A's handler is stuck", got[b], sent[b])
+	unstick()
+	checkOrder(t, "inbox A once released", got[a], sent[a])
+}
+
+// checkOrder reads len(want) msgIds from got and compares the order.
+func checkOrder(t *testing.T, what string, got <-chan string, want []string) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for i, id := range want {
+		select {
+		case g := <-got:
+			if g != id {
+				t.Fatalf("%s: message %d is %s, want %s (out of order)", what, i, g, id)
+			}
+		case <-timeout:
+			t.Fatalf("%s: %d of %d handled", what, i, len(want))
+		}
 	}
 }
