@@ -286,3 +286,29 @@ func checkOrder(t *testing.T, what string, got <-chan string, want []string) {
 		}
 	}
 }
+
+// TestCloseEndsPublishesInFlight: Close while publishes wait — for the
+// writer or for their confirms, held back — ends every one of them with an
+// error or a confirm, never a hang, and stops the writer (goleak).
+func TestCloseEndsPublishesInFlight(t *testing.T) {
+	tr, p := proxied(t)
+	gid := inbox(t, tr, 10000)
+	const n = 32
+	p.Hold()
+	defer p.Release()
+	var done []<-chan error
+	for i := 0; i < n; i++ {
+		done = append(done, publishAsync(tr, gid, testEnv(gid)))
+	}
+	waitCounts(t, tr, "publishes in flight", func(c broker.Counts) bool { return c.Unconfirmed > 0 })
+	p.Cut() // Close need not wait for the broker's close-ok through a held link
+	tr.Close()
+	timeout := time.After(20 * time.Second)
+	for i, d := range done {
+		select {
+		case <-d:
+		case <-timeout:
+			t.Fatalf("publish %d still waiting after Close", i)
+		}
+	}
+}
