@@ -66,10 +66,9 @@ type Transport struct {
 	closed    bool
 	stop      chan struct{}
 	wg        sync.WaitGroup
-	pubMu     sync.Mutex    // publishes and the returns drain
-	pubErr    *amqp.Error   // why the broker last closed the publish channel (a channel exception)
-	counts    counters      // for metrics (Counts)
-	writes    chan writeReq // to the publish writer (writer.go)
+	pubMu     sync.Mutex  // publishes and the returns drain
+	pubErr    *amqp.Error // why the broker last closed the publish channel (a channel exception)
+	counts    counters    // for metrics (Counts)
 }
 
 // Open dials the broker, declares the shared topology and starts the
@@ -95,16 +94,15 @@ func Open(ctx context.Context, opts Options) (*Transport, error) {
 	}
 	t := &Transport{opts: opts, log: opts.Logger, up: make(chan struct{}), returned: map[string]time.Time{},
 		inboxes: map[string]bridge.InboxSpec{}, bound: map[string]map[string]bool{}, consumers: map[*consumer]bool{},
-		stop: make(chan struct{}), writes: make(chan writeReq, 256)}
+		stop: make(chan struct{})}
 	dctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
 	closed, err := t.connect(dctx)
 	if err != nil {
 		return nil, err
 	}
-	t.wg.Add(2)
+	t.wg.Add(1)
 	go t.supervise(closed)
-	go t.writer()
 	return t, nil
 }
 

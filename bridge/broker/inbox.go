@@ -126,17 +126,17 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 
 // Publish implements bridge.Transport: persistent, on the confirm channel;
 // mandatory unless told otherwise. Publishes pipeline: concurrent calls
-// share the channel's confirm window — each has its frames written and then
-// waits for its own deferred confirm, so n sends in flight cost one confirm
-// round trip, not n, and a nack, a return or a lost channel concerns
-// exactly the publishes it names (Counts.Unconfirmed is the window). One
-// writer goroutine writes the frames (writer.go), so senders never queue on
-// the channel's lock. The caller signs before it calls: nothing here holds
-// a lock across the crypto or the confirm. A return arrives before its
-// confirm, so a confirmed publish is checked against the returns before it
-// counts as routed. A connection lost before the confirm means the outcome
-// is unknown: the same envelope (same msgId, deduplicated by receivers) is
-// published again once reconnected, until ctx ends.
+// share the channel's confirm window — each writes its frames (the
+// channel's lock is held for the write only) and then waits for its own
+// deferred confirm, so n sends in flight cost one confirm round trip, not
+// n, and a nack, a return or a lost channel concerns exactly the publishes
+// it names (Counts.Unconfirmed is the window). The caller signs before it
+// calls: nothing here holds a lock across the crypto or the confirm. A
+// return arrives before its confirm, so a confirmed publish is checked
+// against the returns before it counts as routed. A connection lost before
+// the confirm means the outcome is unknown: the same envelope (same msgId,
+// deduplicated by receivers) is published again once reconnected, until
+// ctx ends.
 func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelope, mandatory bool) error {
 	msg := amqp.Publishing{
 		Headers:      amqp.Table(env.Headers()),
@@ -176,11 +176,8 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 			}
 			return nil
 		}
-		dc, err := t.write(ctx, pub, key, mandatory, msg)
+		dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, ExchangeMsg, key, mandatory, false, msg)
 		if err != nil {
-			if errors.Is(err, ctx.Err()) || errors.Is(err, bridge.ErrClosed) {
-				return fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
-			}
 			if err := t.publishFailed(conn, env, err, retryChannel); err != nil {
 				return err
 			}
