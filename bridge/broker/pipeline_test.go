@@ -287,9 +287,9 @@ func checkOrder(t *testing.T, what string, got <-chan string, want []string) {
 	}
 }
 
-// TestCloseEndsPublishesInFlight: Close while publishes wait — for the
-// writer or for their confirms, held back — ends every one of them with an
-// error or a confirm, never a hang, and stops the writer (goleak).
+// TestCloseEndsPublishesInFlight: Close while publishes wait for their
+// confirms, held back, ends every one of them with an error or a confirm,
+// never a hang, and leaves no goroutine behind (goleak).
 func TestCloseEndsPublishesInFlight(t *testing.T) {
 	tr, p := proxied(t)
 	gid := inbox(t, tr, 10000)
