@@ -246,13 +246,13 @@ func TestEntityCardinalityCapped(t *testing.T) {
 // TestSources: the broker's and the audit log's totals are read at scrape
 // time.
 func TestSources(t *testing.T) {
-	c := broker.Counts{Publishes: 5, Confirms: 4, Nacks: 1, Returns: 2, Reconnects: 3}
+	c := broker.Counts{Publishes: 5, Confirms: 4, Nacks: 1, Returns: 2, Reconnects: 3, Unconfirmed: 6}
 	m := metrics.New(metrics.Options{Core: newFakeCore(0), Broker: func() broker.Counts { return c }, BrokerUp: func() bool { return true },
 		AuditDropped: func() uint64 { return 7 }})
 	f := scrape(t, m)
 	for name, want := range map[string]float64{"herdbridge_broker_publishes_total": 5, "herdbridge_broker_confirms_total": 4,
 		"herdbridge_broker_nacks_total": 1, "herdbridge_broker_returns_total": 2, "herdbridge_broker_reconnects_total": 3,
-		"herdbridge_broker_connected": 1, "herdbridge_audit_dropped_records_total": 7} {
+		"herdbridge_broker_connected": 1, "herdbridge_broker_unconfirmed": 6, "herdbridge_audit_dropped_records_total": 7} {
 		if got := value(f, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}

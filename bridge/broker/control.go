@@ -29,8 +29,9 @@ func (t *Transport) PublishControl(ctx context.Context, host string, env *bridge
 	if err != nil {
 		return fmt.Errorf("broker: publish control to %s: %w", host, err)
 	}
-	t.counts.publishes.Add(1)
+	t.counts.published()
 	acked, err := dc.WaitContext(ctx)
+	t.counts.settled()
 	if err != nil {
 		return fmt.Errorf("broker: publish control to %s: %w", host, err)
 	}

@@ -11,19 +11,39 @@ type Counts struct {
 	Nacks      uint64 // publishes the broker refused (nack: an inbox at its cap)
 	Returns    uint64 // mandatory publishes the broker returned unroutable
 	Reconnects uint64 // connections re-established after a loss
+	// Unconfirmed is how many publishes await their confirm right now: the
+	// confirm window that concurrent sends share. PeakUnconfirmed is the
+	// most there ever were at once — above 1 only when publishes overlap.
+	Unconfirmed     uint64
+	PeakUnconfirmed uint64
 }
 
 // counters are Counts as they run.
 type counters struct {
 	publishes, confirms, nacks, returns, reconnects atomic.Uint64
+	unconfirmed                                     atomic.Int64
+	peak                                            atomic.Uint64
 }
 
 // Counts reads the totals now.
 func (t *Transport) Counts() Counts {
 	c := &t.counts
 	return Counts{Publishes: c.publishes.Load(), Confirms: c.confirms.Load(), Nacks: c.nacks.Load(),
-		Returns: c.returns.Load(), Reconnects: c.reconnects.Load()}
+		Returns: c.returns.Load(), Reconnects: c.reconnects.Load(),
+		Unconfirmed: uint64(max(c.unconfirmed.Load(), 0)), PeakUnconfirmed: c.peak.Load()}
 }
+
+// published counts a publish sent: it joins the confirm window until
+// settled (confirmed, nacked or lost with its channel).
+func (c *counters) published() {
+	c.publishes.Add(1)
+	n := uint64(c.unconfirmed.Add(1))
+	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
+	}
+}
+
+// settled takes a publish out of the confirm window.
+func (c *counters) settled() { c.unconfirmed.Add(-1) }
 
 // confirmed counts one confirm: acked, or nacked by the broker.
 func (c *counters) confirmed(acked bool) {

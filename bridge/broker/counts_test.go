@@ -41,7 +41,7 @@ func TestCounts(t *testing.T) {
 		t.Fatalf("to no inbox: %v, want unroutable", err)
 	}
 	got := tr.Counts()
-	want := broker.Counts{Publishes: 3, Confirms: 2, Nacks: 1, Returns: 1}
+	want := broker.Counts{Publishes: 3, Confirms: 2, Nacks: 1, Returns: 1, PeakUnconfirmed: 1}
 	if got != want {
 		t.Fatalf("counts %+v, want %+v", got, want)
 	}

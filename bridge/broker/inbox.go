@@ -125,11 +125,18 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 }
 
 // Publish implements bridge.Transport: persistent, on the confirm channel;
-// mandatory unless told otherwise. A return arrives before its confirm, so
-// a confirmed publish is checked against the returns before it counts as
-// routed. A connection lost before the confirm means the outcome is
-// unknown: the same envelope (same msgId, deduplicated by receivers) is
-// published again once reconnected, until ctx ends.
+// mandatory unless told otherwise. Publishes pipeline: concurrent calls
+// share the channel's confirm window — each writes its frames (the
+// channel's lock is held for the write only) and then waits for its own
+// deferred confirm, so n sends in flight cost one confirm round trip, not
+// n, and a nack, a return or a lost channel concerns exactly the publishes
+// it names (Counts.Unconfirmed is the window). The caller signs before it
+// calls: nothing here holds a lock across the crypto or the confirm. A
+// return arrives before its confirm, so a confirmed publish is checked
+// against the returns before it counts as routed. A connection lost before
+// the confirm means the outcome is unknown: the same envelope (same msgId,
+// deduplicated by receivers) is published again once reconnected, until
+// ctx ends.
 func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelope, mandatory bool) error {
 	msg := amqp.Publishing{
 		Headers:      amqp.Table(env.Headers()),
@@ -176,33 +183,45 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 			}
 			continue // publish again
 		}
-		t.counts.publishes.Add(1)
-		acked, err := dc.WaitContext(ctx)
-		if err != nil {
-			return fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
+		again, err := t.awaitConfirm(ctx, conn, pub, dc, key, env, mandatory, retryChannel)
+		if !again {
+			return err
 		}
-		if acked || !pub.IsClosed() { // a closed channel's publishes were lost, not nacked
-			t.counts.confirmed(acked)
-		}
-		if !acked {
-			if pub.IsClosed() {
-				if !conn.IsClosed() {
-					if err := retryChannel(); err != nil {
-						return err
-					}
-				}
-				continue // lost, not nacked: outcome unknown, publish again
-			}
-			if bridge.IsBroadcastKey(key) {
-				return nil // a full inbox refused its copy; it was dead-lettered
-			}
-			return fmt.Errorf("%w: %s refused the message", bridge.ErrInboxFull, bridge.InboxQueueName(key))
-		}
-		if mandatory && t.wasReturned(env.MsgID) {
-			return fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
-		}
-		return nil
 	}
+}
+
+// awaitConfirm waits for one publish's own confirm and judges it: again
+// means its channel was lost before the broker settled it (the outcome is
+// unknown: publish it again), else err is the publish's result.
+func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub *amqp.Channel, dc *amqp.DeferredConfirmation,
+	key string, env *bridge.Envelope, mandatory bool, retryChannel func() error) (again bool, err error) {
+	t.counts.published()
+	acked, err := dc.WaitContext(ctx)
+	t.counts.settled()
+	if err != nil {
+		return false, fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
+	}
+	if acked || !pub.IsClosed() { // a closed channel's publishes were lost, not nacked
+		t.counts.confirmed(acked)
+	}
+	if !acked {
+		if pub.IsClosed() {
+			if !conn.IsClosed() {
+				if err := retryChannel(); err != nil {
+					return false, err
+				}
+			}
+			return true, nil // lost, not nacked: outcome unknown, publish again
+		}
+		if bridge.IsBroadcastKey(key) {
+			return false, nil // a full inbox refused its copy; it was dead-lettered
+		}
+		return false, fmt.Errorf("%w: %s refused the message", bridge.ErrInboxFull, bridge.InboxQueueName(key))
+	}
+	if mandatory && t.wasReturned(env.MsgID) {
+		return false, fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
+	}
+	return false, nil
 }
 
 // publishFailed decides what a publish that failed with err does: nil is

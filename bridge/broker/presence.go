@@ -31,8 +31,9 @@ func (t *Transport) PublishPresence(ctx context.Context, env *bridge.Envelope) e
 	if err != nil {
 		return fmt.Errorf("broker: publish presence: %w", err)
 	}
-	t.counts.publishes.Add(1)
+	t.counts.published()
 	acked, err := dc.WaitContext(ctx)
+	t.counts.settled()
 	if err != nil {
 		return fmt.Errorf("broker: publish presence: %w", err)
 	}
