@@ -25,18 +25,23 @@ const (
 // baseline, measured on the same sessions in the same iteration, is the 4
 // senders calling bridge_roster as fast as they can (roster-calls/s): the
 // MCP floor, since a send is one call. Target: msgs/s ≥ 0.8× roster-calls/s.
+// The -nosync variants run the same with --fsync=false: the gap between
+// the two is what waiting for each publish's durable commit costs.
 // One iteration is one round of each; ns/op is suppressed.
 func BenchmarkThroughputOneHost(b *testing.B) {
 	body := strings.Repeat("x", 1024)
 	for _, tr := range []struct {
-		name string
-		dial dialer
+		name   string
+		dial   dialer
+		noSync bool
 	}{
-		{"http", gatewaytest.HTTPConn},
-		{"stdio", gatewaytest.StdioConn},
+		{"http", gatewaytest.HTTPConn, false},
+		{"stdio", gatewaytest.StdioConn, false},
+		{"http-nosync", gatewaytest.HTTPConn, true},
+		{"stdio-nosync", gatewaytest.StdioConn, true},
 	} {
 		b.Run(tr.name, func(b *testing.B) {
-			g := startBenchGateway(b, false)
+			g := startBenchGateway(b, tr.noSync)
 			recv := tr.dial(b, g, "lead", "primary")
 			senders := make([]*gatewaytest.Conn, tpSenders)
 			for i := range senders {
