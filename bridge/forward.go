@@ -222,7 +222,13 @@ func (c *Core) typedBeforeCrash() error {
 		c.log.Warn("a brief was being typed when the gateway stopped: reported uncertain", LogMsgID, r.MsgID, LogTraceID, r.TraceID, LogTo, r.To)
 		out := c.notice(KindInjected, r.To, r.From, r.MsgID, "", r.TraceID,
 			StatusUncertain+": the gateway of "+r.ToName+" stopped while typing brief "+r.Excerpt+"; it may or may not have reached the agent")
-		c.publishAll([]outMsg{out})
+		if c.publishAll([]outMsg{out}) == 0 {
+			// the receipt is out: a sender on this host must not also hear
+			// FAILED from the sweeper's overdue check, which would run before
+			// the receipt's delivery if the restart took longer than the
+			// check's grace (a loaded machine did)
+			c.ledger.settle(r.MsgID)
+		}
 		if err := c.st.DeleteTyping(r.MsgID); err != nil {
 			return err
 		}
