@@ -323,3 +323,48 @@ func TestSpoofingReplyStaysFenced(t *testing.T) {
 		t.Fatalf("text content:\n%s\nwant it to hold:\n%s", r.Text, fenced)
 	}
 }
+
+// TestGetOfEndedSessionIs404: a GET naming a session that ended (DELETE)
+// or never existed is a 404 saying to initialize again — mcp-go would
+// otherwise open a fresh, uninitialized session under that id, with a
+// goroutine that outlives a gateway shutting down (goleak caught one).
+func TestGetOfEndedSessionIs404(t *testing.T) {
+	g := gatewaytest.StartLocal(t, "")
+	_, tok := gatewaytest.Register(t, g, "lead", "primary")
+	hc := &http.Client{Timeout: 10 * time.Second}
+	defer hc.CloseIdleConnections()
+	s := &rawSession{t: t, hc: hc, url: g.URL() + "/mcp", token: tok}
+	s.post("initialize", map[string]any{"protocolVersion": rawProtocol, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "conformance", "version": "1"}}, false)
+	s.post("notifications/initialized", nil, true)
+	do := func(method, sid string) (int, string) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel() // a listening GET that was let in streams until then
+		req, _ := http.NewRequestWithContext(ctx, method, s.url, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", rawProtocol)
+		req.Header.Set("Mcp-Session-Id", sid)
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusNotFound {
+			return res.StatusCode, ""
+		}
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, _ := do(http.MethodGet, s.sid); code != http.StatusOK {
+		t.Fatalf("GET of the open session: %d", code)
+	}
+	if code, _ := do(http.MethodDelete, s.sid); code != http.StatusOK {
+		t.Fatalf("DELETE: %d", code)
+	}
+	for _, sid := range []string{s.sid, "mcp-session-never-opened"} {
+		if code, body := do(http.MethodGet, sid); code != http.StatusNotFound || !strings.Contains(body, "session_not_found") || !strings.Contains(body, "initialize") {
+			t.Fatalf("GET of session %q: %d %s", sid, code, body)
+		}
+	}
+}

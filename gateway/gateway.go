@@ -441,6 +441,9 @@ func (g *Gateway) stopServing() {
 	_ = g.shutdown(ctx)
 	_ = g.http.Shutdown(ctx)
 	_ = g.http.Close()
+	// again, now that no request is served: a call that came between the
+	// first pass and the listener's close could have opened a session
+	_ = g.shutdown(ctx)
 	_ = g.ln.Close() // in case Serve had not taken it yet
 	_ = g.sock.Close()
 }

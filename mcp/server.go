@@ -333,7 +333,7 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 		server.WithKeepAliveInterval(15*time.Second),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.auth(events.resumeGuard(handover(streamable))))
+	mux.Handle("/mcp", s.auth(s.openSessionGuard(events.resumeGuard(handover(streamable)))))
 	mux.Handle("/sse", s.auth(sse.SSEHandler()))
 	mux.Handle("/message", s.auth(sse.MessageHandler()))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -376,6 +376,26 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
 		next.ServeHTTP(w, r.WithContext(WithEntity(ctx, e.GID)))
+	})
+}
+
+// openSessionGuard answers 404 to a GET naming an MCP session this server
+// does not hold: one ended by DELETE, closed at shutdown, or from before a
+// restart. mcp-go would open a new session under that id instead — never
+// initialized, keeping its entity attached, and (with the event store) with
+// a goroutine pumping its notifications until the idle sweeper, or forever
+// when the GET came while the server shut down. The spec's answer to a
+// session that ended is 404, upon which a client initializes again.
+func (s *Server) openSessionGuard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sid := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodGet && sid != "" {
+			if _, open := s.sessionOwner(sid); !open {
+				writeJSON(w, http.StatusNotFound, map[string]string{"error": "session_not_found",
+					"message": "this MCP session is not open (it ended, or the gateway restarted): start a new one with initialize"})
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
