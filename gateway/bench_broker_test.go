@@ -126,26 +126,7 @@ func BenchmarkBrokerThroughput(b *testing.B) {
 	// host B's gateway consumes and holds it until drained
 	b.Run("raw-same-route", func(b *testing.B) {
 		_, gb, w, p := twoHosts(b, func(c *gateway.Config) { gateway.SetUnsigned(c, true) }) // raw signs nothing
-		conn, err := amqp.Dial(url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer conn.Close()
-		pub, _ := conn.Channel()
-		_ = pub.Confirm(false)
-		body := []byte("done: built the thing, 3 files changed, tests pass")
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			rawWindow(b, n, func() (*amqp.DeferredConfirmation, error) {
-				now := time.Now()
-				env := &bridge.Envelope{V: 1, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: w, To: p, Host: "raw", TS: now, ExpiresAt: now.Add(time.Hour), Body: body}
-				return pub.PublishWithDeferredConfirmWithContext(context.Background(), broker.ExchangeMsg, p, true, false,
-					amqp.Publishing{Headers: amqp.Table(env.Headers()), DeliveryMode: amqp.Persistent, MessageId: env.MsgID, Body: body})
-			})
-			b.StopTimer()
-			drainHeld(b, gb, p, n)
-			b.StartTimer()
-		}
+		rawSameRoute(b, url, n, gb, w, p, "raw", nil)
 	})
 	// raw-same-route with the gateway's crypto: the raw publisher signs
 	// every envelope with host A's key (as A's gateway would) and host B's
@@ -157,27 +138,7 @@ func BenchmarkBrokerThroughput(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		conn, err := amqp.Dial(url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer conn.Close()
-		pub, _ := conn.Channel()
-		_ = pub.Confirm(false)
-		body := []byte("done: built the thing, 3 files changed, tests pass")
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			rawWindow(b, n, func() (*amqp.DeferredConfirmation, error) {
-				now := time.Now()
-				env := &bridge.Envelope{V: 1, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: w, To: p, Host: ga.Host(), TS: now, ExpiresAt: now.Add(time.Hour), Body: body}
-				env.Sig = key.Sign(env.SigningInput())
-				return pub.PublishWithDeferredConfirmWithContext(context.Background(), broker.ExchangeMsg, p, true, false,
-					amqp.Publishing{Headers: amqp.Table(env.Headers()), DeliveryMode: amqp.Persistent, MessageId: env.MsgID, Body: body})
-			})
-			b.StopTimer()
-			drainHeld(b, gb, p, n)
-			b.StartTimer()
-		}
+		rawSameRoute(b, url, n, gb, w, p, ga.Host(), func(env *bridge.Envelope) { env.Sig = key.Sign(env.SigningInput()) })
 	})
 	for _, signed := range []bool{true, false} {
 		name := "gateway"
@@ -220,6 +181,35 @@ func BenchmarkBrokerThroughput(b *testing.B) {
 }
 
 // drainHeld polls n messages off p's inbox so the inbox cap never bites.
+// rawSameRoute publishes n envelopes a round from w to p through
+// bridge.msg with raw amqp091-go, as host, signed by sign when it is not
+// nil, and waits until gb holds them all.
+func rawSameRoute(b *testing.B, url string, n int, gb *gateway.Gateway, w, p, host string, sign func(*bridge.Envelope)) {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	pub, _ := conn.Channel()
+	_ = pub.Confirm(false)
+	body := []byte("done: built the thing, 3 files changed, tests pass")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rawWindow(b, n, func() (*amqp.DeferredConfirmation, error) {
+			now := time.Now()
+			env := &bridge.Envelope{V: 1, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: w, To: p, Host: host, TS: now, ExpiresAt: now.Add(time.Hour), Body: body}
+			if sign != nil {
+				sign(env)
+			}
+			return pub.PublishWithDeferredConfirmWithContext(context.Background(), broker.ExchangeMsg, p, true, false,
+				amqp.Publishing{Headers: amqp.Table(env.Headers()), DeliveryMode: amqp.Persistent, MessageId: env.MsgID, Body: body})
+		})
+		b.StopTimer()
+		drainHeld(b, gb, p, n)
+		b.StartTimer()
+	}
+}
+
 func drainHeld(b *testing.B, g *gateway.Gateway, p string, n int) {
 	for got := 0; got < n; {
 		r, err := g.Core().Poll(context.Background(), p, bridge.PollRequest{Max: 500, Wait: 5 * time.Second}, nil)
