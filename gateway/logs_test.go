@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,32 +15,15 @@ import (
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 	"github.com/herdbridge/herdbridge/herdr/herdrtest"
+	"github.com/herdbridge/herdbridge/internal/testlog"
 )
-
-// syncBuffer is a bytes.Buffer the gateway's goroutines may log into.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestJSONLogsCarryTraceIDs: a gateway logging JSON (slog's JSONHandler, as
 // --log-format json sets it up) through a brief typed into a pane, the
 // reply, a poll and a refused message writes only lines that parse, and
 // every line that names a message (msgId) names its trace (traceId).
 func TestJSONLogsCarryTraceIDs(t *testing.T) {
-	var logs syncBuffer
+	var logs testlog.Buffer
 	fake := herdrtest.New(t)
 	pane := fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"})
 	g := startHerdrGateway(t, fake, func(c *gateway.Config) {

@@ -6,43 +6,24 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
+	"github.com/herdbridge/herdbridge/internal/testlog"
 )
-
-// lockedWriter collects what the gateway writes to stderr from its
-// goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	sb strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.sb.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.sb.String()
-}
 
 // runGateway runs `herdbridge gateway` with extra flags until it answers,
 // stops it, and returns what it wrote to stderr.
 func runGateway(t *testing.T, extra ...string) string {
 	t.Helper()
 	dir := gatewaytest.TempDir(t)
-	var stderr lockedWriter
+	var stderr testlog.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	args := append([]string{"gateway", "--state-dir", dir, "--listen", "127.0.0.1:0", "--host-id", "logs"}, extra...)
-	go func() { done <- run(ctx, args, strings.NewReader(""), &lockedWriter{}, &stderr) }()
+	go func() { done <- run(ctx, args, strings.NewReader(""), &testlog.Buffer{}, &stderr) }()
 	gatewaytest.Eventually(t, 20*time.Second, "the gateway answering", func() bool { return gateway.Answers(dir) })
 	cancel()
 	if err := <-done; err != nil {
