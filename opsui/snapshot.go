@@ -36,21 +36,9 @@ type HostRow struct {
 	Peer
 }
 
-// EntityRow is one line of the entities table.
-type EntityRow struct {
-	GID      string     `json:"gid"`
-	Name     string     `json:"name"`
-	Host     string     `json:"host"`
-	Role     string     `json:"role"`
-	Groups   []string   `json:"groups,omitempty"`
-	PaneID   string     `json:"paneId,omitempty"`
-	Status   string     `json:"status"`
-	Held     int        `json:"held"`
-	Queued   int        `json:"queued"`
-	Waiting  bool       `json:"waiting"`
-	Sessions int        `json:"sessions"`
-	LastSeen *time.Time `json:"lastSeen,omitempty"`
-}
+// EntityRow is one line of the entities table: the roster's view of the
+// entity, as bridge_roster gives it.
+type EntityRow = bridge.EntityView
 
 // DeadRow is one dead letter, with names.
 type DeadRow struct {
@@ -92,10 +80,7 @@ func (h *handler) snapshot() Snapshot {
 		}
 		s.Hosts = append(s.Hosts, row)
 	}
-	for _, e := range v.Entities {
-		s.Entities = append(s.Entities, EntityRow{GID: e.GID, Name: e.Name, Host: e.Host, Role: string(e.Role), Groups: e.Groups,
-			PaneID: e.PaneID, Status: e.Status, Held: e.Held, Queued: e.Queued, Waiting: e.Waiting, Sessions: e.Sessions, LastSeen: e.LastSeen})
-	}
+	s.Entities = append(s.Entities, v.Entities...)
 	dead, err := h.cfg.Source.DeadLetters(deadShown)
 	if err != nil {
 		s.DeadError = err.Error()

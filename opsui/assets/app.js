@@ -94,7 +94,7 @@ function renderEntities(s) {
     const name = td(e.name, "", e.gid + (e.groups && e.groups.length ? " · groups: " + e.groups.join(", ") : ""));
     return row([
       name, td(e.role), td(e.host), td(e.status, "st-" + e.status, e.paneId ? "pane " + e.paneId : ""),
-      td(e.held, "num"), td(e.paneId ? e.queued : "—", "num"), td(e.waiting ? "yes" : "no"),
+      td(e.held, "num"), td(e.paneId ? (e.queued || 0) : "—", "num"), td(e.waiting ? "yes" : "no"),
       td(e.sessions > 0 ? "connected" : ago(e.lastSeen), "", e.lastSeen || ""),
     ]);
   });
