@@ -90,7 +90,7 @@ func (s *Store) LoadRequests(since time.Time, limit int) ([]Request, error) {
 		floor := uint64(max(0, since.UnixNano()))
 		c := idx.Cursor()
 		for k, _ := c.Last(); k != nil && len(out) < limit && keyTime(k) >= floor; k, _ = c.Prev() {
-			if key := k[8:]; pending[string(key)] == nil {
+			if key := requestOfTimeKey(k); key != nil && pending[string(key)] == nil {
 				take(string(key), b.Get(key))
 			}
 		}
@@ -112,7 +112,7 @@ func (s *Store) PruneRequests(before time.Time) error {
 			return err
 		}
 		for _, k := range old {
-			if err := pruneRequest(b, k[8:], before); err != nil {
+			if err := pruneRequest(b, requestOfTimeKey(k), before); err != nil {
 				return err
 			}
 		}
@@ -123,6 +123,9 @@ func (s *Store) PruneRequests(before time.Time) error {
 // pruneRequest deletes the record under key unless an update made it newer
 // than before (it has its own, newer index entry).
 func pruneRequest(b *bolt.Bucket, key []byte, before time.Time) error {
+	if key == nil {
+		return nil
+	}
 	v := b.Get(key)
 	if v == nil {
 		return nil

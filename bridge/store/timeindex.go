@@ -52,6 +52,15 @@ func requestTimeKey(at time.Time, key []byte) []byte {
 	return timeKey(uint64(max(0, at.UnixNano())), key)
 }
 
+// requestOfTimeKey is the request key an index entry points at (nil for
+// an entry too short to be one of ours).
+func requestOfTimeKey(k []byte) []byte {
+	if len(k) <= 8 {
+		return nil
+	}
+	return k[8:]
+}
+
 // keyTime is a time-ordered key's time part (0 for a key too short).
 func keyTime(k []byte) uint64 {
 	if len(k) < 8 {

@@ -164,3 +164,25 @@ func TestOpenMigratesTheOldLayout(t *testing.T) {
 		return nil
 	})
 }
+
+// An index entry too short to name a record (a damaged or foreign one) is
+// skipped by a start and dropped by a prune, never a panic.
+func TestShortIndexEntryIsSkipped(t *testing.T) {
+	s, _ := openStore(t)
+	if err := s.PutRequest(Request{GID: "g", ID: "r", MsgID: "m", At: time.Unix(1_000, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktRequestsByTime).Put([]byte{0, 1}, nil) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.LoadRequests(time.Time{}, 10); err != nil || len(got) != 1 {
+		t.Fatalf("load: %+v %v", got, err)
+	}
+	if err := s.PruneRequests(time.Unix(2_000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.LoadRequests(time.Time{}, 10); len(got) != 0 {
+		t.Fatalf("after the prune: %+v", got)
+	}
+}
