@@ -67,6 +67,10 @@ type ToolGateway struct {
 	RSSBytes   uint64  `json:"rssBytes"`
 	CPUSeconds float64 `json:"cpuSeconds"`
 	Goroutines int     `json:"goroutines"`
+	// Restarted: the gateway did not answer for a while, or its CPU time
+	// went back — a new process. CPUSeconds is then the new process's
+	// alone (what it used from its start), not the run's.
+	Restarted bool `json:"restarted,omitempty"`
 }
 
 // OK: no error and nothing lost (the load tool's exit status 0).
@@ -106,7 +110,12 @@ func buildToolReport(eng *Engine, smp *Sampler, f runFacts) *ToolReport {
 	r.Totals.Delivered, r.Totals.Lost = sum.Total.Delivered, sum.Total.Lost
 	r.Totals.PerSecond = rate(r.Totals.Calls, f.ran)
 	r.Gateway = peakRuntime(smp, f.after)
-	r.Gateway.CPUSeconds = round(f.after.CPUSeconds-f.before.CPUSeconds, 2)
+	r.Gateway.Restarted = r.Gateway.Restarted || f.after.CPUSeconds < f.before.CPUSeconds
+	if r.Gateway.Restarted {
+		r.Gateway.CPUSeconds = round(f.after.CPUSeconds, 2)
+	} else {
+		r.Gateway.CPUSeconds = round(f.after.CPUSeconds-f.before.CPUSeconds, 2)
+	}
 	r.Failures = append(append(append([]string(nil), sum.Errors...), sum.Lost...), sum.Dups...)
 	return r
 }
@@ -131,6 +140,7 @@ func peakRuntime(smp *Sampler, last gateway.RuntimeStats) ToolGateway {
 	defer smp.mu.Unlock()
 	for _, s := range smp.samples {
 		if !s.Up {
+			g.Restarted = true
 			continue
 		}
 		// RSSMiB is a whole number of KiB over 2^20: exact in a float64
@@ -171,8 +181,11 @@ func (r *ToolReport) WriteTable(w io.Writer) {
 	t := r.Totals
 	fmt.Fprintf(w, "\nmessages: %d accepted, %d copies owed, %d delivered, %d lost\n", t.Accepted, t.Owed, t.Delivered, t.Lost)
 	g := r.Gateway
-	fmt.Fprintf(w, "gateway: RSS %.1f MiB (peak), CPU %.2f s over the run (%.2f of a core), %d goroutines (peak)\n",
-		float64(g.RSSBytes)/(1<<20), g.CPUSeconds, g.CPUSeconds/max(r.DurationSeconds, 0.001), g.Goroutines)
+	cpu := fmt.Sprintf("CPU %.2f s over the run (%.2f of a core)", g.CPUSeconds, g.CPUSeconds/max(r.DurationSeconds, 0.001))
+	if g.Restarted {
+		cpu = fmt.Sprintf("CPU %.2f s in the process that answered last (the gateway did not answer for a while or restarted during the run)", g.CPUSeconds)
+	}
+	fmt.Fprintf(w, "gateway: RSS %.1f MiB (peak), %s, %d goroutines (peak)\n", float64(g.RSSBytes)/(1<<20), cpu, g.Goroutines)
 	if r.Target == "in-process" {
 		fmt.Fprintln(w, "  (in-process: the gateway shares this process with the HTTP agents; its RSS and CPU include theirs)")
 	}

@@ -49,3 +49,19 @@ func TestToolReportCountsFailures(t *testing.T) {
 		}
 	}
 }
+
+// A gateway restarted during the run (its CPU time went back) is said so,
+// with the new process's CPU, never a negative figure.
+func TestToolReportGatewayRestarted(t *testing.T) {
+	eng := New(Config{})
+	r := buildToolReport(eng, NewSampler(nil, time.Second), runFacts{label: "h@dir", ran: 2 * time.Second,
+		before: gateway.RuntimeStats{CPUSeconds: 3}, after: gateway.RuntimeStats{CPUSeconds: 0.4}})
+	if !r.Gateway.Restarted || r.Gateway.CPUSeconds != 0.4 {
+		t.Fatalf("gateway %+v", r.Gateway)
+	}
+	var out strings.Builder
+	r.WriteTable(&out)
+	if !strings.Contains(out.String(), "restarted during the run") || strings.Contains(out.String(), "CPU -") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+}
