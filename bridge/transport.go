@@ -19,6 +19,17 @@ type Transport interface {
 	DeclareInbox(ctx context.Context, gid string, spec InboxSpec) error
 	// DeleteInbox removes the inbox, its bindings and whatever it held.
 	DeleteInbox(ctx context.Context, gid string) error
+	// CloseInbox unbinds the inbox from every routing key, so nothing more
+	// is routed into it (a mandatory publish to gid is ErrUnroutable from
+	// now on), and reports how many messages still wait in it or are on
+	// their way into it: stored and not settled (delivered-unacked ones
+	// included), plus publishes routed to it before it closed that have
+	// not finished. What it holds is still delivered to its consumer. A
+	// removal closes an inbox, lets its consumer settle what is left, and
+	// deletes it only once this reports 0 with no consumer attached, so no
+	// message is deleted with an inbox without a fate (removal.go).
+	// Calling it again only counts. An inbox that does not exist is 0.
+	CloseInbox(ctx context.Context, gid string) (waiting int, err error)
 	// Publish routes env by key and returns once it is durable in every
 	// inbox it was routed to. With mandatory set, a key bound to no inbox
 	// is ErrUnroutable. A point-to-point publish into an inbox at its cap is

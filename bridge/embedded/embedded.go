@@ -94,6 +94,11 @@ type inbox struct {
 	// opened: those may have been delivered before (Delivery.Redelivered).
 	delivered map[uint64]bool
 	loaded    uint64
+	// closed: CloseInbox was called, nothing more is routed here;
+	// publishing counts publishes routed here whose write is not done
+	// (both under Transport.mu)
+	closed     bool
+	publishing int
 }
 
 type record struct {
@@ -337,6 +342,9 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 
 func (t *Transport) route(key string) []*inbox {
 	if ib := t.inboxes[key]; ib != nil {
+		if ib.closed {
+			return nil
+		}
 		return []*inbox{ib}
 	}
 	if !bridge.IsBroadcastKey(key) {
@@ -345,7 +353,7 @@ func (t *Transport) route(key string) []*inbox {
 	var out []*inbox
 	group := key[len("broadcast."):]
 	for _, ib := range t.inboxes {
-		if key == bridge.BroadcastAll || ib.groups[group] {
+		if !ib.closed && (key == bridge.BroadcastAll || ib.groups[group]) {
 			out = append(out, ib)
 		}
 	}
@@ -381,6 +389,7 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 	if err != nil {
 		return err
 	}
+	defer t.published(targets)
 	if len(targets) == 0 {
 		if mandatory {
 			return fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
@@ -438,6 +447,7 @@ func (t *Transport) routeSnapshot(key string) ([]routedInbox, error) {
 			r.unacked = uint64(ib.cons.outstanding())
 		}
 		r.unacked += t.pendingCount(ib.gid) // acked, still in the store until the commit carries the ack
+		ib.publishing++                     // until published (CloseInbox waits for it)
 		out = append(out, r)
 	}
 	return out, nil

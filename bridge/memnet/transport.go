@@ -331,3 +331,26 @@ func (t *Transport) LinkUp() {
 		}
 	}
 }
+
+// CloseInbox implements bridge.Transport: every binding of the inbox goes
+// (the queue stays, consumed as before), and what waits is its ready
+// messages plus those handed out and not settled. A publish is routed
+// under the network's lock, so none can be on its way in.
+func (t *Transport) CloseInbox(ctx context.Context, gid string) (int, error) {
+	waiting := 0
+	err := t.do(ctx, func() error {
+		q := t.n.queues[bridge.InboxQueueName(gid)]
+		if q == nil {
+			return nil
+		}
+		for b := range q.bound {
+			t.n.unbindLocked(b.ex, b.key, q)
+		}
+		waiting = len(q.ready)
+		for _, c := range q.cons {
+			waiting += len(c.unacked)
+		}
+		return nil
+	})
+	return waiting, err
+}

@@ -213,6 +213,24 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 	return errors.Join(lerr, rerr)
 }
 
+// CloseInbox implements bridge.Transport: on both sides. With the broker
+// unreachable only the local side is closed and counted: the broker's
+// queue is left to its TTL and x-expires, as DeleteInbox leaves it (what
+// expires there is dead-lettered and reported from the dead-letter queue).
+func (t *Transport) CloseInbox(ctx context.Context, gid string) (int, error) {
+	n, err := t.local.CloseInbox(ctx, gid)
+	if err != nil {
+		return n, err
+	}
+	var r int
+	rerr := t.bounded(ctx, func(ctx context.Context) (err error) { r, err = t.remote.CloseInbox(ctx, gid); return err })
+	if t.down(ctx, rerr) {
+		t.log.Warn("broker unreachable: the broker queue of a closing inbox is left to expire", "queue", bridge.InboxQueueName(gid), "err", rerr)
+		return n, nil
+	}
+	return n + r, rerr
+}
+
 // bounded runs f under Bound.
 func (t *Transport) bounded(ctx context.Context, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, t.opts.Bound)

@@ -91,6 +91,7 @@ func Run(t *testing.T, f Factory) {
 		{"MessageTTL", testMessageTTL},
 		{"MessageTTLBehindFullWindow", testTTLBehindFullWindow},
 		{"DeleteInbox", testDeleteInbox},
+		{"CloseInbox", testCloseInbox},
 		{"SecondConsumer", testSecondConsumer},
 		{"OrderOnePublisher", testOrder},
 		{"ConcurrentPublishers", testConcurrentPublishers},
@@ -822,6 +823,48 @@ func testDeleteInbox(h *harness) {
 	// declared anew, the inbox is empty: nothing it held, no broadcast
 	h.redeclare(a, bridge.InboxSpec{Groups: []string{g}})
 	h.consume(a, 10, false).exactly(0)
+}
+
+// testCloseInbox: a closed inbox is routed nothing more — a mandatory
+// publish to it is unroutable, broadcasts pass it by — while what it held
+// is still delivered, and it counts what waits until that is settled (a
+// removal deletes an inbox only once nothing waits in it).
+func testCloseInbox(h *harness) {
+	t := h.t
+	g := h.group()
+	a := h.declare(bridge.InboxSpec{Groups: []string{g}})
+	for i := range 3 {
+		h.mustPublish(a, h.reply(a, fmt.Sprintf("held before the close %d", i)))
+	}
+	if n, err := h.cur().CloseInbox(h.ctx(), a); err != nil || n != 3 {
+		t.Fatalf("CloseInbox with 3 stored: %d, %v; want 3, nil", n, err)
+	}
+	if err := h.publish(a, h.reply(a, "after the close"), true); !errors.Is(err, bridge.ErrUnroutable) {
+		t.Errorf("mandatory publish to a closed inbox: err = %v, want ErrUnroutable", err)
+	}
+	for _, key := range []string{bridge.BroadcastAll, bridge.BroadcastKey(g)} {
+		if err := h.publish(key, h.broadcast(key, key), false); err != nil {
+			t.Fatalf("broadcast %s: %v", key, err)
+		}
+	}
+	wantBodies(t, "closed inbox", h.consume(a, 10, true).exactly(3), "held before the close 0", "held before the close 1", "held before the close 2")
+	deadline := time.Now().Add(h.f.Timeout)
+	for {
+		n, err := h.cur().CloseInbox(h.ctx(), a)
+		if err != nil {
+			t.Fatalf("CloseInbox again: %v", err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CloseInbox still counts %d after every message was acked", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n, err := h.cur().CloseInbox(h.ctx(), uuid.NewString()); err != nil || n != 0 {
+		t.Errorf("CloseInbox of an inbox that does not exist: %d, %v; want 0, nil", n, err)
+	}
 }
 
 func testSecondConsumer(h *harness) {
