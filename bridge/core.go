@@ -48,12 +48,14 @@ type Core struct {
 	spawns spawnClaims
 	slots  spawnSlots
 	claims nameClaims // live stdio sessions' names (claim.go)
+	gone   leaving    // entities being removed, for arrivals that find them gone (removal.go)
 	queues paneQueues
 	spills *spiller
 	hist   *historyLog // nil: no history
 	traces traceWaits  // the TRACEs waiting for answers (trace.go)
 
-	unmapped time.Time // when the sweeper last released the state file's pages (sweep goroutine only)
+	resume   map[string][2]string // removals to finish at Start: gid -> cause, why (set by load)
+	unmapped time.Time            // when the sweeper last released the state file's pages (sweep goroutine only)
 
 	regMu sync.Mutex // serializes Register, Remove and RevokeTokens (they do transport and store I/O)
 
@@ -129,6 +131,11 @@ func (c *Core) Start(ctx context.Context) error {
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); c.hist.run(c.ctx) }()
 	}
+	if len(c.resume) > 0 {
+		c.wg.Add(1)
+		go func(pending map[string][2]string) { defer c.wg.Done(); c.resumeRemovals(pending) }(c.resume)
+		c.resume = nil
+	}
 	c.wg.Add(3)
 	go c.spillLoop()
 	go c.every(c.cfg.SweepEvery, c.sweep)
@@ -156,7 +163,11 @@ func (c *Core) load() (int, error) {
 		return 0, fmt.Errorf("bridge: load remembered request ids: %w", err)
 	}
 	sts := make([]*entState, 0, len(stored))
+	c.resume = map[string][2]string{}
 	for _, se := range stored {
+		if se.Removing != "" { // a removal a crash cut short: finished once started (resumeRemovals)
+			c.resume[se.GID] = [2]string{se.RemovingCause, se.Removing}
+		}
 		st := newEntState(entityOf(se), c.turns)
 		st.tokens = se.Tokens
 		st.lastSeen, st.savedSeen = c.seenAtLoad(se.LastSeen), se.LastSeen

@@ -105,12 +105,10 @@ func (c *Core) admit(gid string, d Delivery) *entState {
 		}
 	}
 	if st == nil {
-		if failedKinds[env.Kind] {
-			// the entity was removed with this in its inbox: tell the sender
-			// (from the gateway itself: the entity no longer lives here)
-			c.publishAll([]outMsg{c.receiptFor(KindFailed, GatewayGID(c.cfg.Host), env, "recipient "+gid+" was removed from "+c.cfg.Host)})
-		}
-		c.refuse(d, where, RefuseNoEntity, "no local entity "+gid)
+		// removed, or being removed, with this in its inbox: its sender is
+		// told (from the gateway itself: the entity no longer lives here)
+		// before the message leaves the inbox
+		c.arrivedForGone(gid, d)
 		return nil
 	}
 	if env.To != gid && !(IsBroadcastKey(env.To) && st.bound(env.To)) {

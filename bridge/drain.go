@@ -76,16 +76,24 @@ func ackAll(ackers []Acker) error {
 }
 
 // unclaim returns messages to the held set when the call that took them
-// went away before handing them over; a claimed ASK becomes ABANDONED.
+// went away before handing them over; a claimed ASK becomes ABANDONED. An
+// entity removed meanwhile holds nothing any more: what its call gives
+// back is reported to each sender instead (removal.go).
 func (c *Core) unclaim(st *entState, hms []*heldMsg) {
 	var out []outMsg
+	var back []*heldMsg
 	st.mu.Lock()
+	why := st.goneWhy
 	for _, hm := range hms {
 		if hm.head.kind == KindAsk { // never held, so never spilled: env is here
 			if rt := st.turns[hm.env.TurnID]; rt != nil && !rt.answered {
 				st.dropRecv(hm.env.TurnID)
 				out = append(out, c.noticeFor(KindAbandoned, st.GID, hm.env, "the waiting call went away before the question was read"))
 			}
+			continue
+		}
+		if st.removed {
+			back = append(back, hm)
 			continue
 		}
 		hm.claimed = false
@@ -99,4 +107,28 @@ func (c *Core) unclaim(st *entState, hms []*heldMsg) {
 	c.spillNext(st)
 	st.mu.Unlock()
 	c.publishAll(out)
+	c.reportGivenBack(st, back, why)
+}
+
+// reportGivenBack reports messages a call gave back after their entity was
+// removed, then settles them.
+func (c *Core) reportGivenBack(st *entState, hms []*heldMsg, why string) {
+	if len(hms) == 0 {
+		return
+	}
+	dep, ok := c.gone.get(st.GID)
+	if !ok {
+		dep = departure{cause: "gone", why: why}
+	}
+	if dep.why == "" {
+		dep.why = st.Addr() + " was removed before it read this"
+	}
+	us := make([]undelivered, 0, len(hms))
+	for _, hm := range hms {
+		us = append(us, undeliveredHeld(hm, st.GID, "inbox of "+st.Addr(), dep.cause, dep.why))
+	}
+	c.reportUndelivered(us)
+	if err := c.settleTaken(st, hms); err != nil {
+		c.log.Warn("reported messages of a removed entity not settled", LogGID, st.GID, "err", err)
+	}
 }

@@ -87,59 +87,24 @@ func (c *Core) saveSeen(st *entState) {
 	st.mu.Unlock()
 }
 
-// reap removes st, idle past ReapAfter (checked again under regMu): what
-// it held is dead-lettered and each held brief's or reply's sender told.
+// reap removes st, idle past ReapAfter (checked again under its lock):
+// what it held is reported to each sender (removal.go).
 func (c *Core) reap(st *entState, now time.Time) {
-	c.regMu.Lock()
-	defer c.regMu.Unlock()
-	st.mu.Lock()
-	if st.removed || !c.idle(st, now, c.cfg.ReapAfter) {
-		st.mu.Unlock()
-		return
-	}
-	var held []*heldMsg
-	for _, hm := range st.held {
-		if !hm.claimed {
-			hm.claimed = true
-			held = append(held, hm)
+	var idle time.Duration
+	var held int
+	told, removed, err := c.removeEntity(c.ctx, st, "reaped", func(st *entState) (string, bool) {
+		if !c.idle(st, now, c.cfg.ReapAfter) {
+			return "", false
 		}
-	}
-	idle := now.Sub(st.lastSeen)
-	st.mu.Unlock()
-	reason := fmt.Sprintf("%s was removed after %s without a session", st.Addr(), idleFor(idle))
-	told := c.deadLetterHeld(st, held, "reaped", reason, now)
-	if err := c.remove(c.ctx, st); err != nil {
+		idle, held = now.Sub(st.lastSeen), st.unclaimedHeld()
+		return fmt.Sprintf("%s was removed after %s without a session", st.Addr(), idleFor(idle)), true
+	})
+	if err != nil {
 		c.log.Warn("reaping an idle entity failed", LogGID, st.GID, "name", st.Name, "err", err)
 		return
 	}
-	c.log.Info("idle entity reaped", LogGID, st.GID, "name", st.Name, "idle", idle.Round(time.Minute), "held", len(held), "sendersTold", told)
-}
-
-// deadLetterHeld records held in the dead-letter log (cause: "reaped",
-// "stopped") and tells the sender
-// of each brief or reply among them (FAILED, reason); it returns how many
-// were told. Broadcast copies and receipts are logged only: a broadcast
-// has many recipients, and a receipt about a receipt would loop.
-func (c *Core) deadLetterHeld(st *entState, held []*heldMsg, cause, reason string, now time.Time) int {
-	queue := "inbox of " + st.Addr()
-	for _, hm := range held {
-		if failedKinds[hm.head.kind] {
-			continue // with its body, below
-		}
-		c.appendDead(DeadLetterRecord{At: now, MsgID: hm.head.msgID(), TraceID: hm.head.traceID(), Kind: string(hm.head.kind), From: hm.head.from, To: st.GID, Reason: cause + ": " + reason, Queue: queue})
-	}
-	var out []outMsg
-	c.withBodies(st, held, func(k Kind) bool { return failedKinds[k] }, func(hm *heldMsg) {
-		out = append(out, c.receiptFor(KindFailed, GatewayGID(c.cfg.Host), hm.env, reason))
-		c.appendDead(DeadLetterRecord{At: now, MsgID: hm.env.MsgID, TraceID: hm.env.TraceID, Kind: string(hm.env.Kind), From: hm.env.From, To: st.GID,
-			Reason: cause + ": " + reason, Queue: queue, Reported: true})
-	})
-	return len(out) - c.publishAll(out)
-}
-
-func (c *Core) appendDead(rec DeadLetterRecord) {
-	if err := c.st.AppendDead(rec); err != nil {
-		c.log.Error("dead-letter log write failed", LogMsgID, rec.MsgID, LogTraceID, rec.TraceID, "err", err)
+	if removed {
+		c.log.Info("idle entity reaped", LogGID, st.GID, "name", st.Name, "idle", idle.Round(time.Minute), "held", held, "sendersTold", told)
 	}
 }
 

@@ -179,60 +179,29 @@ func normGroups(in []string) ([]string, error) {
 	return out, nil
 }
 
-// Remove deletes an entity and its inbox. What was pending on it becomes
-// ABANDONED for its counterparts.
+// Remove deletes an entity and its inbox (`herdbridge remove`): what it
+// held is reported FAILED to each sender and what was pending on it
+// becomes ABANDONED for its counterparts (removal.go).
 func (c *Core) Remove(ctx context.Context, gid string) error {
-	c.regMu.Lock()
-	defer c.regMu.Unlock()
+	return c.removeBecause(ctx, gid, "removed", func(st *entState) string { return st.Addr() + " was removed by its operator" })
+}
+
+// removeBecause removes the local entity gid for cause, with the sentence
+// why gives.
+func (c *Core) removeBecause(ctx context.Context, gid, cause string, why func(*entState) string) error {
 	st := c.reg.get(gid)
 	if st == nil {
 		return userErr("no entity %s", Clip(gid))
 	}
-	return c.remove(ctx, st)
-}
-
-// remove is Remove of st (regMu held).
-func (c *Core) remove(ctx context.Context, st *entState) error {
-	gid := st.GID
-	st.mu.Lock()
-	out := c.abandonTurns(st)
-	st.forgetTurns()
-	if b := st.brief; b.from != "" { // the brief it was working on will get no reply
-		why := st.Name + " went away (removed or its pane closed)"
-		if st.goneWhy != "" {
-			why = st.goneWhy
-		}
-		out = append(out, c.notice(KindAbandoned, gid, b.from, b.msgID, "", b.traceID, why+" before replying"))
-	}
-	st.removed = true
-	c.reg.drop(st, st.tokens)
-	for _, w := range st.waiters {
-		w.gone = true // open calls run out on their own timers
-	}
-	st.waiters = nil
-	sub := st.sub
-	st.sub = nil
-	st.mu.Unlock()
-	c.publishAll(out)
-	if sub != nil {
-		sub.Cancel()
-	}
-	if err := c.tr.DeleteInbox(ctx, gid); err != nil {
-		return fmt.Errorf("bridge: delete inbox of %s: %w", st.Name, err)
-	}
-	if err := c.st.DropHeld(gid); err != nil {
-		return fmt.Errorf("bridge: delete what was held for %s: %w", st.Name, err)
-	}
-	c.publishPresence([]Presence{{GID: gid, Name: st.Name, Host: c.cfg.Host, Gone: true}})
-	if err := c.st.DeleteEntity(gid); err != nil {
+	told, removed, err := c.removeEntity(ctx, st, cause, func(st *entState) (string, bool) { return why(st), true })
+	if err != nil {
 		return err
 	}
-	c.slots.free(gid)  // once it is gone from the store: a restart would count it again
-	if c.hist != nil { // its transcript goes with it: nobody can read it any more
-		_ = c.hist.flush(ctx) // what it sent last is not written after the purge
-		if _, err := c.hist.purge(st.Name); err != nil {
-			c.log.Warn("history of a removed entity not deleted", LogGID, gid, "err", err)
-		}
+	if !removed {
+		return userErr("no entity %s: it was removed meanwhile", Clip(gid))
+	}
+	if told > 0 {
+		c.log.Info("held messages of a removed entity reported to their senders", LogGID, gid, "cause", cause, "sendersTold", told)
 	}
 	return nil
 }
@@ -332,7 +301,13 @@ func (c *Core) PaneClosed(ctx context.Context, pane string) {
 		st.mu.Unlock()
 	}
 	for _, gid := range gids {
-		if err := c.Remove(ctx, gid); err != nil {
+		err := c.removeBecause(ctx, gid, "pane closed", func(st *entState) string {
+			if st.goneWhy != "" { // a stop closed it
+				return st.goneWhy
+			}
+			return st.Name + " went away (its pane " + pane + " closed)"
+		})
+		if err != nil {
 			c.log.Warn("removing the entity of a closed pane failed", LogGID, gid, "pane", pane, "err", err)
 			continue
 		}

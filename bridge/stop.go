@@ -163,7 +163,6 @@ func (c *Core) stopLocal(ctx context.Context, by, gid string, req StopRequest) (
 	if told > 0 {
 		res.Reason += fmt.Sprintf("; %d held message(s) reported FAILED to their senders", told)
 	}
-	c.queues.wake(e.PaneID) // its queued briefs fail now (FAILED to their senders), not at the next recheck
 	c.mem.mark(stopKey(req.StopID), c.cfg.Now().Add(stopMemory))
 	c.log.Info("worker stopped", LogGID, gid, "name", e.Name, "by", by, "paneClosed", closePane && e.PaneID != "")
 	return res, nil
@@ -188,29 +187,12 @@ func (c *Core) closeWorkerPane(ctx context.Context, e Entity, stopID string) (st
 // not exist (closed already).
 var ErrPaneGone = errors.New("bridge: pane is gone")
 
-// retire removes st for good, as a stop does: what it held is
-// dead-lettered and each held brief's or reply's sender told FAILED with
-// why (how many were told is returned), then remove abandons its turns and
-// deletes its inbox.
+// retire removes st for good, as a stop does (removal.go): what it held is
+// reported FAILED to each sender with why (how many were told is returned),
+// its turns become ABANDONED, and its inbox is closed, emptied and deleted.
 func (c *Core) retire(ctx context.Context, st *entState, why string) (int, error) {
-	c.regMu.Lock()
-	defer c.regMu.Unlock()
-	st.mu.Lock()
-	if st.removed { // the pane watcher saw its pane close first
-		st.mu.Unlock()
-		return 0, nil
-	}
-	st.goneWhy = why
-	var held []*heldMsg
-	for _, hm := range st.held {
-		if !hm.claimed {
-			hm.claimed = true
-			held = append(held, hm)
-		}
-	}
-	st.mu.Unlock()
-	told := c.deadLetterHeld(st, held, "stopped", why, c.cfg.Now())
-	if err := c.remove(context.WithoutCancel(ctx), st); err != nil {
+	told, _, err := c.removeEntity(ctx, st, "stopped", func(*entState) (string, bool) { return why, true })
+	if err != nil {
 		return told, fmt.Errorf("bridge: remove %s: %w", st.Name, err)
 	}
 	return told, nil

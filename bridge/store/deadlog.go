@@ -23,16 +23,30 @@ type DeadLetter struct {
 }
 
 // AppendDead adds a record, dropping the oldest past the log's bound.
-func (s *Store) AppendDead(r DeadLetter) error {
-	raw, err := json.Marshal(r)
-	if err != nil {
-		return err
+func (s *Store) AppendDead(r DeadLetter) error { return s.AppendDeads([]DeadLetter{r}) }
+
+// AppendDeads adds records in one transaction (one fsync for a removal's
+// whole backlog), dropping the oldest past the log's bound.
+func (s *Store) AppendDeads(rs []DeadLetter) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	raws := make([][]byte, len(rs))
+	for i, r := range rs {
+		raw, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		raws[i] = raw
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bktDead)
-		seq, _ := b.NextSequence()
-		if err := b.Put(binary.BigEndian.AppendUint64(nil, seq), raw); err != nil {
-			return err
+		var seq uint64
+		for _, raw := range raws {
+			seq, _ = b.NextSequence()
+			if err := b.Put(binary.BigEndian.AppendUint64(nil, seq), raw); err != nil {
+				return err
+			}
 		}
 		// keys are sequence numbers: keep the dlqMax newest. (Bucket.Stats
 		// does not count this transaction's own puts, so a loop on KeyN

@@ -30,6 +30,12 @@ type Entity struct {
 	// it); History, whether its messages are kept in its history.
 	Profile string `json:"profile,omitempty"`
 	History bool   `json:"history,omitempty"`
+	// RemovingCause and Removing are set while the entity is being
+	// removed (stopped, reaped, removed, its pane closed): what ended it
+	// and the sentence its counterparts read. A start that finds them
+	// finishes the removal instead of bringing the entity back.
+	RemovingCause string `json:"removingCause,omitempty"`
+	Removing      string `json:"removing,omitempty"`
 }
 
 // LoadEntities reads the registry.

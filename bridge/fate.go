@@ -1,0 +1,65 @@
+package bridge
+
+// Fates (issue 20). A message the fabric accepted ends in exactly one fate
+// its sender can see: delivered — its recipient has it (a drain handed over
+// and acked, a reply resolving an open send, a brief typed into its pane) —
+// or reported: its sender is told FAILED with the reason, corr its msgId,
+// and the dead-letter log has a line for it. reportUndelivered is the one
+// place a message that will not reach its recipient is reported, whatever
+// ended it: its recipient stopped, reaped, removed or gone with its pane
+// (removal.go), an arrival for an entity that is gone, a claimed message
+// given back after its recipient went. It de-duplicates by recipient and
+// msgId, so a copy that a crash or a consumer bounce brings back is reported
+// once; and a caller acks a message in its transport only after this
+// returned, so no message leaves a transport before its fate is written.
+
+// undelivered is one message that will not reach its recipient.
+type undelivered struct {
+	msgID, traceID, from string
+	kind                 Kind
+	to                   string // the recipient's gid
+	queue                string // where it waited, for the dead-letter log
+	cause                string // stopped | reaped | removed | pane closed | gone
+	reason               string // the sentence its sender reads
+}
+
+// undeliveredHeld describes a held message by its head (its body is not
+// needed to report it).
+func undeliveredHeld(hm *heldMsg, to, queue, cause, reason string) undelivered {
+	return undelivered{msgID: hm.head.msgID(), traceID: hm.head.traceID(), from: hm.head.from, kind: hm.head.kind,
+		to: to, queue: queue, cause: cause, reason: reason}
+}
+
+// undeliveredEnv describes an arrival.
+func undeliveredEnv(env *Envelope, to, queue, cause, reason string) undelivered {
+	return undelivered{msgID: env.MsgID, traceID: env.TraceID, from: env.From, kind: env.Kind,
+		to: to, queue: queue, cause: cause, reason: reason}
+}
+
+// reportUndelivered records each of us in the dead-letter log (one write
+// for all) and tells the sender of each brief, reply, ask or answer FAILED
+// from this gateway. Broadcast copies and receipts are logged only: a
+// broadcast has many recipients, and a receipt about a receipt would loop.
+// A message reported before is skipped. It returns how many senders were
+// told (a FAILED that could not be published is logged by publishAll and
+// not counted).
+func (c *Core) reportUndelivered(us []undelivered) int {
+	now := c.cfg.Now()
+	var recs []DeadLetterRecord
+	var out []outMsg
+	for _, u := range us {
+		if !c.mem.mark("fate:"+u.to+u.msgID, now.Add(c.cfg.MessageTTL)) {
+			continue // reported before: one fate, one report
+		}
+		tell := failedKinds[u.kind] && u.from != ""
+		recs = append(recs, DeadLetterRecord{At: now, MsgID: u.msgID, TraceID: u.traceID, Kind: string(u.kind), From: u.from, To: u.to,
+			Reason: u.cause + ": " + u.reason, Queue: u.queue, Reported: tell})
+		if tell {
+			out = append(out, c.notice(KindFailed, GatewayGID(c.cfg.Host), u.from, u.msgID, "", u.traceID, u.reason))
+		}
+	}
+	if err := c.st.AppendDeads(recs); err != nil {
+		c.log.Error("dead-letter log write failed", "n", len(recs), "err", err)
+	}
+	return len(out) - c.publishAll(out)
+}

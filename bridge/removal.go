@@ -1,0 +1,262 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Removal: the one way an entity ends — bridge_stop (stop.go), the reaper
+// (reap.go), `herdbridge remove` and its pane closing (register.go). Its
+// inbox is closed before it is emptied, so a message accepted at the same
+// moment as the removal is never deleted with the inbox without a fate:
+//
+//  1. Under regMu and the entity's lock it is marked removed and dropped
+//     from the registry (a local send to it is refused from now on), its
+//     turns and the brief it worked on become ABANDONED for their
+//     counterparts, and its record in the store says it is being removed —
+//     a crash from here on is finished by the next start (resumeRemovals),
+//     never undone.
+//  2. What it held is reported (fate.go): FAILED to each sender, a line in
+//     the dead-letter log each; then acked and deleted. What a call had
+//     claimed stays with that call: handed over, it is delivered; given
+//     back, it is reported (unclaim).
+//  3. Its inbox is closed (Transport.CloseInbox: nothing more is routed
+//     into it; a sender elsewhere gets "unroutable") and its consumer,
+//     still attached, takes what is left: every arrival for an entity
+//     being removed is reported, then acked (admit). The inbox is deleted
+//     only once it reports nothing waiting with no consumer attached.
+//  4. Its held records, its presence, its record, its spawn slot and its
+//     history go.
+
+// removalDrainBound bounds step 3. Nothing can enter a closed inbox, so
+// only what was in it has to be taken: a bound this long is reached only
+// when the transport cannot deliver (then what is left is logged, counted
+// and deleted: its broker copy expires and is dead-lettered).
+const removalDrainBound = 30 * time.Second
+
+// removalPoll is how often step 3 counts what is left.
+const removalPoll = 5 * time.Millisecond
+
+// leaving remembers why each entity being removed goes, for arrivals that
+// find it gone from the registry. Its lock is a leaf.
+type leaving struct {
+	mu sync.Mutex
+	m  map[string]departure
+}
+
+// departure is why an entity goes.
+type departure struct {
+	addr, cause, why string
+}
+
+func (l *leaving) add(gid string, d departure) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]departure{}
+	}
+	l.m[gid] = d
+}
+
+func (l *leaving) get(gid string) (departure, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d, ok := l.m[gid]
+	return d, ok
+}
+
+func (l *leaving) done(gid string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, gid)
+}
+
+// decideRemoval says, under the entity's lock, whether st is still to be
+// removed (a reaper checks it is still idle) and why: the sentence its
+// counterparts read.
+type decideRemoval func(st *entState) (why string, ok bool)
+
+// removeEntity removes st (cause: stopped, reaped, removed, pane closed)
+// if decide still says so. It returns how many senders of held messages
+// were told FAILED, and false when st was gone already or decide said no.
+func (c *Core) removeEntity(ctx context.Context, st *entState, cause string, decide decideRemoval) (int, bool, error) {
+	ctx = context.WithoutCancel(ctx) // half a removal helps nobody: a caller that goes away does not stop it
+	held, why, ok, err := c.markRemoved(st, cause, decide)
+	if !ok {
+		return 0, false, err
+	}
+	queue := "inbox of " + st.Addr()
+	us := make([]undelivered, 0, len(held))
+	for _, hm := range held {
+		us = append(us, undeliveredHeld(hm, st.GID, queue, cause, why))
+	}
+	told := c.reportUndelivered(us)
+	if err := c.settleTaken(st, held); err != nil {
+		c.log.Warn("reported messages of a removed entity not settled: they come back and are reported again", LogGID, st.GID, "err", err)
+	}
+	if err := c.closeAndDrain(ctx, st); err != nil {
+		return told, true, fmt.Errorf("bridge: empty the inbox of %s: %w", st.Name, err)
+	}
+	return told, true, c.forgetEntity(ctx, st)
+}
+
+// markRemoved is step 1: it returns what st held unclaimed (now claimed by
+// the removal) and why it goes.
+func (c *Core) markRemoved(st *entState, cause string, decide decideRemoval) ([]*heldMsg, string, bool, error) {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	st.mu.Lock()
+	why, ok := "", !st.removed
+	if ok {
+		why, ok = decide(st)
+	}
+	if !ok {
+		st.mu.Unlock()
+		return nil, "", false, nil
+	}
+	st.goneWhy = why
+	out := c.abandonTurns(st)
+	st.forgetTurns()
+	if b := st.brief; b.from != "" { // the brief it was working on will get no reply
+		out = append(out, c.notice(KindAbandoned, st.GID, b.from, b.msgID, "", b.traceID, why+" before replying"))
+	}
+	var held []*heldMsg
+	for _, hm := range st.held {
+		if !hm.claimed {
+			hm.claimed = true
+			held = append(held, hm)
+		}
+	}
+	st.removed = true
+	c.reg.drop(st, st.tokens)
+	for _, w := range st.waiters {
+		w.gone = true // open calls run out on their own timers
+	}
+	st.waiters = nil
+	rec := st.record()
+	rec.RemovingCause, rec.Removing = cause, why
+	st.mu.Unlock()
+	c.gone.add(st.GID, departure{addr: st.Addr(), cause: cause, why: why})
+	c.publishAll(out)
+	if err := c.st.PutEntity(rec); err != nil {
+		// removed in memory all the same: a crash now brings it back whole,
+		// with what it held (reported already: its senders may hear twice)
+		c.log.Warn("could not mark an entity as being removed in the store", LogGID, st.GID, "err", err)
+	}
+	return held, why, true, nil
+}
+
+// closeAndDrain is step 3: close the inbox, let its consumer report what
+// is left, and stop it once nothing waits — counted again with no
+// consumer attached, since a transport cannot count what its consumer has
+// been handed but not yet settled (cancelling returns those to the inbox).
+func (c *Core) closeAndDrain(ctx context.Context, st *entState) error {
+	deadline := time.Now().Add(removalDrainBound)
+	for {
+		n, err := c.tr.CloseInbox(ctx, st.GID)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			c.stopConsumer(st)
+			if n, err = c.tr.CloseInbox(ctx, st.GID); err != nil || n == 0 {
+				return err
+			}
+			if err := c.restartConsumer(st); err != nil {
+				return err
+			}
+		}
+		if time.Now().After(deadline) {
+			c.log.Error("an inbox being removed could not be emptied in time: what is left is deleted with it, unreported", LogGID, st.GID, "name", st.Name, "left", n)
+			c.stopConsumer(st)
+			return nil
+		}
+		time.Sleep(removalPoll)
+	}
+}
+
+// stopConsumer cancels st's consumer, if any.
+func (c *Core) stopConsumer(st *entState) {
+	st.mu.Lock()
+	sub := st.sub
+	st.sub = nil
+	st.mu.Unlock()
+	if sub != nil {
+		sub.Cancel()
+	}
+}
+
+// restartConsumer attaches a consumer to st's closed inbox again, to take
+// what cancelling the last one returned to it.
+func (c *Core) restartConsumer(st *entState) error {
+	gid := st.GID
+	sub, err := c.tr.Consume(c.ctx, gid, c.cfg.Prefetch, func(d Delivery) { c.deliver(gid, d) })
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	st.sub = sub
+	st.mu.Unlock()
+	return nil
+}
+
+// forgetEntity is step 4.
+func (c *Core) forgetEntity(ctx context.Context, st *entState) error {
+	gid := st.GID
+	defer c.gone.done(gid)
+	if err := c.tr.DeleteInbox(ctx, gid); err != nil {
+		return fmt.Errorf("bridge: delete inbox of %s: %w", st.Name, err)
+	}
+	if err := c.st.DropHeld(gid); err != nil {
+		return fmt.Errorf("bridge: delete what was held for %s: %w", st.Name, err)
+	}
+	c.publishPresence([]Presence{{GID: gid, Name: st.Name, Host: c.cfg.Host, Gone: true}})
+	if err := c.st.DeleteEntity(gid); err != nil {
+		return err
+	}
+	c.slots.free(gid)  // once it is gone from the store: a restart would count it again
+	if c.hist != nil { // its transcript goes with it: nobody can read it any more
+		_ = c.hist.flush(ctx) // what it sent last is not written after the purge
+		if _, err := c.hist.purge(st.Name); err != nil {
+			c.log.Warn("history of a removed entity not deleted", LogGID, gid, "err", err)
+		}
+	}
+	if st.PaneID != "" {
+		c.queues.wake(st.PaneID) // its queued briefs fail now (FAILED to their senders), not at the next recheck
+	}
+	return nil
+}
+
+// arrivedForGone settles an arrival for an entity that is gone or being
+// removed: reported to its sender (once), then acked — recorded before it
+// leaves the transport.
+func (c *Core) arrivedForGone(gid string, d Delivery) {
+	env := d.Env
+	dep, ok := c.gone.get(gid)
+	if !ok {
+		dep = departure{addr: gid, cause: "gone", why: "recipient " + gid + " was removed from " + c.cfg.Host}
+	}
+	c.reportUndelivered([]undelivered{undeliveredEnv(env, gid, "inbox of "+dep.addr, dep.cause, dep.why)})
+	c.ack(d)
+}
+
+// resumeRemovals finishes the removals a crash or a stop interrupted: an
+// entity whose record says it is being removed is removed now.
+func (c *Core) resumeRemovals(pending map[string][2]string) {
+	for gid, why := range pending {
+		st := c.reg.get(gid)
+		if st == nil {
+			continue
+		}
+		cause, sentence := why[0], why[1]
+		_, _, err := c.removeEntity(c.ctx, st, cause, func(*entState) (string, bool) { return sentence, true })
+		if err != nil && !errors.Is(err, context.Canceled) {
+			c.log.Warn("finishing the removal of an entity failed", LogGID, gid, "err", err)
+			continue
+		}
+		c.log.Info("removal finished after a restart", LogGID, gid, "name", st.Name, "cause", cause)
+	}
+}
