@@ -174,10 +174,8 @@ func (c *Core) expiredOnArrival(st *entState, d Delivery) {
 	c.mem.markEnv(st.GID+env.MsgID, env)
 	st.mu.Unlock()
 	c.log.Info("expired on arrival", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogKind, env.Kind, LogGID, st.GID)
+	c.reportUndelivered([]undelivered{undeliveredEnv(env, st.GID, "inbox of "+st.Addr(), "expired", "expired before delivery")})
 	c.ack(d)
-	if env.Kind == KindSend {
-		c.publishAll([]outMsg{c.receiptFor(KindFailed, st.GID, env, "expired before delivery")})
-	}
 }
 
 // onAsk: an ASK resolves an open waiter, or is answered NO_WAITER at once

@@ -65,16 +65,18 @@ func (c *Core) sweepEntity(st *entState, now time.Time) {
 		out = append(out, c.abandonTurns(st)...)
 	}
 	st.mu.Unlock()
+	c.publishAll(out)
+	if len(exp) == 0 {
+		return
+	}
+	us := make([]undelivered, 0, len(exp))
 	for _, hm := range exp {
 		c.log.Info("held message expired", LogMsgID, hm.head.msgID(), LogTraceID, hm.head.traceID(), LogKind, hm.head.kind, LogGID, st.GID)
 		c.observeHead(HopExpire, st.GID, &hm.head, "expired unread")
+		us = append(us, undeliveredHeld(hm, st.GID, "inbox of "+st.Addr(), "expired", "expired unread in the inbox of "+st.Name))
 	}
-	// only an expired brief needs its body: its sender hears FAILED
-	c.withBodies(st, exp, func(k Kind) bool { return k == KindSend }, func(hm *heldMsg) {
-		out = append(out, c.receiptFor(KindFailed, st.GID, hm.env, "expired unread in the inbox of "+st.Name))
-	})
-	if len(exp) > 0 {
-		_ = c.settleTaken(st, exp)
-	}
-	c.publishAll(out)
+	// reported before they leave the store and the transport: a crash in
+	// between reports them again (once more at most), never not at all
+	c.reportUndelivered(us)
+	_ = c.settleTaken(st, exp)
 }
