@@ -13,10 +13,20 @@
 // ledger (briefs awaiting receipts), the requests (idempotent calls by
 // request_id), presence (other hosts), the nudge set, and the pane queues
 // (briefs waiting for their pane, each typed by its pane's one runner
-// goroutine). Lock order: regMu → presence.pub → an entity's mu → any one
-// leaf lock (registry, gate, memory, ledger, requests, presence, nudges,
-// spawns, spawn slots, history, pane queues, trace waits, and the store's own, which turn records are written
-// under); a leaf lock is never held while another lock is taken.
+// goroutine).
+//
+// Lock order — the only copy; every other comment points here:
+//
+//	regMu → presence.pub → an entity's mu (entState.mu) → one leaf lock
+//
+// Leaf locks (never held while another lock is taken): the registry's,
+// the gate's, memory's (seen-set), the ledger's, the requests', the
+// turn book's and the store's own (turn records are written under an
+// entity's mu), presence's, the nudge set's, spawn claims', spawn slots',
+// name claims' (nameClaims.mu), the pane queues', the spiller's
+// (spiller.mu: spillNext pushes under an entity's mu), history's, trace
+// waits', lifeMu (the core's start/stop state) and the removals in
+// progress (leaving.mu). No two entities' locks are ever held at once.
 package bridge
 
 import (

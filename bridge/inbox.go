@@ -10,9 +10,7 @@ import (
 // entState is one local entity: what it is, and its inbox as the gateway
 // holds it — held messages, open waiters, receipts and turns it waits on.
 // mu guards everything but GID, Name, Host and Registered, which never
-// change. Lock order: an entity's mu is taken before any leaf lock
-// (registry, presence, memory, ledger, gate, nudges) and never while one
-// of those, or another entity's mu, is held.
+// change. Where it sits in the lock order: the package doc (core.go).
 type entState struct {
 	mu sync.Mutex
 	Entity
