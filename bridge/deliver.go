@@ -4,8 +4,10 @@ import "strings"
 
 // Arrival: what happens when a message reaches a local entity's inbox.
 // deliver runs SPEC §3's checks in order (verify, then the inbox and the
-// seen-set: admit), then hands the message to one small handler per kind,
-// each deciding under the entity's lock what becomes of it (SPEC §4).
+// seen-set: admit), then hands the message to one small handler per kind.
+// arrive takes and releases the entity's lock: admit and the handlers
+// only decide, into an arrival, and settleArrival carries that out with no
+// lock held (SPEC §4).
 
 // failedKinds are the kinds whose sender hears FAILED when they cannot be
 // delivered.
@@ -14,14 +16,20 @@ var failedKinds = map[Kind]bool{KindSend: true, KindReply: true, KindAsk: true, 
 // heldKinds are the kinds a pull entity keeps until it drains them.
 var heldKinds = map[Kind]bool{KindSend: true, KindReply: true, KindBroadcast: true, KindFailed: true, KindTooLate: true, KindAbandoned: true, KindMissedAsk: true}
 
-// arrival is what a handler decided for one message, under the entity's
-// lock; settleArrival carries it out.
+// arrival is what arrive decided for one message under the entity's lock;
+// settleArrival carries it out once the lock is released.
 type arrival struct {
-	first   []outMsg // published before the message is acked: it must outlive it (a MISSED_ASK)
-	out     []outMsg // notices to publish once the lock is released
-	hold    bool     // keep it for the entity (reply path: acked once drained or spilled)
-	forward bool     // type it into the pane (forward path: acked first)
-	after   func()   // runs last (a receipt settles its ledger entry)
+	first   []outMsg      // published before the message is acked: it must outlive it (a MISSED_ASK)
+	out     []outMsg      // notices to publish once the lock is released
+	report  []undelivered // reported before the message is acked (fate.go)
+	refuse  string        // dead-letter it with this reason (detail: refuseWhy)
+	why     string        // the refusal's detail
+	ack     bool          // settled here: ack it (after first and report)
+	hold    bool          // keep it for the entity (reply path: acked once drained or spilled)
+	keep    bool          // nothing more to do: its copy was swapped in (alreadyHere)
+	gone    bool          // the entity was removed meanwhile (removal.go)
+	forward *Entity       // type it into this entity's pane (forward path: acked first)
+	after   func()        // runs last (a receipt settles its ledger entry)
 }
 
 // deliver is the transport's handler for gid's inbox.
@@ -35,13 +43,39 @@ func (c *Core) deliver(gid string, d Delivery) {
 		// not report the status from before)
 		c.reqs.observe(gid, d.Env)
 	}
-	st := c.admit(gid, d)
+	c.log.Debug("arrived", LogKind, d.Env.Kind, LogMsgID, d.Env.MsgID, LogTraceID, d.Env.TraceID, LogGID, gid, LogFrom, d.Env.From)
+	st := c.reg.get(gid)
 	if st == nil {
+		// removed, or being removed, with this in its inbox: its sender is
+		// told (from the gateway itself: the entity no longer lives here)
+		// before the message leaves the inbox
+		c.arrivedForGone(gid, d)
 		return
 	}
-	c.recordIn(st, d.Env)
+	a := c.arrive(st, d)
+	if a.gone {
+		c.arrivedForGone(gid, d)
+		return
+	}
+	c.settleArrival(st, d, a)
+}
+
+// arrive decides, under st's lock (taken and released here), what becomes
+// of a verified delivery: admit's checks (the inbox, the seen-set, expiry),
+// then one small handler per kind (SPEC §4).
+func (c *Core) arrive(st *entState, d Delivery) arrival {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.removed {
+		return arrival{gone: true}
+	}
+	if a, settled := c.admit(st, d); settled {
+		return a
+	}
+	env := d.Env
+	c.recordIn(st, env)
 	var a arrival
-	switch env := d.Env; env.Kind {
+	switch env.Kind {
 	case KindAsk:
 		a = c.onAsk(st, env)
 	case KindAnswer:
@@ -53,7 +87,22 @@ func (c *Core) deliver(gid string, d Delivery) {
 	default: // SEND, REPLY, BROADCAST
 		a = c.onMessage(st, env)
 	}
-	c.settleArrival(st, d, a)
+	if a.hold {
+		c.hold(st, d)
+	}
+	return a
+}
+
+// hold adds d to st's held messages, or hands it to the waiter it
+// resolves (st.mu held): either way it is acked once the entity has it.
+func (c *Core) hold(st *entState, d Delivery) {
+	hm := newHeld(d.Env, d.Acker)
+	st.addHeld(hm)
+	if !st.match(hm) {
+		c.observeFor(HopHold, st.GID, d.Env, "held", 0)
+		c.heldNoWaiter(st)
+	}
+	c.spillNext(st)
 }
 
 // verifyDelivery applies verify to a delivery into gid's inbox; false when
@@ -89,93 +138,62 @@ func (c *Core) verifyDelivery(gid string, d Delivery) bool {
 	return false
 }
 
-// admit takes a verified delivery to gid's entity. It returns the entity
-// with its lock held when the message is to be handled, nil when it was
-// settled here: no such entity, not its inbox, taken before, a copy of one
-// held, expired, or the entity's own broadcast.
-func (c *Core) admit(gid string, d Delivery) *entState {
-	env, where := d.Env, InboxQueueName(gid)
-	c.log.Debug("arrived", LogKind, env.Kind, LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, gid, LogFrom, env.From)
-	st := c.reg.get(gid)
-	if st != nil {
-		st.mu.Lock()
-		if st.removed {
-			st.mu.Unlock()
-			st = nil
-		}
+// admit checks a verified delivery against st (st.mu held): not its inbox,
+// taken before, a copy of one held, expired, or the entity's own
+// broadcast settle it here (settled true, with what to do); otherwise a
+// handler decides.
+func (c *Core) admit(st *entState, d Delivery) (arrival, bool) {
+	env := d.Env
+	if env.To != st.GID && !(IsBroadcastKey(env.To) && st.bound(env.To)) {
+		return arrival{refuse: RefuseToMismatch, why: "to " + env.To + " is not this inbox or one of its groups"}, true
 	}
-	if st == nil {
-		// removed, or being removed, with this in its inbox: its sender is
-		// told (from the gateway itself: the entity no longer lives here)
-		// before the message leaves the inbox
-		c.arrivedForGone(gid, d)
-		return nil
-	}
-	if env.To != gid && !(IsBroadcastKey(env.To) && st.bound(env.To)) {
-		st.mu.Unlock()
-		c.refuse(d, where, RefuseToMismatch, "to "+env.To+" is not this inbox or one of its groups")
-		return nil
-	}
-	if c.alreadyHere(st, d) {
-		return nil
+	if a, ok := c.alreadyHere(st, d); ok {
+		return a, true
 	}
 	c.observeEnv(HopAccept, env, d.Key, "accepted")
 	if env.Expired(c.cfg.Now()) {
-		c.expiredOnArrival(st, d)
-		return nil
+		return c.expiredOnArrival(st, d), true
 	}
-	if env.Kind == KindBroadcast && env.From == gid {
-		c.mem.markEnv(gid+env.MsgID, env)
-		st.mu.Unlock()
-		c.ack(d)
-		return nil
+	if env.Kind == KindBroadcast && env.From == st.GID {
+		c.mem.markEnv(st.GID+env.MsgID, env)
+		return arrival{ack: true}, true
 	}
-	return st
+	return arrival{}, false
 }
 
 // alreadyHere settles a copy of a message the entity took before or holds
-// now (st.mu held; released when it reports true). A broker redelivery is
-// benign; another copy is a replay.
-func (c *Core) alreadyHere(st *entState, d Delivery) bool {
-	env, where := d.Env, InboxQueueName(st.GID)
+// now (st.mu held). A broker redelivery is benign; another copy is a replay.
+func (c *Core) alreadyHere(st *entState, d Delivery) (arrival, bool) {
+	env := d.Env
 	if c.mem.has(st.GID + env.MsgID) {
-		st.mu.Unlock()
 		if d.Redelivered { // the broker handing back what we took before
-			c.ack(d)
-		} else {
-			c.refuse(d, where, RefuseReplayed, "msgId already taken")
+			return arrival{ack: true}, true
 		}
-		return true
+		return arrival{refuse: RefuseReplayed, why: "msgId already taken"}, true
 	}
 	hm := st.findHeld(env.MsgID)
 	switch {
 	case hm == nil:
-		return false
+		return arrival{}, false
 	case !d.Redelivered:
-		st.mu.Unlock()
-		c.refuse(d, where, RefuseReplayed, "msgId already held")
+		return arrival{refuse: RefuseReplayed, why: "msgId already held"}, true
 	case hm.acks == nil: // spilled: the store has it, this copy can go
-		st.mu.Unlock()
-		c.ack(d)
-	default:
-		// keep one copy, settled with the new tag, and the old one too:
-		// after a consumer bounce it is stale (its ack fails harmlessly)
-		hm.acks.dups = append(hm.acks.dups, hm.acks.acker)
-		hm.acks.acker = d.Acker
-		st.mu.Unlock()
+		return arrival{ack: true}, true
 	}
-	return true
+	// keep one copy, settled with the new tag, and the old one too: after
+	// a consumer bounce it is stale (its ack fails harmlessly)
+	hm.acks.dups = append(hm.acks.dups, hm.acks.acker)
+	hm.acks.acker = d.Acker
+	return arrival{keep: true}, true
 }
 
-// expiredOnArrival settles a message past expiresAt (st.mu held, released):
-// an expired brief is reported FAILED to its sender.
-func (c *Core) expiredOnArrival(st *entState, d Delivery) {
+// expiredOnArrival settles a message past expiresAt (st.mu held): it is
+// reported (fate.go), then acked.
+func (c *Core) expiredOnArrival(st *entState, d Delivery) arrival {
 	env := d.Env
 	c.mem.markEnv(st.GID+env.MsgID, env)
-	st.mu.Unlock()
 	c.log.Info("expired on arrival", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogKind, env.Kind, LogGID, st.GID)
-	c.reportUndelivered([]undelivered{undeliveredEnv(env, st.GID, "inbox of "+st.Addr(), "expired", "expired before delivery")})
-	c.ack(d)
+	return arrival{ack: true, report: []undelivered{undeliveredEnv(env, st.GID, "inbox of "+st.Addr(), "expired", "expired before delivery")}}
 }
 
 // onAsk: an ASK resolves an open waiter, or is answered NO_WAITER at once
@@ -288,30 +306,24 @@ func (c *Core) onMessage(st *entState, env *Envelope) arrival {
 	// is typed, not while it waits in the pane's queue: see workingOn): ack first, then inject (SPEC §4) — and only if the ack
 	// held: a brief still in the inbox could be typed twice
 	c.mem.markEnv(st.GID+env.MsgID, env)
-	return arrival{forward: true}
+	e := st.snapshot()
+	return arrival{forward: &e}
 }
 
-// settleArrival carries out a handler's decision (st.mu held, released).
+// settleArrival carries out what arrive decided, with no lock held.
 func (c *Core) settleArrival(st *entState, d Delivery, a arrival) {
 	switch {
-	case a.forward:
-		e := st.snapshot()
-		st.mu.Unlock()
-		c.forwardAcked(e, d)
-	case a.hold:
-		hm := newHeld(d.Env, d.Acker)
-		st.addHeld(hm)
-		if !st.match(hm) { // taken at once: acked when the call settles it
-			c.observeFor(HopHold, st.GID, d.Env, "held", 0)
-			c.heldNoWaiter(st)
-		}
-		c.spillNext(st)
-		st.mu.Unlock()
+	case a.forward != nil:
+		c.forwardAcked(*a.forward, d)
+	case a.refuse != "":
+		c.refuse(d, InboxQueueName(st.GID), a.refuse, a.why)
+		return
+	case a.hold, a.keep: // acked when a call settles it, or spilled
 	default:
-		st.mu.Unlock()
 		// durable in the transport before the message leaves it: a crash
 		// between the two costs a copy (refused by msgId), never the notice
 		c.publishAll(a.first)
+		c.reportUndelivered(a.report)
 		c.ack(d)
 	}
 	c.publishAll(a.out)
