@@ -100,6 +100,9 @@ func (c *Core) newAsk(ctx context.Context, st *entState, req AskRequest) (*askTu
 		env.TraceID = st.brief.traceID
 	}
 	st.mu.Unlock()
+	if resumed := resumedFor(ctx, KindAsk); resumed != nil { // the ask again, in the same turn
+		env.MsgID, env.TurnID, env.TraceID = resumed.MsgID, resumed.TurnID, resumed.TraceID
+	}
 	t := &askTurn{turnID: env.TurnID, msgID: env.MsgID, target: target.GID, traceID: env.TraceID, expiresAt: env.ExpiresAt, wake: make(chan struct{}, 1)}
 	st.openAsk(t)
 	if err := c.publish(ctx, target.GID, env, true); err != nil {

@@ -29,6 +29,10 @@ func (c *Core) publish(ctx context.Context, key string, env *Envelope, mandatory
 // publishSpool is publish that also says whether the message was spooled,
 // for the calls whose result tells the caller so.
 func (c *Core) publishSpool(ctx context.Context, key string, env *Envelope, mandatory bool) (spooled bool, err error) {
+	if err := c.recordIntent(ctx, env); err != nil { // a request id not durable: nothing goes out
+		c.observeEnv(HopPublish, env, key, "publish failed: "+err.Error())
+		return false, err
+	}
 	c.sign(env)
 	err = c.tr.Publish(ctx, key, env, mandatory)
 	switch {

@@ -28,7 +28,7 @@ func (s *Store) AppendDead(r DeadLetter) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.dbUpdate(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bktDead)
 		seq, _ := b.NextSequence()
 		if err := b.Put(binary.BigEndian.AppendUint64(nil, seq), raw); err != nil {
