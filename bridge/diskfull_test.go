@@ -217,3 +217,32 @@ func TestRequestIDDiskFullHook(t *testing.T) {
 		t.Fatalf("%+v: want every send refused, then 0 duplicates and every brief delivered", tally)
 	}
 }
+
+// TestRequestIDDiskFullRefusesAskAndBroadcast: bridge_ask and
+// bridge_broadcast with a request_id refuse under a full disk and publish
+// nothing; with space back the same ids publish once.
+func TestRequestIDDiskFullRefusesAskAndBroadcast(t *testing.T) {
+	h := storeHarness(t, t.TempDir(), nil)
+	p, w := pair(h)
+	h.st.SetDiskFull(true)
+	ask := bridge.AskRequest{Question: "which file?", Target: "p", RequestID: "ask-1", Wait: 10 * time.Millisecond}
+	bc := bridge.BroadcastRequest{Message: "all hands", RequestID: "bc-1"}
+	if _, err := h.c.Ask(context.Background(), w.GID, ask, nil); !isUserError(err) || !strings.Contains(err.Error(), "nothing was sent") {
+		t.Fatalf("ask under a full disk: %v, want a tool error saying nothing was sent", err)
+	}
+	if _, err := h.c.Broadcast(context.Background(), p.GID, bc); !isUserError(err) || !strings.Contains(err.Error(), "nothing was sent") {
+		t.Fatalf("broadcast under a full disk: %v, want a tool error saying nothing was sent", err)
+	}
+	if v, _ := h.view("p"); v.Held != 0 {
+		t.Fatalf("p holds %d after the refused ask", v.Held)
+	}
+	h.st.SetDiskFull(false)
+	first, err := h.c.Broadcast(context.Background(), p.GID, bc)
+	if err != nil || first.Deduped {
+		t.Fatalf("broadcast with space back: %+v, %v", first, err)
+	}
+	if again, err := h.c.Broadcast(context.Background(), p.GID, bc); err != nil || !again.Deduped || again.MsgID != first.MsgID {
+		t.Fatalf("broadcast repeat: %+v, %v", again, err)
+	}
+	h.heldFor("w", 1)
+}
