@@ -57,7 +57,7 @@ func (s *Store) openLazy() error {
 	})
 	if err != nil {
 		j.Close()
-		return fmt.Errorf("bridge: replaying %d journaled request ids into %s: %w", len(payloads), s.path, err)
+		return fmt.Errorf("bridge: replaying %d journaled request ids into %s: %w: if the disk is full, free space and start the gateway again (the journal is kept)", len(payloads), s.path, err)
 	}
 	return j.Rewrite(nil)
 }
