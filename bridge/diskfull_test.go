@@ -69,6 +69,13 @@ func dirsHarness(t *testing.T, storeDir, transportDir string, mod func(*bridge.C
 // closed and opened again (its journal replayed), a new core starts.
 func (h *harness) reopen() {
 	h.t.Helper()
+	h.reopenAfter(nil)
+}
+
+// reopenAfter is reopen with between(st), when set, run on the state file
+// before the new core starts: what a crash left there.
+func (h *harness) reopenAfter(between func(*store.Store)) {
+	h.t.Helper()
 	if err := h.c.Close(); err != nil {
 		h.t.Fatalf("Close: %v", err)
 	}
@@ -82,6 +89,9 @@ func (h *harness) reopen() {
 		h.t.Fatalf("store.Open after the restart: %v", err)
 	}
 	h.st, h.cfg.Store = st, st
+	if between != nil {
+		between(st)
+	}
 	h.start()
 }
 

@@ -9,9 +9,11 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/embedded"
+	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
 // gatedStoreHarness is storeHarness on a gated transport.
@@ -100,4 +102,46 @@ func TestRequestIDIntentStandsWhenRecordFails(t *testing.T) {
 		t.Fatalf("retry %+v, want the same msgId %s", res, first.res.MsgID)
 	}
 	heldOnceAs(t, h, w, first.res.MsgID)
+}
+
+// TestRequestIDIntentAskKeepsItsTurn: an ask was published and answered,
+// but its record still says publishing (the write after the publish was
+// lost). The retry after a restart asks again under the same msgId and
+// turn — and keeps the turn the restart restored, with its answer, instead
+// of opening a fresh one that nothing would answer (the receiver drops
+// the repeated ASK as already seen).
+func TestRequestIDIntentAskKeepsItsTurn(t *testing.T) {
+	h := storeHarness(t, t.TempDir(), nil)
+	p, w := pair(h)
+	req := bridge.AskRequest{Question: "which db?", Target: "p", RequestID: "ask-r", Wait: 3 * time.Second}
+	pl := async(func() (*bridge.Result, error) {
+		return h.c.Poll(context.Background(), p.GID, bridge.PollRequest{Wait: 3 * time.Second}, nil)
+	})
+	h.waitingOn(p.Name)
+	ask := async(func() (*bridge.Result, error) { return h.c.Ask(context.Background(), w.GID, req, nil) })
+	got := awaitOK(t, "poll for the ask", pl)
+	if len(got.Messages) != 1 || got.TurnID == "" {
+		t.Fatalf("poll: %+v", got)
+	}
+	wantStatus(t, "answer", h.answer(p, got.TurnID, "postgres"), bridge.StatusDelivered)
+	first := awaitOK(t, "ask", ask)
+	wantStatus(t, "ask", first, bridge.StatusAnswered)
+	// the record of the publish lost: only the intent stands
+	h.reopenAfter(func(st *store.Store) {
+		rec, ok, err := st.GetRequest(w.GID, "ask-r")
+		if err != nil || !ok {
+			t.Fatalf("record: %v %v", ok, err)
+		}
+		rec.Publishing, rec.Status = true, ""
+		if err := st.PutRequest(rec); err != nil {
+			t.Fatal(err)
+		}
+	})
+	again, err := h.c.Ask(context.Background(), w.GID, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.MsgID != first.MsgID || again.TurnID != first.TurnID || again.Status != bridge.StatusAnswered {
+		t.Fatalf("retry %+v, want answered in turn %s under msgId %s", again, first.TurnID, first.MsgID)
+	}
 }
