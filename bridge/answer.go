@@ -18,6 +18,9 @@ func (c *Core) answer(ctx context.Context, st *entState, req SendRequest) (*Resu
 	}
 	env := c.newEnv(KindAnswer, st.GID, rt.asker, []byte(req.Message), c.cfg.MessageTTL)
 	env.Corr, env.TurnID, env.TraceID = rt.askMsgID, rt.turnID, rt.traceID
+	if resumed := resumedFor(ctx, KindAnswer); resumed != nil {
+		env.MsgID = resumed.MsgID
+	}
 	st.mu.Lock()
 	if rt.answered { // a concurrent answer won
 		st.mu.Unlock()

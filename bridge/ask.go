@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
 // AskRequest is bridge_ask.
@@ -100,14 +102,34 @@ func (c *Core) newAsk(ctx context.Context, st *entState, req AskRequest) (*askTu
 		env.TraceID = st.brief.traceID
 	}
 	st.mu.Unlock()
-	t := &askTurn{turnID: env.TurnID, msgID: env.MsgID, target: target.GID, traceID: env.TraceID, expiresAt: env.ExpiresAt, wake: make(chan struct{}, 1)}
-	st.openAsk(t)
+	resumed := resumedFor(ctx, KindAsk)
+	if resumed != nil { // the ask again, in the same turn
+		env.MsgID, env.TurnID, env.TraceID = resumed.MsgID, resumed.TurnID, resumed.TraceID
+	}
+	t, opened := resumedTurn(st, resumed), false
+	if t == nil {
+		t, opened = &askTurn{turnID: env.TurnID, msgID: env.MsgID, target: target.GID, traceID: env.TraceID, expiresAt: env.ExpiresAt, wake: make(chan struct{}, 1)}, true
+		st.openAsk(t)
+	}
 	if err := c.publish(ctx, target.GID, env, true); err != nil {
-		st.forgetAsk(t)
+		if opened {
+			st.forgetAsk(t)
+		}
 		return nil, c.publishErr(err, target)
 	}
 	c.log.Info("asked", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogFrom, st.GID, LogTo, target.GID, "turnId", env.TurnID)
 	return t, nil
+}
+
+// resumedTurn is the turn a resumed ask already has (its turn book kept it
+// across the restart; an answer may be in it), nil if none.
+func resumedTurn(st *entState, resumed *store.Request) *askTurn {
+	if resumed == nil {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.asks[resumed.TurnID]
 }
 
 // awaitAnswer waits on turn t until it ends (answered, no waiter, expired,

@@ -29,6 +29,10 @@ func (c *Core) publish(ctx context.Context, key string, env *Envelope, mandatory
 // publishSpool is publish that also says whether the message was spooled,
 // for the calls whose result tells the caller so.
 func (c *Core) publishSpool(ctx context.Context, key string, env *Envelope, mandatory bool) (spooled bool, err error) {
+	if err := c.recordIntent(ctx, env); err != nil { // a request id not durable: nothing goes out
+		c.observeEnv(HopPublish, env, key, "publish failed: "+err.Error())
+		return false, err
+	}
 	c.sign(env)
 	err = c.tr.Publish(ctx, key, env, mandatory)
 	switch {
@@ -37,7 +41,7 @@ func (c *Core) publishSpool(ctx context.Context, key string, env *Envelope, mand
 		c.log.Info("spooled: the broker is unreachable", LogKind, env.Kind, LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogTo, key)
 		spooled = true
 	case err != nil:
-		c.observeEnv(HopPublish, env, key, "publish failed: "+err.Error())
+		c.observeEnv(HopPublish, env, key, publishFailedStatus(env, err))
 		return false, err
 	default:
 		c.observeEnv(HopPublish, env, key, "published")
@@ -68,17 +72,21 @@ type outMsg struct {
 	env *Envelope
 }
 
-// publishAll publishes notices decided under a lock and returns how many
-// failed. Failures are logged: the counterpart is gone or the transport is
-// down, and the caller (a delivery handler) cannot do better.
+// publishAll publishes notices decided under a lock, mandatory, and
+// returns how many failed. Failures are logged: the counterpart is gone or
+// the transport is down, and the caller (a delivery handler) cannot do
+// better. One no inbox takes is recorded too (noticelost.go).
 func (c *Core) publishAll(out []outMsg) (failed int) {
 	for _, o := range out {
 		// not tied to c.ctx: a receipt decided while the core shuts down
 		// still goes out (the transport closes after the core)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := c.publish(ctx, o.env.To, o.env, false)
+		err := c.publish(ctx, o.env.To, o.env, true)
 		cancel()
-		if err != nil {
+		if errors.Is(err, ErrUnroutable) {
+			c.noticeUnroutable(o.env, err)
+			failed++
+		} else if err != nil {
 			c.log.Warn("notice not delivered", LogKind, o.env.Kind, LogMsgID, o.env.MsgID, LogTraceID, o.env.TraceID, "corr", o.env.Corr, LogTo, o.env.To, "err", err)
 			failed++
 		}

@@ -21,13 +21,16 @@ import (
 // with the same id within RequestMemory publishes nothing: it is answered
 // with the original msgId and that message's current status, deduped.
 //
-// Only a call that published its message is remembered: a call that
-// failed before (a refused target, a transport error) is forgotten, so a
-// retry really retries. A repeat that arrives while the first call has
-// not yet decided waits for that decision (a publish is bounded and short).
-// The record is persisted once the message is out and kept current by the
-// message's receipts (observe), so it survives a gateway restart — and a
-// kill -9 (the store's journal); an OS crash can forget the last 100 ms.
+// Only a call that published its message is remembered as published: a
+// call that failed before (a refused target, a transport error) is
+// forgotten in memory, so a retry really retries — with the same msgId if
+// it got as far as recording its intent (requestintent.go). A repeat that
+// arrives while the first call has not yet decided waits for that decision
+// (a publish is bounded and short). The record is made durable before the
+// message goes out (a call whose record cannot be written publishes nothing
+// and fails), updated once it is out and kept current by the message's
+// receipts (observe), so it survives a gateway restart — and a kill -9 (the
+// store's journal); an OS crash can forget the last 100 ms.
 
 // RequestMemory is how long a request_id is remembered.
 const RequestMemory = 24 * time.Hour
@@ -69,6 +72,7 @@ type reqEntry struct {
 	key       reqKey
 	rec       store.Request
 	published bool
+	intended  string // the msgId whose intent record is durable (requestintent.go)
 	decided   chan struct{}
 	open      int // calls of this request running now (the first, resumed repeats)
 	// its places in the book's orders once published (requestbound.go)
@@ -83,6 +87,10 @@ type reqCall struct {
 	dup   bool
 	rec   store.Request // a repeat's snapshot of the record
 	peers int           // a repeat: how many other calls of it run now
+	// resume, for a first call, is the stored intent of an earlier call of
+	// this request whose publish is not known to have completed: its
+	// message is published again under the same ids (requestintent.go).
+	resume *store.Request
 }
 
 // requests is the book of idempotent calls, mirrored in the store. In
@@ -117,7 +125,9 @@ func (r *requests) load(now time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rec := range recs {
-		r.restoreLocked(rec)
+		if !rec.Publishing { // an intent stays in the store, where a repeat finds it (recall)
+			r.restoreLocked(rec)
+		}
 	}
 	return nil
 }
@@ -142,17 +152,24 @@ func (r *requests) claim(ctx context.Context, gid, id, tool, digest string, now 
 	for {
 		r.mu.Lock()
 		e := r.entryLocked(k, now)
+		var unsent *store.Request
 		if e == nil {
 			r.mu.Unlock()
-			r.recall(k, now) // a call the book no longer keeps in memory
+			unsent = r.recall(k, now) // a call the book no longer keeps in memory
 			r.mu.Lock()
 			e = r.entryLocked(k, now)
 		}
 		if e == nil {
 			e = &reqEntry{key: k, rec: store.Request{GID: gid, ID: id, Tool: tool, Digest: digest}, decided: make(chan struct{}), open: 1}
+			call := &reqCall{key: k, e: e}
+			// an intent with other arguments was never answered confirmed:
+			// the new call replaces it
+			if unsent != nil && unsent.Tool == tool && unsent.Digest == digest {
+				e.intended, call.resume = unsent.MsgID, unsent
+			}
 			r.byKey[k] = e
 			r.mu.Unlock()
-			return &reqCall{key: k, e: e}, nil
+			return call, nil
 		}
 		if e.rec.Tool != tool || e.rec.Digest != digest {
 			r.mu.Unlock()
@@ -186,22 +203,28 @@ func (r *requests) entryLocked(k reqKey, now time.Time) *reqEntry {
 
 // recall brings the stored record of call k back into memory, if the
 // store has one younger than RequestMemory and the book has none meanwhile.
-// A store that cannot be read is logged: the call then publishes again
-// (at-least-once, as without a request id).
-func (r *requests) recall(k reqKey, now time.Time) {
+// A record of an intent (its publish not known to have completed) is
+// returned instead: the call publishes it again. A store that cannot be
+// read is logged: the call then publishes again (at-least-once, as without
+// a request id).
+func (r *requests) recall(k reqKey, now time.Time) (unsent *store.Request) {
 	rec, ok, err := r.st.GetRequest(k.gid, k.id)
 	if err != nil {
 		r.log.Warn("cannot read a remembered request id: a repeat may publish again", LogGID, k.gid, "err", err)
-		return
+		return nil
 	}
 	if !ok || now.Sub(rec.At) >= RequestMemory {
-		return
+		return nil
+	}
+	if rec.Publishing {
+		return &rec
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.byKey[k] == nil {
 		r.restoreLocked(rec)
 	}
+	return nil
 }
 
 // dropLocked forgets entry e of key k (r.mu held).
@@ -224,7 +247,7 @@ func (r *requests) published(call *reqCall, env *Envelope, now time.Time) {
 		return
 	}
 	e.rec.Kind, e.rec.MsgID, e.rec.TraceID, e.rec.TurnID, e.rec.To, e.rec.At = string(env.Kind), env.MsgID, env.TraceID, env.TurnID, env.To, now
-	e.rec.Status = StatusConfirmed
+	e.rec.Status, e.rec.Publishing = StatusConfirmed, false
 	if env.Kind == KindAsk {
 		e.rec.Status = StatusPending
 	}
@@ -315,9 +338,10 @@ func (r *requests) prune(now time.Time) {
 // crash at once, committed off the call's path (store/lazyrequests.go).
 func (r *requests) persist(rec store.Request) {
 	if err := r.st.PutRequestLazy(rec); err != nil {
-		// the call still dedups while this gateway runs; only a restart
-		// would forget it
-		r.log.Warn("cannot persist a request id", LogMsgID, rec.MsgID, LogTraceID, rec.TraceID, "err", err)
+		// the call still dedups while this gateway runs; after a restart
+		// its durable intent makes a repeat publish the same msgId again,
+		// which its receiver drops as already seen
+		r.log.Warn("cannot update a request id's record: its intent stands", LogMsgID, rec.MsgID, LogTraceID, rec.TraceID, "err", err)
 	}
 }
 

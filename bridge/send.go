@@ -75,7 +75,7 @@ func (c *Core) send(ctx context.Context, st *entState, req SendRequest, prog Pro
 	if res := c.distrustedResult(target); res != nil {
 		return res, nil // its host would refuse it unseen: say so now
 	}
-	s := c.openSend(st, target, req)
+	s := c.openSend(ctx, st, target, req)
 	defer c.closeSend(s)
 	res := &Result{Status: StatusConfirmed, MsgID: s.env.MsgID, TraceID: s.env.TraceID, Target: target.Addr()}
 	spooled, err := c.publishSend(ctx, s, req.Message)
@@ -94,13 +94,17 @@ func (c *Core) send(ctx context.Context, st *entState, req SendRequest, prog Pro
 
 // openSend builds the message and opens what the call waits on: the
 // receipts of its message and, with a wait, a waiter for the reply.
-func (c *Core) openSend(st *entState, target Entity, req SendRequest) *openSend {
+func (c *Core) openSend(ctx context.Context, st *entState, target Entity, req SendRequest) *openSend {
 	kind := KindReply
 	if target.Role == RoleWorker {
 		kind = KindSend
 	}
 	s := &openSend{st: st, target: target, wait: c.capWait(req.Wait), nudged: make(chan struct{}, 1)}
 	s.env = c.newEnv(kind, st.GID, target.GID, []byte(req.Message), c.cfg.MessageTTL)
+	resumed := resumedFor(ctx, kind) // a retry of a send whose publish is not known to have completed
+	if resumed != nil {
+		s.env.MsgID = resumed.MsgID
+	}
 	if kind == KindSend {
 		s.env.Priority = req.Priority
 	}
@@ -113,6 +117,9 @@ func (c *Core) openSend(st *entState, target Entity, req SendRequest) *openSend 
 		// a reply to the brief answers it: its trace, and corr the brief
 		// (so `herdbridge trace <brief msgId>` finds the reply too)
 		s.env.TraceID, s.env.Corr = st.brief.traceID, st.brief.msgID
+	}
+	if resumed != nil {
+		s.env.TraceID = resumed.TraceID
 	}
 	if kind == KindSend && s.wait > 0 {
 		s.w = s.replyWaiter()
@@ -326,6 +333,9 @@ func (c *Core) broadcast(ctx context.Context, gid string, req BroadcastRequest) 
 	key := BroadcastKey(req.Group)
 	env := c.newEnv(KindBroadcast, gid, key, []byte(req.Message), c.cfg.MessageTTL)
 	env.TraceID = uuid.NewString()
+	if resumed := resumedFor(ctx, KindBroadcast); resumed != nil {
+		env.MsgID, env.TraceID = resumed.MsgID, resumed.TraceID
+	}
 	spooled, err := c.publishSpool(ctx, key, env, false)
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) {

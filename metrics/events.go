@@ -13,6 +13,7 @@ type eventMetrics struct {
 	messages    *prometheus.CounterVec   // hop, kind, outcome
 	refusals    *prometheus.CounterVec   // reason
 	deadLetters *prometheus.CounterVec   // reason
+	unroutable  *prometheus.CounterVec   // kind: notices no inbox took
 	inject      *prometheus.HistogramVec // rung
 	receipt     *prometheus.HistogramVec // kind of the receipt
 	reply       *prometheus.HistogramVec // reply | answer
@@ -38,6 +39,9 @@ func newEventMetrics(pendingCap int) *eventMetrics {
 			Help: "Messages that arrived and were refused, by reason."}, []string{"reason"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "dead_letters_total",
 			Help: "Messages consumed from the dead-letter queue, by reason."}, []string{"reason"}),
+		unroutable: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "notices_unroutable_total",
+			Help: "Notices (INJECTED, FAILED, NO_WAITER, TOO_LATE, ABANDONED, MISSED_ASK) this gateway published that no inbox took, by kind; each is in the dead-letter log."},
+			[]string{"kind"}),
 		inject: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "inject_duration_seconds",
 			Help: "Time to type a brief into a worker's pane, by the receipt rung observed.", Buckets: injectBuckets}, []string{"rung"}),
 		receipt: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "receipt_latency_seconds",
@@ -51,7 +55,7 @@ func newEventMetrics(pendingCap int) *eventMetrics {
 }
 
 func (m *eventMetrics) register(reg *prometheus.Registry) {
-	reg.MustRegister(m.messages, m.refusals, m.deadLetters, m.inject, m.receipt, m.reply, m.delivery)
+	reg.MustRegister(m.messages, m.refusals, m.deadLetters, m.unroutable, m.inject, m.receipt, m.reply, m.delivery)
 }
 
 func (m *eventMetrics) observe(e bridge.Event) {
@@ -59,6 +63,9 @@ func (m *eventMetrics) observe(e bridge.Event) {
 	switch e.Hop {
 	case bridge.HopPublish:
 		m.pending.published(e)
+		if strings.HasPrefix(e.Status, bridge.StatusNoticeUnroutable) {
+			m.unroutable.WithLabelValues(kindLabel(e.Kind)).Inc()
+		}
 	case bridge.HopAccept:
 		m.accepted(e)
 	case bridge.HopDrain:

@@ -39,7 +39,7 @@ func (s *Store) AppendDeads(rs []DeadLetter) error {
 		}
 		raws[i] = raw
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.dbUpdate(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bktDead)
 		var seq uint64
 		for _, raw := range raws {

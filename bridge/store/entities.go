@@ -60,12 +60,12 @@ func (s *Store) PutEntity(e Entity) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktEntities).Put([]byte(e.GID), raw) })
+	return s.dbUpdate(func(tx *bolt.Tx) error { return tx.Bucket(bktEntities).Put([]byte(e.GID), raw) })
 }
 
 // DeleteEntity forgets one entity.
 func (s *Store) DeleteEntity(gid string) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktEntities).Delete([]byte(gid)) })
+	return s.dbUpdate(func(tx *bolt.Tx) error { return tx.Bucket(bktEntities).Delete([]byte(gid)) })
 }
 
 // ErrNoEntity is RevokeTokens finding no entity of that name.

@@ -89,7 +89,7 @@ func (s *Store) DeleteHeld(gid string, seqs []uint64) error {
 
 // DropHeld removes everything held for gid (the entity was removed).
 func (s *Store) DropHeld(gid string) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.dbUpdate(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bktHeld)
 		if b == nil {
 			return nil

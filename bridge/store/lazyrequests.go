@@ -15,7 +15,10 @@ import (
 // write(2): a crashed process loses nothing) and is committed within
 // lazyCommitDelay, off the call's path. An OS crash or power loss can lose
 // the last records: a retry of such a call after it publishes again
-// (at-least-once, as without a request id).
+// (at-least-once, as without a request id). PutRequestLazy returns nil only
+// once the record is in the journal or committed: an error (a full disk
+// refusing both) means the record is not durable, and the bridge then
+// refuses to publish (bridge/requestintent.go).
 
 // lazyCommitDelay is how long journaled records wait to be committed
 // together.
@@ -54,7 +57,7 @@ func (s *Store) openLazy() error {
 	})
 	if err != nil {
 		j.Close()
-		return fmt.Errorf("bridge: replaying %d journaled request ids into %s: %w", len(payloads), s.path, err)
+		return fmt.Errorf("bridge: replaying %d journaled request ids into %s: %w: if the disk is full, free space and start the gateway again (the journal is kept)", len(payloads), s.path, err)
 	}
 	return j.Rewrite(nil)
 }
@@ -73,14 +76,22 @@ func (s *Store) PutRequestLazy(r Request) error {
 		l.mu.Unlock()
 		return fmt.Errorf("bridge: state file closed")
 	}
-	if err := l.journal.Append(raw); err != nil {
+	if err := s.appendJournal(raw); err != nil {
 		l.mu.Unlock()
-		return s.PutRequest(r)
+		return s.PutRequest(r) // its fsync is paid only when the journal cannot take the record
 	}
 	l.pending[string(requestKey(r.GID, r.ID))] = raw
 	l.mu.Unlock()
 	s.writer.CommitSoon() // the next commit carries it, or one alone after lazyCommitDelay
 	return nil
+}
+
+// appendJournal appends one record to the journal (l.mu held).
+func (s *Store) appendJournal(raw []byte) error {
+	if err := s.errDiskFull(); err != nil {
+		return err
+	}
+	return s.lazy.journal.Append(raw)
 }
 
 // pendingRequests copies the journaled records not yet committed.
@@ -126,6 +137,9 @@ func (s *Store) lazyWork() (func(*bolt.Tx) error, func(error)) {
 	l.pending, l.committing = map[string][]byte{}, batch
 	l.mu.Unlock()
 	apply := func(tx *bolt.Tx) error {
+		if err := s.errDiskFull(); err != nil {
+			return err
+		}
 		for _, raw := range batch {
 			if err := putRequestTx(tx, raw); err != nil {
 				return err

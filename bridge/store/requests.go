@@ -29,6 +29,12 @@ type Request struct {
 	Status  string    `json:"status"`
 	Reason  string    `json:"reason,omitempty"`
 	At      time.Time `json:"at"` // when it was published; forgotten 24 h later
+	// Publishing marks the record written before its message went out:
+	// whether the publish completed is not known (the process may have died
+	// in between, or the record saying it did could not be written). A
+	// repeat then publishes again with the same MsgID, TraceID and TurnID,
+	// which receivers drop as already seen if the first one arrived.
+	Publishing bool `json:"publishing,omitempty"`
 }
 
 func requestKey(gid, id string) []byte { return []byte(gid + "\x00" + id) }
@@ -39,7 +45,7 @@ func (s *Store) PutRequest(r Request) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return putRequestTx(tx, raw) })
+	return s.dbUpdate(func(tx *bolt.Tx) error { return putRequestTx(tx, raw) })
 }
 
 // putRequestTx writes a record and its time-index entry. An update that

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -17,6 +18,8 @@ type Store struct {
 	dlqMax int
 	lazy   *lazyPuts    // lazyrequests.go
 	writer *GroupWriter // the writes on message paths, committed together (update)
+
+	diskFull atomic.Bool // the simulated full disk (diskfull.go)
 }
 
 var (
@@ -155,6 +158,9 @@ func EntityGIDs(path string) ([]string, error) {
 // briefed at once take one fsync, not twenty. fn may run twice, so it
 // must reset whatever it records.
 func (s *Store) update(fn func(*bolt.Tx) error) error {
+	if err := s.errDiskFull(); err != nil {
+		return err
+	}
 	if err := s.writer.Write(fn); err != nil {
 		if errors.Is(err, ErrWriterClosed) {
 			return fmt.Errorf("bridge: state file %s is closed", s.path)

@@ -82,7 +82,7 @@ func (s *Store) DeleteTurn(asked bool, owner, turnID string) error {
 // do not decode, in the same transaction.
 func (s *Store) LoadTurns(keep func(Turn) bool) ([]Turn, error) {
 	var out []Turn
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.dbUpdate(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bktTurns)
 		if err != nil {
 			return err
