@@ -53,18 +53,19 @@ func (c *Core) publishSpool(ctx context.Context, key string, env *Envelope, mand
 
 // Undeliverable reports that env, which the transport spooled while its
 // broker was unreachable (the sender was answered "queued"), can no longer
-// be delivered — it expired waiting, or the broker refused it once back:
-// its sender, an entity of this host, gets FAILED (corr = its msgId) with
-// reason, once. Receipts and notices are not reported (nobody awaits them).
+// be delivered — it expired waiting, or the broker refused it once back.
+// Like every undelivered message it goes through fate.go, once: a line in
+// the dead-letter log, and for a brief, reply, ask or answer FAILED to its
+// sender (corr = its msgId) with reason; receipts and notices are logged
+// only (nobody awaits them).
 func (c *Core) Undeliverable(env *Envelope, reason string) {
-	if env == nil || env.Host != c.cfg.Host || !failedKinds[env.Kind] || c.reg.get(env.From) == nil {
+	if env == nil || env.Host != c.cfg.Host {
 		return
 	}
-	c.ledger.settle(env.MsgID) // a brief into a pane: this FAILED is its receipt
-	if !c.mem.mark("undeliverable:"+env.MsgID, c.cfg.Now().Add(c.cfg.MessageTTL)) {
-		return
+	if failedKinds[env.Kind] {
+		c.ledger.settle(env.MsgID) // a brief into a pane: this FAILED is its receipt
 	}
-	c.publishAll([]outMsg{c.receiptFor(KindFailed, GatewayGID(c.cfg.Host), env, "not delivered: "+reason)})
+	c.reportUndelivered([]undelivered{undeliveredEnv(env, env.To, "outbox of "+c.cfg.Host, "undeliverable", "not delivered: "+reason)})
 }
 
 // outMsg is a publish decided under a lock and done after it.
