@@ -1,0 +1,163 @@
+package memnettest_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/memnet"
+	"github.com/herdbridge/herdbridge/bridge/memnet/memnettest"
+)
+
+// failedFor polls gid on h until it holds a FAILED about each of want
+// (msgIds) and returns how many FAILEDs came per msgId, after the polls
+// have found nothing more for a while.
+func failedFor(t *testing.T, h *memnettest.Host, gid string, want map[string]bool) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	missing := func() int {
+		n := 0
+		for id := range want {
+			if got[id] == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(memnettest.Timeout)
+	for missing() > 0 && time.Now().Before(deadline) {
+		r, err := h.Core.Poll(ctx, gid, bridge.PollRequest{Wait: 200 * time.Millisecond, Max: 500}, nil)
+		if err != nil {
+			t.Fatalf("poll on %s: %v", h.ID, err)
+		}
+		for _, m := range r.Messages {
+			if m.Kind == bridge.KindFailed {
+				got[m.Corr]++
+			}
+		}
+	}
+	if n := missing(); n > 0 {
+		t.Fatalf("%s: %d of %d dead letters never reported to their sender (got %v)", h.ID, n, len(want), got)
+	}
+	// a second report would come right behind the first: look once more
+	r, err := h.Core.Poll(ctx, gid, bridge.PollRequest{Wait: 300 * time.Millisecond, Max: 500}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range r.Messages {
+		if m.Kind == bridge.KindFailed {
+			got[m.Corr]++
+		}
+	}
+	return got
+}
+
+// reportedIn returns, for each msgId of want, the dead-letter records of
+// every host that say its sender was told (by that host).
+func reportedIn(t *testing.T, hosts []*memnettest.Host, want map[string]bool) map[string][]bridge.DeadLetterRecord {
+	t.Helper()
+	out := map[string][]bridge.DeadLetterRecord{}
+	for _, h := range hosts {
+		dl, err := h.Core.DeadLetters(10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range dl {
+			if want[r.MsgID] && r.Reported {
+				out[r.MsgID] = append(out[r.MsgID], r)
+			}
+		}
+	}
+	return out
+}
+
+// expiringReply injects into to's inbox a REPLY from gid on h, exactly as
+// h's gateway signs and publishes one, except that it expires in 200 ms
+// (a gateway's own are good for MessageTTL, a day): it returns its msgId.
+func expiringReply(t *testing.T, c *memnettest.Cluster, h *memnettest.Host, gid, to, body string) string {
+	t.Helper()
+	now := time.Now()
+	e := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindReply, MsgID: uuid.NewString(), TraceID: uuid.NewString(), From: gid, To: to,
+		Host: h.ID, TS: now, ExpiresAt: now.Add(200 * time.Millisecond), Body: []byte(body)}
+	e.Sig = h.Key.Sign(e.SigningInput())
+	if _, err := c.Net.Inject(memnet.ExchangeMsg, to, e.Headers(), e.Body); err != nil {
+		t.Fatal(err)
+	}
+	return e.MsgID
+}
+
+// TestDeadLettersReachSenderFromAnyHost: replies expire in the inbox of a
+// primary whose gateway is down. Whichever running gateway consumes each
+// dead letter, its sender hears FAILED (corr = its msgId) exactly once,
+// and the sender's host has it in its dead-letter log. Then the sender's
+// own gateway is down too, so only a bystander consumes them: they wait
+// as notices in the sender host's control queue and are reported once it
+// is back.
+func TestDeadLettersReachSenderFromAnyHost(t *testing.T) {
+	const n = 10
+	c := memnettest.New(t)
+	a := c.Start("a")
+	b := c.Start("b", func(cfg *bridge.Config) { cfg.InboxTTL = 200 * time.Millisecond })
+	x := c.Start("c")
+	lead := b.Register(t, "lead", bridge.RolePrimary)
+	wa := a.Register(t, "wa", bridge.RoleWorker)
+	wc := x.Register(t, "wc", bridge.RoleWorker)
+	c.Converge(t)
+	c.Stop(b)
+
+	sent := map[*memnettest.Host]map[string]bool{a: {}, x: {}}
+	for i := range n {
+		sent[a][expiringReply(t, c, a, wa.GID, lead.GID, fmt.Sprint("reply ", i, " from a"))] = true
+		sent[x][expiringReply(t, c, x, wc.GID, lead.GID, fmt.Sprint("reply ", i, " from c"))] = true
+	}
+	for h, gid := range map[*memnettest.Host]string{a: wa.GID, x: wc.GID} {
+		for id, k := range failedFor(t, h, gid, sent[h]) {
+			if k != 1 {
+				t.Errorf("%s: %d FAILEDs about %s, want exactly 1", h.ID, k, id)
+			}
+		}
+		for id, recs := range reportedIn(t, c.Hosts(), sent[h]) {
+			if len(recs) != 1 {
+				t.Errorf("%s: %d dead-letter records say they reported it, want 1: %+v", id, len(recs), recs)
+			}
+		}
+		if got := reportedIn(t, []*memnettest.Host{h}, sent[h]); len(got) != n {
+			t.Errorf("%s's dead-letter log has %d of its %d reported dead letters", h.ID, len(got), n)
+		}
+	}
+
+	// the sender's gateway is down as well: only the bystander consumes
+	c.Stop(a)
+	down := map[string]bool{}
+	for i := range n {
+		down[expiringReply(t, c, a, wa.GID, lead.GID, fmt.Sprint("while a was down ", i))] = true
+	}
+	memnettest.Eventually(t, "the bystander forwarded every dead letter to a", func() bool {
+		dl, err := x.Core.DeadLetters(10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := 0
+		for _, r := range dl {
+			if down[r.MsgID] && r.ForwardedTo == "a" && !r.Reported {
+				k++
+			}
+		}
+		return k == n
+	})
+	a = c.Restart(a)
+	for id, k := range failedFor(t, a, wa.GID, down) {
+		if k != 1 {
+			t.Errorf("after a's restart: %d FAILEDs about %s, want exactly 1", k, id)
+		}
+	}
+	recs := reportedIn(t, []*memnettest.Host{a}, down)
+	for id := range down {
+		if len(recs[id]) != 1 || recs[id][0].ConsumedBy != "c" {
+			t.Errorf("a's dead-letter log for %s: %+v, want one reported record consumed by c", id, recs[id])
+		}
+	}
+}
