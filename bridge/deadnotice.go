@@ -52,6 +52,11 @@ type WireEnvelope struct {
 	Body      []byte `json:"body"`
 }
 
+// NoticeOf is the DEAD_LETTER body about dl, whose envelope is e.
+func NoticeOf(dl DeadLetter, e *Envelope) DeadLetterNotice {
+	return DeadLetterNotice{Reason: dl.Reason, Queue: dl.Queue, At: dl.At.UnixMilli(), Envelope: wireOf(e)}
+}
+
 func wireOf(e *Envelope) WireEnvelope {
 	return WireEnvelope{V: e.V, Kind: e.Kind, MsgID: e.MsgID, TraceID: e.TraceID, From: e.From, To: e.To, Host: e.Host,
 		Corr: e.Corr, TurnID: e.TurnID, SpawnID: e.SpawnID, Priority: e.Priority,
@@ -109,7 +114,7 @@ func (c *Core) forwardDeadLetter(dl DeadLetter, e *Envelope) (forwardedTo string
 	if !ok || !c.takesDeadLetterNotices(e.Host) {
 		return "", c.deadLetterFallback(dl, e, "its gateway is older than dead-letter notices")
 	}
-	raw, err := json.Marshal(DeadLetterNotice{Reason: dl.Reason, Queue: dl.Queue, At: dl.At.UnixMilli(), Envelope: wireOf(e)})
+	raw, err := json.Marshal(NoticeOf(dl, e))
 	if err != nil || len(raw) > MaxBodyBytes {
 		return "", c.deadLetterFallback(dl, e, "the message is too large for a notice")
 	}
