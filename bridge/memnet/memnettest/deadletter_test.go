@@ -161,3 +161,54 @@ func TestDeadLettersReachSenderFromAnyHost(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadLetterToOlderGateway: a sender host whose heartbeat shows a
+// gateway older than dead-letter notices (no deadLetterNotices in its
+// _gateway entry, as during an upgrade) is told of a dead letter a
+// bystander consumed the old way: a FAILED from the bystander's gateway
+// straight into the sender's inbox, once, which the sender's gateway
+// delivers when it is back.
+func TestDeadLetterToOlderGateway(t *testing.T) {
+	const n = 5
+	c := memnettest.New(t)
+	a := c.Start("a")
+	b := c.Start("b", func(cfg *bridge.Config) { cfg.InboxTTL = 200 * time.Millisecond })
+	x := c.Start("c", func(cfg *bridge.Config) { cfg.PresenceTTL = time.Minute }) // keeps a's entry while a is down
+	lead := b.Register(t, "lead", bridge.RolePrimary)
+	wa := a.Register(t, "wa", bridge.RoleWorker)
+	c.Converge(t)
+	c.Stop(b)
+	c.Stop(a)
+
+	// a's last heartbeat, as an older gateway of a writes it (and with no
+	// key fingerprint, to tell it from the real ones in c's roster)
+	t0 := time.Now()
+	body := fmt.Sprintf(`{"gid":%q,"name":%q,"host":"a"}`, bridge.GatewayGID("a"), bridge.GatewayName)
+	beat := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindPresence, MsgID: uuid.NewString(), From: bridge.GatewayGID("a"),
+		To: "roster.a." + bridge.GatewayName, Host: "a", TS: t0, ExpiresAt: t0.Add(time.Minute), Body: []byte(body)}
+	beat.Sig = a.Key.Sign(beat.SigningInput())
+	if _, err := c.Net.Inject(memnet.ExchangeRoster, "roster.a", beat.Headers(), beat.Body); err != nil {
+		t.Fatal(err)
+	}
+	memnettest.Eventually(t, "c heard a's older gateway", func() bool {
+		for _, h := range x.Core.Roster().Hosts {
+			if h.Host == "a" && h.Key == "" {
+				return true
+			}
+		}
+		return false
+	})
+	sent := map[string]bool{}
+	for i := range n {
+		sent[expiringReply(t, c, a, wa.GID, lead.GID, fmt.Sprint("to an older gateway ", i))] = true
+	}
+	memnettest.Eventually(t, "c reported every dead letter of a's itself", func() bool {
+		return len(reportedIn(t, []*memnettest.Host{x}, sent)) == n
+	})
+	a = c.Restart(a)
+	for id, k := range failedFor(t, a, wa.GID, sent) {
+		if k != 1 {
+			t.Errorf("%d FAILEDs about %s, want exactly 1", k, id)
+		}
+	}
+}
