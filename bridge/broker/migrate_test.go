@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -87,5 +88,56 @@ func TestRejectPublishMigratesOlderInbox(t *testing.T) {
 	err = tr.DeclareInbox(ctx, other, bridge.InboxSpec{MaxLength: 5})
 	if err == nil || !strings.Contains(err.Error(), bridge.InboxQueueName(other)) || !strings.Contains(err.Error(), "other arguments") {
 		t.Errorf("an inbox with another cap: %v, want the startup error naming it", err)
+	}
+}
+
+// TestRejectPublishBroadcastCopyDeadLettered: under reject-publish a
+// broadcast whose copy a full inbox refused still succeeds (the other
+// inboxes have it) and the refused copy is in the dead-letter queue —
+// never dropped in silence. The nack does not say which inbox refused it.
+func TestRejectPublishBroadcastCopyDeadLettered(t *testing.T) {
+	tr := openWith(t, broker.OverflowRejectPublish)
+	defer tr.Close()
+	ctx := context.Background()
+	group := "g" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	full, roomy := uuid.NewString(), uuid.NewString()
+	for gid, max := range map[string]int{full: 1, roomy: 10} {
+		if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{Groups: []string{group}, MaxLength: max}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tr.DeleteInbox(context.Background(), gid) })
+	}
+	envelope := func(kind bridge.Kind, to string) *bridge.Envelope {
+		now := time.UnixMilli(time.Now().UnixMilli())
+		return &bridge.Envelope{V: bridge.Version, Kind: kind, MsgID: uuid.NewString(), From: uuid.NewString(), To: to, Host: "h",
+			TS: now, ExpiresAt: now.Add(time.Minute), Sig: []byte("s"), Body: []byte("b")}
+	}
+	if err := tr.Publish(ctx, full, envelope(bridge.KindReply, full), true); err != nil {
+		t.Fatal(err)
+	}
+	dead := make(chan bridge.DeadLetter, 64)
+	sub, err := tr.ConsumeDeadLetters(ctx, func(dl bridge.DeadLetter) { _ = dl.Acker.Ack(); dead <- dl })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Cancel()
+	b := envelope(bridge.KindBroadcast, bridge.BroadcastKey(group))
+	if err := tr.Publish(ctx, b.To, b, false); err != nil {
+		t.Fatalf("broadcast with one inbox full: %v", err)
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case dl := <-dead:
+			if dl.MsgID != b.MsgID {
+				continue // another test's
+			}
+			if dl.Reason != bridge.ReasonMaxLen || !strings.Contains(dl.Queue, b.To) {
+				t.Errorf("dead letter %+v, want maxlen from an inbox bound to %s", dl, b.To)
+			}
+			return
+		case <-timeout:
+			t.Fatal("the broadcast copy the full inbox refused never reached the dead-letter queue")
+		}
 	}
 }
