@@ -1,7 +1,11 @@
 package memnettest_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,5 +214,87 @@ func TestDeadLetterToOlderGateway(t *testing.T) {
 		if k != 1 {
 			t.Errorf("%d FAILEDs about %s, want exactly 1", k, id)
 		}
+	}
+}
+
+// logCounter counts the records logged with message msg.
+type logCounter struct {
+	msg string
+	n   *atomic.Int64
+}
+
+func (h logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h logCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h logCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logCounter) WithGroup(string) slog.Handler      { return h }
+
+// TestDeadLetterNoticeChecked: a DEAD_LETTER from a trusted gateway is
+// only that gateway's word. The sender's gateway reports nothing for a
+// notice whose envelope is not yet expired, not signed by it, died by
+// another reason, or is not the message its corr names; a valid notice
+// sent twice is reported once.
+func TestDeadLetterNoticeChecked(t *testing.T) {
+	var dropped atomic.Int64
+	c := memnettest.New(t)
+	a := c.Start("a", func(cfg *bridge.Config) {
+		cfg.Logger = slog.New(logCounter{msg: "dead-letter notice not reported", n: &dropped})
+	})
+	x := c.Start("c")
+	wa := a.Register(t, "wa", bridge.RoleWorker)
+	c.Converge(t)
+
+	reply := func(ttl time.Duration, signer *memnettest.Host) *bridge.Envelope {
+		now := time.Now()
+		e := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: wa.GID, To: uuid.NewString(),
+			Host: "a", TS: now.Add(-time.Second), ExpiresAt: now.Add(ttl), Body: []byte("r")}
+		e.Sig = signer.Key.Sign(e.SigningInput())
+		return e
+	}
+	notify := func(reason string, e *bridge.Envelope, corr string) {
+		t.Helper()
+		raw, err := json.Marshal(bridge.NoticeOf(bridge.DeadLetter{Reason: reason, Queue: "agent." + e.To + ".inbox.v2", At: time.Now()}, e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		n := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindDeadLetter, MsgID: uuid.NewString(), From: bridge.GatewayGID("c"),
+			To: "control.a", Host: "c", Corr: corr, TS: now, ExpiresAt: now.Add(time.Hour), Body: raw}
+		n.Sig = x.Key.Sign(n.SigningInput())
+		if _, err := c.Net.Inject(memnet.ExchangeControl, "a", n.Headers(), n.Body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := map[string]*bridge.Envelope{
+		"not expired yet":        reply(time.Hour, a),
+		"signed by c, not by a":  reply(-time.Millisecond, x),
+		"died by another reason": reply(-time.Millisecond, a),
+		"corr names another":     reply(-time.Millisecond, a),
+	}
+	for name, e := range bad {
+		reason, corr := bridge.ReasonExpired, e.MsgID
+		switch name {
+		case "died by another reason":
+			reason = bridge.ReasonRejected
+		case "corr names another":
+			corr = uuid.NewString()
+		}
+		notify(reason, e, corr)
+	}
+	good := reply(-time.Millisecond, a)
+	notify(bridge.ReasonExpired, good, good.MsgID)
+	notify(bridge.ReasonExpired, good, good.MsgID) // a second gateway, or a replay, says it again
+	got := failedFor(t, a, wa.GID, map[string]bool{good.MsgID: true})
+	memnettest.Eventually(t, "a dropped the bad notices and the repeat", func() bool { return dropped.Load() == int64(len(bad))+1 })
+	got2 := failedFor(t, a, wa.GID, map[string]bool{})
+	for id, k := range got2 {
+		got[id] += k
+	}
+	if len(got) != 1 || got[good.MsgID] != 1 {
+		t.Errorf("FAILEDs by msgId: %v, want exactly one, about %s", got, good.MsgID)
 	}
 }
