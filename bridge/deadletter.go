@@ -30,7 +30,11 @@ func (c *Core) onDeadLetter(dl DeadLetter) {
 		switch {
 		case c.cfg.Verifier != nil && e.Host != c.cfg.Host:
 			if c.deadLetterVouched(e, dl.Reason) {
-				fate.forwardedTo, fate.reported = c.forwardDeadLetter(dl, e)
+				var err error
+				if fate.forwardedTo, fate.reported, err = c.forwardDeadLetter(dl, e); err != nil {
+					c.deadLetterLater(dl, err)
+					return
+				}
 			}
 		case c.reportableDeadLetter(e):
 			out = append(out, c.deadLetterFailed(e, dl.Reason, dl.Queue))
@@ -41,6 +45,18 @@ func (c *Core) onDeadLetter(dl DeadLetter) {
 	c.publishAll(out)
 	if err := dl.Acker.Ack(); err != nil {
 		c.log.Warn("dead letter ack failed", LogMsgID, dl.MsgID, "err", err)
+	}
+}
+
+// deadLetterLater leaves dl for another try: requeued where the transport
+// can (it comes back to some gateway's consumer), else unsettled (it comes
+// back after the reconnect that the failure is waiting for).
+func (c *Core) deadLetterLater(dl DeadLetter, why error) {
+	c.log.Warn("dead letter not forwarded yet", LogMsgID, dl.MsgID, "err", why)
+	if r, ok := dl.Acker.(interface{ Requeue() error }); ok {
+		if err := r.Requeue(); err != nil {
+			c.log.Debug("dead letter requeue failed (it comes back after the reconnect)", LogMsgID, dl.MsgID, "err", err)
+		}
 	}
 }
 

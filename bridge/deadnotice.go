@@ -106,17 +106,21 @@ func (c *Core) deadLetterVouched(e *Envelope, reason string) bool {
 
 // forwardDeadLetter tells e's host about a dead letter this gateway
 // consumed: a DEAD_LETTER on its control queue, or, when that host is
-// known to run a gateway older than the notice (or cannot be reached
-// through its control queue), the old way (deadLetterFallback). It returns
-// the host when the notice went out, "" when the fallback was used.
-func (c *Core) forwardDeadLetter(dl DeadLetter, e *Envelope) (forwardedTo string, reported bool) {
+// known to run a gateway older than the notice (or has no control queue),
+// the old way (deadLetterFallback). It returns the host when the notice
+// went out, "" when the fallback was used, errForwardLater when the
+// broker could not be reached (nothing was reported: try again later).
+func (c *Core) forwardDeadLetter(dl DeadLetter, e *Envelope) (forwardedTo string, reported bool, err error) {
+	if c.mem.has("dlq:" + e.MsgID) { // reported the old way already, its ack lost
+		return "", false, nil
+	}
 	ct, ok := c.tr.(ControlTransport)
 	if !ok || !c.takesDeadLetterNotices(e.Host) {
-		return "", c.deadLetterFallback(dl, e, "its gateway is older than dead-letter notices")
+		return "", c.deadLetterFallback(dl, e, "its gateway is older than dead-letter notices"), nil
 	}
 	raw, err := json.Marshal(NoticeOf(dl, e))
 	if err != nil || len(raw) > MaxBodyBytes {
-		return "", c.deadLetterFallback(dl, e, "the message is too large for a notice")
+		return "", c.deadLetterFallback(dl, e, "the message is too large for a notice"), nil
 	}
 	n := c.newEnv(KindDeadLetter, GatewayGID(c.cfg.Host), "control."+e.Host, raw, c.cfg.MessageTTL)
 	n.Corr, n.TraceID = e.MsgID, e.TraceID
@@ -125,15 +129,33 @@ func (c *Core) forwardDeadLetter(dl DeadLetter, e *Envelope) (forwardedTo string
 	defer cancel()
 	if err := ct.PublishControl(ctx, e.Host, n); err != nil {
 		c.observeEnv(HopPublish, n, e.Host, "publish failed: "+err.Error())
+		if linkDown(err) {
+			return "", false, errForwardLater
+		}
 		why := "its control queue refused the notice: " + err.Error()
 		if errors.Is(err, ErrUnroutable) {
 			why = "it has no control queue on this broker"
 		}
-		return "", c.deadLetterFallback(dl, e, why)
+		return "", c.deadLetterFallback(dl, e, why), nil
 	}
 	c.observeEnv(HopPublish, n, e.Host, "published")
 	c.log.Info("dead letter forwarded to its sender's host", LogMsgID, e.MsgID, LogTraceID, e.TraceID, "host", e.Host, "notice", n.MsgID)
-	return e.Host, false
+	return e.Host, false, nil
+}
+
+// errForwardLater is a notice the broker did not take because the link is
+// down: the dead letter stays unsettled and comes back (to this gateway or
+// another) once the broker is reachable — a report sent another way now
+// could be followed by the notice later, and the sender would hear twice.
+var errForwardLater = errors.New("bridge: the broker is unreachable: the dead letter is forwarded once it is back")
+
+// linkDown reports whether a publish failed for want of a broker (it
+// waited DownWait for one, or the transport is closing), not because the
+// broker refused it. A link lost under the publish is neither: the
+// fallback reports it, and marks it, so that it is not forwarded again
+// when it comes back.
+func linkDown(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrClosed) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // takesDeadLetterNotices reports whether host's gateway understands a
