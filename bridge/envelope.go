@@ -51,6 +51,11 @@ const (
 	// Both go from gateway to gateway: metadata only, never a body.
 	KindTrace       Kind = "TRACE"
 	KindTraceAnswer Kind = "TRACE_ANSWER"
+	// KindDeadLetter is the notice a gateway that consumed another host's
+	// dead letter sends to that host's control queue, carrying the original
+	// signed envelope (corr = its msgId): the sender's gateway checks its own
+	// signature and reports it (deadnotice.go).
+	KindDeadLetter Kind = "DEAD_LETTER"
 )
 
 var kinds = map[Kind]bool{
@@ -58,11 +63,11 @@ var kinds = map[Kind]bool{
 	KindNoWaiter: true, KindAbandoned: true, KindFailed: true, KindInjected: true,
 	KindBroadcast: true, KindPresence: true, KindSpawn: true, KindMissedAsk: true,
 	KindStop: true, KindInterrupt: true,
-	KindTrace: true, KindTraceAnswer: true,
+	KindTrace: true, KindTraceAnswer: true, KindDeadLetter: true,
 }
 
 // controlKinds are the kinds addressed to a host's control queue.
-var controlKinds = map[Kind]bool{KindSpawn: true, KindStop: true, KindInterrupt: true}
+var controlKinds = map[Kind]bool{KindSpawn: true, KindStop: true, KindInterrupt: true, KindDeadLetter: true}
 
 // Known reports whether k is one of the kinds of SPEC §3 (a refused
 // message may carry any string as its kind).
@@ -71,7 +76,7 @@ func (k Kind) Known() bool { return kinds[k] }
 // needsCorr lists the kinds that answer another message and so must name it.
 var needsCorr = map[Kind]bool{
 	KindInjected: true, KindFailed: true, KindNoWaiter: true, KindTooLate: true,
-	KindAbandoned: true, KindAnswer: true, KindMissedAsk: true, KindTraceAnswer: true,
+	KindAbandoned: true, KindAnswer: true, KindMissedAsk: true, KindTraceAnswer: true, KindDeadLetter: true,
 }
 
 // needsTurn lists the kinds that belong to an ASK/ANSWER conversation.

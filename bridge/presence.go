@@ -35,6 +35,10 @@ type Presence struct {
 	// fingerprints. Absent from a gateway older than it: its trust is then
 	// "unknown", never "untrusted".
 	Trusts map[string][]string `json:"trusts,omitempty"`
+	// DeadLetterNotices (the _gateway entry): the host's gateway takes a
+	// DEAD_LETTER on its control queue (deadnotice.go). Absent from an
+	// older one, which is told of its dead letters the old way.
+	DeadLetterNotices bool `json:"deadLetterNotices,omitempty"`
 }
 
 // presence is the view of the other hosts, rebuilt from their signed
@@ -329,7 +333,7 @@ func (c *Core) publishPresence(extra []Presence) {
 			}
 		}
 		return append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint,
-			Started: c.startedAt.UnixMilli(), Trusts: c.trustList()})
+			Started: c.startedAt.UnixMilli(), Trusts: c.trustList(), DeadLetterNotices: true})
 	})
 }
 

@@ -110,8 +110,9 @@ func (c *Core) checkRemoteProfile(host, profile string) error {
 // or INTERRUPT acts on a local worker (remote_control.go), each on its own
 // goroutine, then is acked; a failure goes back to the caller as FAILED
 // (corr = the control message). A spawn's success needs no message: the
-// new worker shows up in the roster. A TRACE or its answer goes to
-// onTraceControl.
+// new worker shows up in the roster. A DEAD_LETTER is another gateway's
+// word that one of this host's messages died (deadnotice.go). A TRACE or
+// its answer goes to onTraceControl.
 func (c *Core) onControl(d Delivery) {
 	if d.Env != nil && isTraceKind(d.Env.Kind) {
 		c.onTraceControl(d) // trace.go
@@ -127,6 +128,8 @@ func (c *Core) onControl(d Delivery) {
 		go c.runRemoteStop(d)
 	case KindInterrupt:
 		go c.runRemoteInterrupt(d)
+	case KindDeadLetter:
+		go c.runDeadLetterNotice(d) // deadnotice.go
 	default:
 		go c.runRemoteSpawn(d)
 	}
@@ -176,6 +179,9 @@ func controlBodyOK(env *Envelope) bool {
 	case KindInterrupt:
 		var b InterruptBody
 		return json.Unmarshal(env.Body, &b) == nil && isUUID(b.Target)
+	case KindDeadLetter:
+		_, _, err := ParseDeadLetterNotice(env.Body)
+		return err == nil
 	}
 	var b SpawnBody
 	return json.Unmarshal(env.Body, &b) == nil && b.Profile != ""

@@ -26,14 +26,16 @@ type brokerResource struct {
 // the exchange; basic.consume/get = read on the queue. RabbitMQ also
 // checks, for a queue declared with x-dead-letter-exchange, read on the
 // queue and write on that exchange. Dead-lettering itself is done by the
-// broker and needs nothing of the gateway.
+// broker and needs nothing of the gateway — except under reject-publish
+// (LavinMQ), where the gateway publishes a refused message to bridge.dlx
+// itself, with that same write.
 func brokerResources(host string) []brokerResource {
 	h := regexp.QuoteMeta(host)
 	return []brokerResource{
 		{"exchange", `bridge\.msg`, "exchange.declare", "publish messages", "bind inboxes"},
 		{"exchange", `bridge\.roster`, "exchange.declare", "publish presence", "bind roster." + host},
 		{"exchange", `bridge\.control`, "exchange.declare", "publish control (spawn) to any host", "bind control." + host},
-		{"exchange", `bridge\.dlx`, "exchange.declare", "declare queues dead-lettering to it (RabbitMQ checks)", "bind bridge.dlq"},
+		{"exchange", `bridge\.dlx`, "exchange.declare", "declare queues dead-lettering to it (RabbitMQ checks); dead-letter what a full inbox refused (LavinMQ)", "bind bridge.dlq"},
 		{"queue", `bridge\.dlq`, "queue.declare", "bind to bridge.dlx", "consume dead letters"},
 		{"queue", `agent\.[^.]+\.inbox\.v2`, "queue.declare/delete of inboxes", "bind/unbind to bridge.msg", "consume inboxes"},
 		{"queue", `control\.` + h, "queue.declare", "bind to bridge.control", "consume control messages"},

@@ -44,6 +44,11 @@ type FileConfig struct {
 	// BrokerWait bounds how long a publish waits for an unreachable broker
 	// before it is spooled or fails (default 5s). --broker-wait overrides it.
 	BrokerWait Duration `json:"brokerWait,omitempty"`
+	// BrokerOverflow forces the x-overflow inboxes are declared with:
+	// "reject-publish-dlx" or "reject-publish". Unset, it is chosen by the
+	// broker's product at connect: reject-publish on LavinMQ (which treats
+	// reject-publish-dlx as drop-head), reject-publish-dlx elsewhere.
+	BrokerOverflow string `json:"brokerOverflow,omitempty"`
 	// OutboxMaxMessages and OutboxMaxBytes cap the outbox (defaults 100000
 	// and 256 MiB): past either, a message for another host is refused
 	// while the broker is down, saying so.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/herdr"
 )
 
@@ -59,6 +60,9 @@ type BrokerReport struct {
 	// its roster queue. HeartbeatMs is the heartbeat period.
 	HeardSelfMs *int64 `json:"heardSelfMs,omitempty"`
 	HeartbeatMs int64  `json:"heartbeatMs"`
+	// Server is the broker's product and version as it announced them at
+	// connect, and the x-overflow this gateway declares inboxes with.
+	Server broker.ServerInfo `json:"server"`
 }
 
 // DoctorReport gathers the report; each probe is bounded, so a hung herdr
@@ -122,7 +126,7 @@ func herdrNeededBy(f FileConfig, panes int) string {
 }
 
 func (g *Gateway) brokerReport(ctx context.Context, cc bridge.Config) *BrokerReport {
-	r := &BrokerReport{Connected: g.broker.Connected(), HeartbeatMs: cc.PresenceEvery.Milliseconds()}
+	r := &BrokerReport{Connected: g.broker.Connected(), HeartbeatMs: cc.PresenceEvery.Milliseconds(), Server: g.broker.Server()}
 	if heard := g.core.HeardSelf(); !heard.IsZero() {
 		ms := cc.Now().Sub(heard).Milliseconds()
 		r.HeardSelfMs = &ms

@@ -297,6 +297,20 @@ func (d *doctor) herdrUnreachable(socket, why, neededBy string) {
 // brokerChecks judges a running gateway's broker link: connected, the
 // topology present, and its own heartbeats coming back (its login may
 // publish and read).
+// brokerConnected says what the gateway is connected to: the broker's
+// product and version, and what a full inbox does there.
+func brokerConnected(s broker.ServerInfo) string {
+	what := strings.TrimSpace(s.Product + " " + s.Version)
+	if what == "" {
+		what = "a broker that did not say what it is"
+	}
+	full := "refused to the sender and dead-lettered by the broker"
+	if s.Overflow == broker.OverflowRejectPublish {
+		full = "refused to the sender, dead-lettered by the gateway"
+	}
+	return "connected to " + what + " (inboxes x-overflow " + s.Overflow + ": a message to a full inbox is " + full + ")"
+}
+
 func (d *doctor) brokerChecks(ctx context.Context, b *BrokerReport, transport string) {
 	if b == nil {
 		d.add("broker", CheckOK, transport+" transport: this host only, no broker", "")
@@ -307,7 +321,7 @@ func (d *doctor) brokerChecks(ctx context.Context, b *BrokerReport, transport st
 			"start RabbitMQ, or check --broker (host, port, login) and the network; the gateway reconnects by itself")
 		return
 	}
-	d.add("broker", CheckOK, "connected", "")
+	d.add("broker", CheckOK, brokerConnected(b.Server), "")
 	if b.Topology != "" {
 		d.add("broker topology", CheckFail, b.Topology, "restart the gateway: it declares the exchanges and queues it needs")
 	} else {

@@ -251,7 +251,7 @@ func (g *Gateway) openTransport(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	remote, err := broker.Open(ctx, broker.Options{URL: g.cfg.Broker, TLS: tlsConf, Logger: g.log, DownWait: opts.Bound})
+	remote, err := broker.Open(ctx, broker.Options{URL: g.cfg.Broker, TLS: tlsConf, Logger: g.log, DownWait: opts.Bound, Overflow: g.cfg.File.BrokerOverflow})
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,10 @@ type Options struct {
 	// before it fails with bridge.ErrUnavailable (default 5s): a send never
 	// hangs until the MCP client gives up.
 	DownWait time.Duration
+	// Overflow forces the x-overflow of the inboxes (OverflowRejectPublish
+	// or OverflowRejectPublishDLX); empty: chosen by the broker's product
+	// at connect (overflow.go).
+	Overflow string
 }
 
 // Transport is the AMQP transport. Create it with Open.
@@ -69,6 +73,7 @@ type Transport struct {
 	pubMu     sync.Mutex  // publishes and the returns drain
 	pubErr    *amqp.Error // why the broker last closed the publish channel (a channel exception)
 	counts    counters    // for metrics (Counts)
+	server    ServerInfo  // what the broker of the current connection is (overflow.go)
 }
 
 // Open dials the broker, declares the shared topology and starts the
@@ -91,6 +96,10 @@ func Open(ctx context.Context, opts Options) (*Transport, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if opts.Overflow, err = ParseOverflow(opts.Overflow); err != nil {
+		return nil, err
 	}
 	t := &Transport{opts: opts, log: opts.Logger, up: make(chan struct{}), returned: map[string]time.Time{},
 		inboxes: map[string]bridge.InboxSpec{}, bound: map[string]map[string]bool{}, consumers: map[*consumer]bool{},
@@ -139,6 +148,14 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 			}
 		}()
 		return nil, fmt.Errorf("broker: connect to %s: %w", redact(t.opts.URL), ctx.Err())
+	}
+	si := serverInfo(conn.Properties, t.opts.Overflow)
+	t.mu.Lock()
+	changed := si != t.server
+	t.server = si // before any inbox is declared on this connection
+	t.mu.Unlock()
+	if changed {
+		t.log.Info("broker connected", "product", si.Product, "version", si.Version, "inboxOverflow", si.Overflow)
 	}
 	if err := t.declareShared(conn); err != nil {
 		conn.Close()

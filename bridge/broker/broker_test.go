@@ -19,11 +19,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func brokerURL(t testing.TB) string { return brokertest.URL(t) }
 
-func open(t testing.TB) *broker.Transport {
+func open(t testing.TB) *broker.Transport { return openWith(t, "") }
+
+// openWith opens a transport whose inboxes overflow as overflow says ("":
+// as the broker's product chooses).
+func openWith(t testing.TB, overflow string) *broker.Transport {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	tr, err := broker.Open(ctx, broker.Options{URL: brokerURL(t), Heartbeat: 2 * time.Second})
+	tr, err := broker.Open(ctx, broker.Options{URL: brokerURL(t), Heartbeat: 2 * time.Second, Overflow: overflow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +42,30 @@ func TestConformance(t *testing.T) {
 			old.Close()
 			return open(t)
 		},
+		Peer:    func(t *testing.T, _ bridge.Transport) bridge.Transport { return open(t) },
+		Timeout: 10 * time.Second,
+		Grace:   400 * time.Millisecond,
+	})
+}
+
+// TestConformanceRejectPublish: the whole suite with the inboxes declared
+// x-overflow reject-publish, as on LavinMQ (whose reject-publish-dlx is
+// drop-head), forced on RabbitMQ, which implements reject-publish: a
+// publish into a full inbox is refused, and the message still reaches the
+// dead-letter queue (reason maxlen, its inbox, the same envelope), written
+// there by the transport since the broker does not (MaxLength).
+func TestConformanceRejectPublish(t *testing.T) {
+	brokerURL(t)
+	open := func(t *testing.T) bridge.Transport {
+		tr := openWith(t, broker.OverflowRejectPublish)
+		if s := tr.Server(); s.Overflow != broker.OverflowRejectPublish || s.Product != "RabbitMQ" {
+			t.Fatalf("server %+v", s)
+		}
+		return tr
+	}
+	transporttest.Run(t, transporttest.Factory{
+		New:     open,
+		Reopen:  func(t *testing.T, old bridge.Transport) bridge.Transport { old.Close(); return open(t) },
 		Peer:    func(t *testing.T, _ bridge.Transport) bridge.Transport { return open(t) },
 		Timeout: 10 * time.Second,
 		Grace:   400 * time.Millisecond,

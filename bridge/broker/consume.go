@@ -243,6 +243,13 @@ func (a *acker) Ack() error {
 	return a.err
 }
 
+// Requeue puts a dead letter back in bridge.dlq for another try (a
+// dead-letter notice that could not be forwarded yet).
+func (a *acker) Requeue() error {
+	a.once.Do(func() { a.err = a.d.Nack(false, true) })
+	return a.err
+}
+
 // Reject dead-letters (requeue=false); the reason is logged, since AMQP
 // carries only "rejected" to the dead-letter queue.
 func (a *acker) Reject(reason string) error {

@@ -15,13 +15,15 @@ import (
 )
 
 // inboxArgs are an inbox's queue arguments (SPEC §5). Overflow is
-// reject-publish-dlx: the publisher is nacked — so a sender hears "inbox
-// full" — and the message is dead-lettered, never dropped in silence.
-func inboxArgs(spec bridge.InboxSpec) amqp.Table {
+// reject-publish-dlx, or reject-publish where that is what keeps the
+// promise (LavinMQ: overflow.go): the publisher is nacked — so a sender
+// hears "inbox full" — and the message is dead-lettered, never dropped in
+// silence.
+func inboxArgs(spec bridge.InboxSpec, overflow string) amqp.Table {
 	args := amqp.Table{"x-dead-letter-exchange": ExchangeDLX}
 	if spec.MaxLength > 0 {
 		args["x-max-length"] = int64(spec.MaxLength)
-		args["x-overflow"] = "reject-publish-dlx"
+		args["x-overflow"] = overflow
 	}
 	if spec.MessageTTL > 0 {
 		args["x-message-ttl"] = spec.MessageTTL.Milliseconds()
@@ -58,19 +60,20 @@ func (t *Transport) declareInbox(gid string, spec bridge.InboxSpec) error {
 	t.mu.Lock()
 	conn := t.conn
 	old := t.bound[gid]
+	overflow := t.server.Overflow
 	t.mu.Unlock()
 	if conn == nil {
 		return bridge.ErrClosed
 	}
-	ch, err := conn.Channel() // a throwaway channel: a 406 closes it
+	q := bridge.InboxQueueName(gid)
+	if err := t.declareInboxQueue(conn, q, spec, overflow); err != nil {
+		return err
+	}
+	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("broker: open channel: %w", err)
 	}
 	defer ch.Close()
-	q := bridge.InboxQueueName(gid)
-	if _, err := ch.QueueDeclare(q, true, false, false, false, inboxArgs(spec)); err != nil {
-		return declareErr("queue", q, err)
-	}
 	want := bindingKeys(gid, spec.Groups)
 	for key := range want {
 		if err := ch.QueueBind(q, key, ExchangeMsg, false, nil); err != nil {
@@ -88,6 +91,63 @@ func (t *Transport) declareInbox(gid string, spec bridge.InboxSpec) error {
 	t.bound[gid] = want
 	t.mu.Unlock()
 	return nil
+}
+
+// declareInboxQueue declares q. Where inboxes are reject-publish
+// (LavinMQ) an inbox an older gateway declared reject-publish-dlx cannot
+// be redeclared (PRECONDITION_FAILED: queue arguments never change): it is
+// migrated — deleted while it is empty and unused, and declared anew —
+// or, holding messages, kept as it is with a warning, and migrated by a
+// later start that finds it empty.
+func (t *Transport) declareInboxQueue(conn *amqp.Connection, q string, spec bridge.InboxSpec, overflow string) error {
+	err := declareQueueOn(conn, q, inboxArgs(spec, overflow))
+	if err == nil || overflow != OverflowRejectPublish || spec.MaxLength <= 0 || !isPrecondition(err) {
+		if err != nil {
+			return declareErr("queue", q, err)
+		}
+		return nil
+	}
+	if declareQueueOn(conn, q, inboxArgs(spec, OverflowRejectPublishDLX)) != nil {
+		return declareErr("queue", q, err) // it differs in more than its overflow
+	}
+	if deleteQueueOn(conn, q, true) == nil {
+		if err := declareQueueOn(conn, q, inboxArgs(spec, overflow)); err != nil {
+			return declareErr("queue", q, err)
+		}
+		t.log.Warn("inbox migrated from x-overflow reject-publish-dlx to reject-publish (this broker drops the oldest message of a full reject-publish-dlx queue)", "queue", q)
+		return nil
+	}
+	t.log.Warn("inbox kept with x-overflow reject-publish-dlx, which this broker treats as drop-head: while it is full, each new message pushes its oldest out without a word. "+
+		"It holds messages, so it cannot be migrated now: let its entity drain it, and the next gateway start migrates it", "queue", q)
+	return nil
+}
+
+// declareQueueOn declares q on a throwaway channel (a 406 closes it).
+func declareQueueOn(conn *amqp.Connection, q string, args amqp.Table) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("broker: open channel: %w", err)
+	}
+	defer ch.Close()
+	_, err = ch.QueueDeclare(q, true, false, false, false, args)
+	return err
+}
+
+// deleteQueueOn deletes q on a throwaway channel; with idle, only while it
+// has no consumer and no message (else PRECONDITION_FAILED, nothing lost).
+func deleteQueueOn(conn *amqp.Connection, q string, idle bool) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("broker: open channel: %w", err)
+	}
+	defer ch.Close()
+	_, err = ch.QueueDelete(q, idle, idle, false)
+	return err
+}
+
+func isPrecondition(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed
 }
 
 // DeleteInbox implements bridge.Transport.
@@ -212,6 +272,9 @@ func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub
 				}
 			}
 			return true, nil // lost, not nacked: outcome unknown, publish again
+		}
+		if t.overflow() == OverflowRejectPublish {
+			t.deadLetterRefused(ctx, pub, key, env) // the broker did not
 		}
 		if bridge.IsBroadcastKey(key) {
 			return false, nil // a full inbox refused its copy; it was dead-lettered

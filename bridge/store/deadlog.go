@@ -20,6 +20,12 @@ type DeadLetter struct {
 	Reason   string    `json:"reason"`
 	Queue    string    `json:"queue,omitempty"`
 	Reported bool      `json:"reportedToSender"`
+	// ForwardedTo is the sender's host, told by a DEAD_LETTER notice: it
+	// reports the message (and logs it) itself.
+	ForwardedTo string `json:"forwardedTo,omitempty"`
+	// ConsumedBy is the host whose gateway consumed it and forwarded it
+	// here (empty: consumed here).
+	ConsumedBy string `json:"consumedBy,omitempty"`
 }
 
 // AppendDead adds a record, dropping the oldest past the log's bound.

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/mcp"
 )
@@ -484,11 +485,24 @@ func dlqCommand(stdout io.Writer) *cobra.Command {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "AT\tKIND\tMSGID\tFROM\tTO\tREASON\tREPORTED")
 		for _, d := range r.Dead {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\n", d.At.Format(time.RFC3339), d.Kind, d.MsgID, d.From, d.To, d.Reason, d.Reported)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.At.Format(time.RFC3339), d.Kind, d.MsgID, d.From, d.To, d.Reason, reportedColumn(d))
 		}
 		return tw.Flush()
 	}
 	return c
+}
+
+// reportedColumn says who told a dead letter's sender: this gateway
+// ("true", or "true (consumed by <host>)" for one another host's gateway
+// forwarded), its sender's host ("forwarded to <host>"), or nobody.
+func reportedColumn(d bridge.DeadLetterRecord) string {
+	switch {
+	case d.ForwardedTo != "":
+		return "forwarded to " + d.ForwardedTo
+	case d.Reported && d.ConsumedBy != "":
+		return "true (consumed by " + d.ConsumedBy + ")"
+	}
+	return fmt.Sprint(d.Reported)
 }
 
 func removeCommand(stdout io.Writer) *cobra.Command {

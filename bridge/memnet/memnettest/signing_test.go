@@ -109,6 +109,11 @@ func TestAttackerOnNetwork(t *testing.T) {
 			e := fresh("evil", bridge.GatewayGID("evil"))
 			toLead(sign(e, evil), e.Body)
 		}},
+		{"a DEAD_LETTER notice from evil's gateway in an inbox (it belongs on a control queue)", bridge.RefuseBadKind, func(int) {
+			e := gatewayFailed("evil")
+			e.Kind = bridge.KindDeadLetter
+			toLead(sign(e, evil), e.Body)
+		}},
 		{"to differs from the routing key (rerouted to another inbox)", bridge.RefuseToMismatch, func(int) {
 			e := genuine("attack: rerouted")
 			inject(memnet.ExchangeMsg, other.GID, e.Headers(), e.Body)
