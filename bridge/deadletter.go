@@ -95,7 +95,7 @@ func (c *Core) reportableDeadLetter(e *Envelope) bool {
 	if c.cfg.Verifier != nil && c.reg.get(e.From) == nil {
 		return false
 	}
-	return c.mem.mark("dlq:"+e.MsgID, now.Add(c.cfg.MessageTTL))
+	return c.mem.mark(fateKey(e.To, e.MsgID), now.Add(c.cfg.MessageTTL))
 }
 
 // DeadLetters lists the dead letters this gateway consumed, newest last.

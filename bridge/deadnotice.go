@@ -111,7 +111,7 @@ func (c *Core) deadLetterVouched(e *Envelope, reason string) bool {
 // went out, "" when the fallback was used, errForwardLater when the
 // broker could not be reached (nothing was reported: try again later).
 func (c *Core) forwardDeadLetter(dl DeadLetter, e *Envelope) (forwardedTo string, reported bool, err error) {
-	if c.mem.has("dlq:" + e.MsgID) { // reported the old way already, its ack lost
+	if c.mem.has(fateKey(e.To, e.MsgID)) { // reported the old way already, its ack lost
 		return "", false, nil
 	}
 	ct, ok := c.tr.(ControlTransport)
@@ -171,7 +171,7 @@ func (c *Core) takesDeadLetterNotices(host string) bool {
 // once per msgId at this gateway: the way that reaches a gateway older
 // than the notice. why is logged: it says why the notice was not used.
 func (c *Core) deadLetterFallback(dl DeadLetter, e *Envelope, why string) bool {
-	if !c.mem.mark("dlq:"+e.MsgID, c.cfg.Now().Add(c.cfg.MessageTTL)) {
+	if !c.mem.mark(fateKey(e.To, e.MsgID), c.cfg.Now().Add(c.cfg.MessageTTL)) {
 		return false
 	}
 	c.log.Warn("dead letter reported to its sender directly", LogMsgID, e.MsgID, LogTraceID, e.TraceID, "host", e.Host, LogReason, why)

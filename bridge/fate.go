@@ -12,6 +12,16 @@ package bridge
 // msgId, so a copy that a crash or a consumer bounce brings back is reported
 // once; and a caller acks a message in its transport only after this
 // returned, so no message leaves a transport before its fate is written.
+// The one other place that tells a sender FAILED is the dead-letter
+// consumer (deadletter.go, deadnotice.go): a dead letter may be consumed
+// on any host, so it is reported on the sender's host after checks of its
+// own — under the same once key (fateKey).
+
+// fateKey is the seen-set key that says a message to recipient was
+// reported: shared by reportUndelivered and the dead-letter paths
+// (deadletter.go, deadnotice.go), which report a message the broker
+// expired, so no message is reported by both.
+func fateKey(recipient, msgID string) string { return "fate:" + recipient + msgID }
 
 // undelivered is one message that will not reach its recipient.
 type undelivered struct {
@@ -48,7 +58,7 @@ func (c *Core) reportUndelivered(us []undelivered) int {
 	var recs []DeadLetterRecord
 	var out []outMsg
 	for _, u := range us {
-		if !c.mem.mark("fate:"+u.to+u.msgID, now.Add(c.cfg.MessageTTL)) {
+		if !c.mem.mark(fateKey(u.to, u.msgID), now.Add(c.cfg.MessageTTL)) {
 			continue // reported before: one fate, one report
 		}
 		tell := failedKinds[u.kind] && u.from != ""
