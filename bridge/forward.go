@@ -59,6 +59,11 @@ type InjectReceipt struct {
 // is not ours: never typed over.
 const WaitsDraft = "draft"
 
+// WaitsOwnDraft is InjectReceipt.Waits for a composer holding text
+// herdbridge typed earlier and never saw submitted: never typed over
+// either, and waited on for a bound only (panerecover.go).
+const WaitsOwnDraft = "own_draft"
+
 // forwards reports whether st's briefs go through the forward path. Called
 // with st.mu held.
 func (c *Core) forwards(st *entState) bool {
@@ -68,7 +73,7 @@ func (c *Core) forwards(st *entState) bool {
 // tryHead tries the head of a pane's queue and reports whether it was
 // settled (typed, failed, dropped): false means wait, the pane is not
 // ready (or a brief typed earlier may still sit in its composer).
-func (c *Core) tryHead(r store.QueuedBrief) bool {
+func (c *Core) tryHead(run *paneRun, r store.QueuedBrief) bool {
 	if !r.Next && !r.Typed && c.queues.held(r.Pane, c.cfg.Now()) {
 		return false // an interrupt's message is on its way: it goes first
 	}
@@ -80,6 +85,7 @@ func (c *Core) tryHead(r store.QueuedBrief) bool {
 	e, live := c.workerOf(q)
 	switch {
 	case !live && q.Typed: // typed and reported (uncertain) before the pane went: nothing new to say
+		c.discardBrief(q.env.MsgID)
 		c.dequeue(q.QueuedBrief)
 		return true
 	case !live:
@@ -89,7 +95,7 @@ func (c *Core) tryHead(r store.QueuedBrief) bool {
 	case q.Typed:
 		return c.recoverHead(e, q)
 	}
-	settled := c.typeHead(e, q)
+	settled := c.typeHead(run, e, q)
 	if settled && q.Next {
 		c.queues.release(q.Pane) // the interrupt's message is typed: the others may follow
 	}
@@ -100,7 +106,7 @@ func (c *Core) tryHead(r store.QueuedBrief) bool {
 // (INJECTED) or FAILED; a pane not ready keeps it queued and tells the
 // sender why. A brief reported uncertain stays at the head, typed: its
 // text may sit in the composer (recoverHead).
-func (c *Core) typeHead(e Entity, q queued) bool {
+func (c *Core) typeHead(run *paneRun, e Entity, q queued) bool {
 	env := q.env
 	// not tied to c.ctx: a graceful stop lets an inject in flight finish
 	// (bounded) and send its receipt, instead of cutting it mid-typing
@@ -120,6 +126,10 @@ func (c *Core) typeHead(e Entity, q queued) bool {
 		}
 		return err
 	}})
+	if r.Status == StatusNotReady && r.Waits == WaitsOwnDraft {
+		return c.waitOwnDraft(run, e, q, r)
+	}
+	run.ownDraftSince = time.Time{}
 	if r.Status == StatusNotReady {
 		c.tellNotReady(q, r)
 		return false
@@ -128,7 +138,17 @@ func (c *Core) typeHead(e Entity, q queued) bool {
 	c.log.Info("forward path", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID, "status", r.Status, LogReason, r.Reason, "ms", took.Milliseconds())
 	c.observeFor(HopInject, e.GID, env, r.Status, took)
 	stuck := typed && r.Status == StatusUncertain
-	if !stuck {
+	switch {
+	case stuck: // own-draft recovery spaces its Enters from this one
+		q.Typed, q.EnterAt = true, c.cfg.Now()
+		if err := c.st.UpdateQueued(q.QueuedBrief); err != nil {
+			c.log.Warn("cannot record when a brief was typed", LogMsgID, env.MsgID, LogTraceID, env.TraceID, "err", err)
+		}
+	case typed:
+		c.typedInto(q.Pane, env.MsgID) // the agent reads a large brief's file during its turn
+		c.dequeue(q.QueuedBrief)
+	default:
+		c.discardBrief(env.MsgID)
 		c.dequeue(q.QueuedBrief)
 	}
 	if env.Kind == KindSend && c.publishAll([]outMsg{c.injectReceipt(e, env, r)}) == 0 && typed {
@@ -146,33 +166,10 @@ func (c *Core) tellNotReady(q queued, r InjectReceipt) {
 	if q.env.Kind != KindSend || q.Told == r.Waits {
 		return
 	}
-	if q.Told != "" && r.Waits != WaitsDraft && r.Waits != WaitsDialog {
+	if q.Told != "" && r.Waits != WaitsDraft && r.Waits != WaitsOwnDraft && r.Waits != WaitsDialog {
 		return
 	}
 	c.tellQueued(q, r.Waits, r.Reason, 1)
-}
-
-// recoverHead is own-draft recovery: q was typed and reported uncertain
-// (its Enter swallowed, or the gateway died typing it); when the pane is
-// ready and the composer holds exactly its text, one Enter submits it, and
-// its sender gets a late receipt. Anything else drops it from the queue.
-func (c *Core) recoverHead(e Entity, q queued) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.InjectWait)
-	defer cancel()
-	r := c.cfg.Injector.Resubmit(ctx, Brief{To: e, Env: q.env, FromName: c.nameOf(q.env.From)})
-	switch r.Status {
-	case StatusNotReady:
-		return false
-	case StatusSubmitted:
-		c.log.Info("a brief reported uncertain was found in the composer and submitted", LogMsgID, q.env.MsgID, LogTraceID, q.env.TraceID, LogGID, e.GID)
-		c.workingOn(e.GID, q.env)
-		c.settleQueued(q, KindInjected, StatusSubmitted+": "+LateReceipt+"brief "+Excerpt(string(q.env.Body))+
-			" was found unsent in the composer of "+e.Name+"'s pane (reported uncertain before); one Enter was pressed and the agent started the turn")
-	default:
-		c.log.Info("a brief reported uncertain is not in its composer: left as reported", LogMsgID, q.env.MsgID, LogTraceID, q.env.TraceID, LogGID, e.GID, LogReason, r.Reason)
-		c.dequeue(q.QueuedBrief)
-	}
-	return true
 }
 
 // workingOn records env, a SEND just typed into gid's pane, as the brief

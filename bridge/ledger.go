@@ -121,6 +121,17 @@ func (l *ledger) due(now time.Time) []store.Await {
 	return out
 }
 
+// ids lists the msgIds of the briefs awaiting their receipt.
+func (l *ledger) ids() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, 0, len(l.awaits))
+	for id := range l.awaits {
+		out = append(out, id)
+	}
+	return out
+}
+
 // inFlight counts the briefs awaiting their receipt, by target gid.
 func (l *ledger) inFlight() map[string]int {
 	l.mu.Lock()

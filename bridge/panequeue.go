@@ -29,6 +29,9 @@ type paneQueues struct {
 	mu      sync.Mutex
 	runners map[string]*paneRunner
 	holds   map[string]time.Time // pane -> until when only next-lane briefs are typed (interrupt.go)
+
+	lastTyped  map[string]string // pane -> msgId of the last brief typed there (panefiles.go)
+	filesSwept time.Time         // when the large briefs' files were last swept
 }
 
 // hold makes pane's queue type only next-lane briefs (and settle a brief
@@ -176,10 +179,19 @@ func (c *Core) startQueues() error {
 	if len(panes) > 0 && c.cfg.Injector == nil {
 		c.log.Warn("briefs are queued for panes but herdr is disabled: they wait until it is enabled", "panes", len(panes))
 	}
+	c.sweepBriefFiles() // a crash's leftovers, before any runner types
 	for _, p := range panes {
 		c.runPane(p)
 	}
 	return nil
+}
+
+// sweepPanes is the sweeper's part for the pane queues: the large briefs'
+// files no brief needs any more, every expiryScanEvery.
+func (c *Core) sweepPanes(now time.Time) {
+	if c.queues.filesDue(now, c.expiryScanEvery()) {
+		c.sweepBriefFiles()
+	}
 }
 
 // paneRunner is the one writer of pane: round after round it tries the
@@ -191,6 +203,7 @@ func (c *Core) startQueues() error {
 func (c *Core) paneRunner(pane string) {
 	defer c.wg.Done()
 	var scanned time.Time
+	var run paneRun
 	for c.ctx.Err() == nil {
 		r := c.queues.look(pane)
 		if now := c.cfg.Now(); now.Sub(scanned) >= c.expiryScanEvery() {
@@ -210,7 +223,7 @@ func (c *Core) paneRunner(pane string) {
 		if err == nil && len(c.dropExpired([]store.QueuedBrief{head})) == 0 {
 			continue // the head expired (or was unreadable): settled
 		}
-		if err == nil && c.tryHead(head) {
+		if err == nil && c.tryHead(&run, head) {
 			continue
 		}
 		t := time.NewTimer(c.cfg.PaneRecheck)
@@ -274,6 +287,8 @@ func (c *Core) dropExpired(qs []store.QueuedBrief) []store.QueuedBrief {
 			c.settleQueued(q, KindFailed, "brief "+Excerpt(string(q.env.Body))+" expired at "+q.env.ExpiresAt.UTC().Format(time.RFC3339)+
 				" still queued for "+c.nameOf(q.To)+"'s pane ("+waitsText(q.Told)+"); send it again if it still matters")
 			continue
+		default: // typed and reported before: its composer text (if any) is own-draft recovery's no more
+			c.discardBrief(q.env.MsgID)
 		}
 		c.dequeue(r)
 	}
@@ -288,6 +303,8 @@ func waitsText(told string) string {
 		return "waiting behind earlier briefs"
 	case WaitsDraft:
 		return "a draft someone typed sat in its composer"
+	case WaitsOwnDraft:
+		return "its composer held an earlier brief that was never submitted"
 	}
 	return "the worker stayed " + told
 }
@@ -300,6 +317,9 @@ const waitsBehind = "behind"
 func (c *Core) settleQueued(q queued, kind Kind, reason string) {
 	if q.env.Kind == KindSend {
 		c.publishAll([]outMsg{c.receiptFor(kind, q.To, q.env, reason)})
+	}
+	if kind != KindInjected { // not typed: nobody reads its file
+		c.discardBrief(q.env.MsgID)
 	}
 	c.dequeue(q.QueuedBrief)
 }

@@ -106,11 +106,60 @@ func (in *Injector) Prompt(b bridge.Brief) (string, error) {
 	if err := os.MkdirAll(in.BriefDir, 0o700); err != nil {
 		return "", err
 	}
-	path := filepath.Join(in.BriefDir, b.Env.MsgID+".md")
+	path, ok := in.briefFile(b.Env.MsgID)
+	if !ok {
+		return "", fmt.Errorf("brief id %q cannot name a file", b.Env.MsgID)
+	}
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		return "", err
 	}
 	return header + fmt.Sprintf("The brief is %d bytes, so it is in the file %s: read it and act on it.", len(body), path), nil
+}
+
+var _ bridge.BriefFiles = (*Injector)(nil)
+
+// briefFile is where the brief msgID is kept when it is too long to type;
+// false for an id that could name a file elsewhere (ids are UUIDs).
+func (in *Injector) briefFile(msgID string) (string, bool) {
+	if in.BriefDir == "" || msgID == "" || filepath.Base(msgID) != msgID || strings.HasPrefix(msgID, ".") {
+		return "", false
+	}
+	return filepath.Join(in.BriefDir, msgID+briefExt), true
+}
+
+const briefExt = ".md"
+
+// DiscardBrief implements bridge.BriefFiles: it deletes msgID's file.
+func (in *Injector) DiscardBrief(msgID string) error {
+	path, ok := in.briefFile(msgID)
+	if !ok {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// KeptBriefs implements bridge.BriefFiles: the msgIds with a file.
+func (in *Injector) KeptBriefs() ([]string, error) {
+	if in.BriefDir == "" {
+		return nil, nil
+	}
+	ents, err := os.ReadDir(in.BriefDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), briefExt); ok && e.Type().IsRegular() {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // promptMark opens every prompt the injector types: how it recognises its

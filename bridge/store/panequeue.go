@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -45,6 +46,12 @@ type QueuedBrief struct {
 	Typed bool `json:"typed,omitempty"`
 	// Next: the brief is in the "next" lane (bktPaneNext).
 	Next bool `json:"next,omitempty"`
+	// Enters counts the Enter presses own-draft recovery spent on a typed
+	// brief whose text sat in the composer, and EnterAt is when the last
+	// one (or the typing) was: the retries are bounded and spaced across
+	// restarts too.
+	Enters  int       `json:"enters,omitempty"`
+	EnterAt time.Time `json:"enterAt,omitzero"`
 }
 
 func queueKey(pane string, seq uint64) []byte {
