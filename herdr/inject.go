@@ -310,19 +310,19 @@ func (in *Injector) state(ctx context.Context, pane string, modern bool) (agentS
 	return agentState{status: p.AgentStatus}, nil
 }
 
-// turnStarted watches until the turn is seen starting: the status went
-// working or blocked (a tool-permission dialog of the new turn), or the
-// state_change_seq rose while our text is no longer in the composer (a
-// turn that ended between two looks). A seq rise alone is not enough: a
-// user merely looking at the pane changes done to idle. On protocol 17+
-// it waits on herdr's event-driven agent.wait in short slices.
+// turnStarted watches until the turn is seen starting: our text left the
+// composer and the status went working or blocked (a tool-permission
+// dialog of the new turn), or the state_change_seq rose (a turn that ended
+// between two looks). Neither is enough alone: a user merely looking at
+// the pane changes done to idle, and a status that flaps to working with
+// our text still in the composer is not our turn (the brief would be
+// reported submitted and left there). On protocol 17+ it waits on herdr's
+// event-driven agent.wait in short slices.
 func (in *Injector) turnStarted(ctx context.Context, pane string, modern bool, before agentState, within time.Duration) bool {
 	deadline := time.Now().Add(within)
 	started := func(st agentState) bool {
-		if st.status == StatusWorking || st.status == StatusBlocked {
-			return true
-		}
-		return modern && st.seq > before.seq && !strings.Contains(in.draft(ctx, pane), promptMark)
+		moved := st.status == StatusWorking || st.status == StatusBlocked || modern && st.seq > before.seq
+		return moved && !strings.Contains(in.draft(ctx, pane), promptMark)
 	}
 	for {
 		st, err := in.state(ctx, pane, modern)
