@@ -34,6 +34,9 @@ type paneRig struct {
 	pane     string
 	lead, w  string // gids
 	briefDir string
+	dir      string               // the core's state
+	mod      func(*bridge.Config) // applied at each start
+	stop     func()               // closes the core and its state
 }
 
 // fast are the rig's timings: the bound of progressBound follows from them.
@@ -45,8 +48,9 @@ const (
 func newPaneRig(t *testing.T, mod func(*bridge.Config)) *paneRig {
 	t.Helper()
 	fake := herdrtest.New(t, herdrtest.WithTurnDuration(40*time.Millisecond))
-	r := &paneRig{fake: fake, pane: fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"}), briefDir: filepath.Join(t.TempDir(), "briefs")}
-	r.core = r.start(t, t.TempDir(), mod)
+	r := &paneRig{fake: fake, pane: fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"}), briefDir: filepath.Join(t.TempDir(), "briefs"),
+		dir: t.TempDir(), mod: mod}
+	r.start(t)
 	ctx := context.Background()
 	lead, _, err := r.core.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
 	if err != nil {
@@ -60,14 +64,14 @@ func newPaneRig(t *testing.T, mod func(*bridge.Config)) *paneRig {
 	return r
 }
 
-// start runs a core on the state in dir (a second start is a restart).
-func (r *paneRig) start(t *testing.T, dir string, mod func(*bridge.Config)) *bridge.Core {
+// start runs a core on the rig's state.
+func (r *paneRig) start(t *testing.T) {
 	t.Helper()
-	tr, err := embedded.Open(filepath.Join(dir, "t.db"), embedded.Options{NoSync: true})
+	tr, err := embedded.Open(filepath.Join(r.dir, "t.db"), embedded.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(filepath.Join(dir, "s.db"), 0)
+	st, err := store.Open(filepath.Join(r.dir, "s.db"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +79,8 @@ func (r *paneRig) start(t *testing.T, dir string, mod func(*bridge.Config)) *bri
 		VerifyWait: rigVerify, Poll: 10 * time.Millisecond}
 	cfg := bridge.Config{Host: "h1", Transport: tr, Store: st, Injector: inj, MaxWait: 3 * time.Second,
 		InjectWait: 5 * time.Second, ReceiptWait: 2 * time.Second, SweepEvery: 20 * time.Millisecond, PaneRecheck: rigRecheck}
-	if mod != nil {
-		mod(&cfg)
+	if r.mod != nil {
+		r.mod(&cfg)
 	}
 	c, err := bridge.New(cfg)
 	if err != nil {
@@ -86,8 +90,15 @@ func (r *paneRig) start(t *testing.T, dir string, mod func(*bridge.Config)) *bri
 		t.Fatal(err)
 	}
 	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { c.Close(); st.Close(); tr.Close() }) })
-	return c
+	r.core, r.stop = c, func() { once.Do(func() { c.Close(); st.Close(); tr.Close() }) }
+	t.Cleanup(r.stop)
+}
+
+// restart stops the core and starts a new one on the same state.
+func (r *paneRig) restart(t *testing.T) {
+	t.Helper()
+	r.stop()
+	r.start(t)
 }
 
 // progressBound is the longest an idle pane with briefs queued may go
