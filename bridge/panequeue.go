@@ -194,57 +194,6 @@ func (c *Core) sweepPanes(now time.Time) {
 	}
 }
 
-// paneRunner is the one writer of pane: round after round it tries the
-// head (settling it if it expired), and now and then settles whatever
-// expired behind it; it sleeps when the head is not ready and ends when
-// the queue is empty. A round reads one record, so a long queue costs
-// nothing per brief typed: the whole queue is read at most once per
-// expiryScanEvery.
-func (c *Core) paneRunner(pane string) {
-	defer c.wg.Done()
-	var scanned time.Time
-	var run paneRun
-	for c.ctx.Err() == nil {
-		r := c.queues.look(pane)
-		if now := c.cfg.Now(); now.Sub(scanned) >= c.expiryScanEvery() {
-			scanned = now
-			c.expireQueued(pane)
-		}
-		head, ok, err := c.st.QueueHead(pane)
-		if err != nil {
-			c.log.Warn("cannot read a pane's queue", "pane", pane, "err", err)
-		}
-		if err == nil && !ok {
-			if c.queues.done(pane) {
-				return
-			}
-			continue
-		}
-		if err == nil && len(c.dropExpired([]store.QueuedBrief{head})) == 0 {
-			continue // the head expired (or was unreadable): settled
-		}
-		if err == nil && c.tryHead(&run, head) {
-			continue
-		}
-		t := time.NewTimer(c.cfg.PaneRecheck)
-		select {
-		case <-c.ctx.Done():
-		case <-r.wake:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	c.queues.mu.Lock()
-	delete(c.queues.runners, pane)
-	c.queues.mu.Unlock()
-}
-
-// expiryScanEvery is how often a pane's runner reads its whole queue for
-// briefs that expired behind the head (the head itself is judged every
-// round): a brief expires a day after it was sent, so seconds of delay do
-// not matter, and a long queue is not decoded on every round.
-func (c *Core) expiryScanEvery() time.Duration { return 15 * c.cfg.PaneRecheck }
-
 // expireQueued settles the briefs of pane's queue past their expiresAt.
 func (c *Core) expireQueued(pane string) {
 	qs, err := c.st.QueuedFor(pane)
