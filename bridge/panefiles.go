@@ -3,6 +3,8 @@ package bridge
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
 // Large briefs' files. An Injector may keep a brief too long to type inline
@@ -127,21 +129,14 @@ func (c *Core) sweepBriefFiles() {
 // brief.
 func (c *Core) briefsNeeded() (map[string]bool, error) {
 	needed := map[string]bool{}
-	panes, err := c.st.QueuedPanes()
+	err := c.st.WalkQueued(func(q store.QueuedBrief) {
+		var id struct{ MsgID string } // only the id is kept
+		if json.Unmarshal(q.Env, &id) == nil && id.MsgID != "" {
+			needed[id.MsgID] = true
+		}
+	})
 	if err != nil {
 		return nil, err
-	}
-	for _, p := range panes {
-		qs, err := c.st.QueuedFor(p)
-		if err != nil {
-			return nil, err
-		}
-		for _, q := range qs {
-			var id struct{ MsgID string } // the body is not decoded
-			if json.Unmarshal(q.Env, &id) == nil && id.MsgID != "" {
-				needed[id.MsgID] = true
-			}
-		}
 	}
 	for _, id := range c.ledger.ids() {
 		needed[id] = true

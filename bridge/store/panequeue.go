@@ -215,6 +215,29 @@ func (s *Store) QueueHead(pane string) (q QueuedBrief, ok bool, err error) {
 	return q, ok, err
 }
 
+// WalkQueued calls f on every queued brief of every pane, one record at a
+// time (a sweep that needs only ids holds no queue in memory).
+func (s *Store) WalkQueued(f func(QueuedBrief)) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		for _, lane := range [][]byte{bktPaneNext, bktPaneQueue} {
+			b := tx.Bucket(lane)
+			if b == nil {
+				continue
+			}
+			if err := b.ForEach(func(_, v []byte) error {
+				var q QueuedBrief
+				if json.Unmarshal(v, &q) == nil {
+					f(q)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // QueuedPanes lists the panes with a non-empty queue, sorted.
 func (s *Store) QueuedPanes() ([]string, error) {
 	seen := map[string]bool{}
