@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/herdbridge/herdbridge/bridge/store"
 	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/herdr/herdrtest"
+	"github.com/herdbridge/herdbridge/internal/testlog"
 )
 
 // The pane queue's progress invariant (issue 20, item 6), on the real
@@ -37,6 +40,7 @@ type paneRig struct {
 	dir      string               // the core's state
 	mod      func(*bridge.Config) // applied at each start
 	stop     func()               // closes the core and its state
+	logs     *testlog.Buffer      // the core's log, shown when a brief wedges
 }
 
 // fast are the rig's timings: the bound of progressBound follows from them.
@@ -49,7 +53,7 @@ func newPaneRig(t *testing.T, mod func(*bridge.Config)) *paneRig {
 	t.Helper()
 	fake := herdrtest.New(t, herdrtest.WithTurnDuration(40*time.Millisecond))
 	r := &paneRig{fake: fake, pane: fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"}), briefDir: filepath.Join(t.TempDir(), "briefs"),
-		dir: t.TempDir(), mod: mod}
+		dir: t.TempDir(), mod: mod, logs: &testlog.Buffer{}}
 	r.start(t)
 	ctx := context.Background()
 	lead, _, err := r.core.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
@@ -78,7 +82,8 @@ func (r *paneRig) start(t *testing.T) {
 	inj := &herdr.Injector{Client: &herdr.Client{Path: r.fake.SocketPath()}, BriefDir: r.briefDir, MaxInline: 200,
 		VerifyWait: rigVerify, Poll: 10 * time.Millisecond}
 	cfg := bridge.Config{Host: "h1", Transport: tr, Store: st, Injector: inj, MaxWait: 3 * time.Second,
-		InjectWait: 5 * time.Second, ReceiptWait: 2 * time.Second, SweepEvery: 20 * time.Millisecond, PaneRecheck: rigRecheck}
+		InjectWait: 5 * time.Second, ReceiptWait: 2 * time.Second, SweepEvery: 20 * time.Millisecond, PaneRecheck: rigRecheck,
+		Logger: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if r.mod != nil {
 		r.mod(&cfg)
 	}
@@ -162,17 +167,17 @@ func (f *fates) receipt(m bridge.Message) {
 
 // settled reports how many briefs have a final outcome and which have
 // none.
-func (f *fates) settled() (n int, open []string) {
+func (f *fates) settled() (n int, open, openIDs []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, tag := range f.tag {
 		if len(f.told[id]) > 0 {
 			n++
 		} else {
-			open = append(open, tag)
+			open, openIDs = append(open, tag), append(openIDs, id)
 		}
 	}
-	return n, open
+	return n, open, openIDs
 }
 
 // drain reads the sender's receipts until every brief is settled, failing
@@ -190,7 +195,7 @@ func (r *paneRig) drain(t *testing.T, f *fates, bound time.Duration) {
 		for _, m := range res.Messages {
 			f.receipt(m)
 		}
-		n, open := f.settled()
+		n, open, ids := f.settled()
 		if len(open) == 0 {
 			return
 		}
@@ -199,9 +204,24 @@ func (r *paneRig) drain(t *testing.T, f *fates, bound time.Duration) {
 		f.mu.Unlock()
 		if stuck > bound {
 			st := r.fake.Pane(r.pane)
-			t.Fatalf("wedged: %d briefs settled, none of %v for %v (bound %v); agent %s, composer %q", n, open, stuck.Round(time.Millisecond), bound, st.Status, st.Composer)
+			t.Fatalf("wedged: %d briefs settled, none of %v for %v (bound %v); agent %s, composer %q; their log:\n%s",
+				n, open, stuck.Round(time.Millisecond), bound, st.Status, st.Composer, r.logOf(ids))
 		}
 	}
+}
+
+// logOf is the core's log lines that name one of ids.
+func (r *paneRig) logOf(ids []string) string {
+	var out []string
+	for _, l := range strings.Split(r.logs.String(), "\n") {
+		for _, id := range ids {
+			if strings.Contains(l, id) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // check asserts the invariant on what was typed and told (strictTurns:
@@ -285,6 +305,16 @@ func TestPaneQueueProgressInvariant(t *testing.T) {
 	}{{1, false}, {2, false}, {3, true}}
 	if testing.Short() {
 		cases = cases[:1]
+	}
+	// PANE_SCHEDULES=n runs n more, seeds 100…, alternating with and
+	// without a person: the replay of a failing one is its subtest name
+	if n, _ := strconv.Atoi(os.Getenv("PANE_SCHEDULES")); n > 0 {
+		for i := range n {
+			cases = append(cases, struct {
+				seed   uint64
+				person bool
+			}{uint64(100 + i), i%2 == 1})
+		}
 	}
 	for _, tc := range cases {
 		name := "seed=" + strconv.FormatUint(tc.seed, 10) + ",person=" + strconv.FormatBool(tc.person)
