@@ -8,6 +8,11 @@ import (
 	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
+// Receipts of the forward path, on the sender's side: the ledger of briefs
+// sent into panes whose receipt has not come back, the check that reports
+// one overdue, and the report, after a restart, of every brief this
+// gateway had begun typing (the worker's side of the same promise).
+
 // ledger is the forward path's book of briefs sent into panes whose
 // INJECTED/FAILED has not come back, mirrored in the store so that it
 // outlives a crash: a brief lost between the worker gateway's ack and its
@@ -121,6 +126,17 @@ func (l *ledger) due(now time.Time) []store.Await {
 	return out
 }
 
+// ids lists the msgIds of the briefs awaiting their receipt.
+func (l *ledger) ids() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, 0, len(l.awaits))
+	for id := range l.awaits {
+		out = append(out, id)
+	}
+	return out
+}
+
 // inFlight counts the briefs awaiting their receipt, by target gid.
 func (l *ledger) inFlight() map[string]int {
 	l.mu.Lock()
@@ -136,3 +152,66 @@ func (l *ledger) inFlight() map[string]int {
 // whose receipt (INJECTED or FAILED) has not come back, by target gid: for
 // metrics.
 func (c *Core) BriefsInFlight() map[string]int { return c.ledger.inFlight() }
+
+// typedBeforeCrash reports, after a restart, every brief this gateway had
+// begun typing when it stopped: INJECTED with rung uncertain, since whether
+// the agent got it cannot be known now.
+func (c *Core) typedBeforeCrash() error {
+	recs, err := c.st.LoadTyping()
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		c.log.Warn("a brief was being typed when the gateway stopped: reported uncertain", LogMsgID, r.MsgID, LogTraceID, r.TraceID, LogTo, r.To)
+		out := c.notice(KindInjected, r.To, r.From, r.MsgID, "", r.TraceID,
+			StatusUncertain+": the gateway of "+r.ToName+" stopped while typing brief "+r.Excerpt+"; it may or may not have reached the agent")
+		if c.publishAll([]outMsg{out}) == 0 {
+			// the receipt is out: a sender on this host must not also hear
+			// FAILED from the sweeper's overdue check, which would run before
+			// the receipt's delivery if the restart took longer than the
+			// check's grace (a loaded machine did)
+			c.ledger.settle(r.MsgID)
+		}
+		if err := c.st.DeleteTyping(r.MsgID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// overdueReceipts turns briefs whose receipt is past its deadline into a
+// FAILED held for the sender: the worker's gateway crashed between its ack
+// and the inject, or never got the brief. Called by the sweeper.
+func (c *Core) overdueReceipts(now time.Time) {
+	if now.Sub(c.startedAt) < c.cfg.ReceiptWait {
+		// just (re)started: receipts that arrived while we were down are
+		// still being delivered; judge nothing overdue before they are in
+		return
+	}
+	for _, a := range c.ledger.due(now) {
+		held, took := c.takeOverdue(a)
+		switch {
+		case !took: // its receipt came meanwhile
+		case held:
+			c.ledger.forget(a.MsgID, a.TraceID, "cannot forget a settled brief")
+		default:
+			c.log.Warn("no INJECTED within the bound: brief reported failed", LogMsgID, a.MsgID, LogTraceID, a.TraceID, LogFrom, a.From, LogTo, a.To)
+			c.publishAll([]outMsg{c.notice(KindFailed, a.To, a.From, a.MsgID, "", a.TraceID,
+				"brief "+a.Excerpt+" to "+a.ToName+": no INJECTED receipt within the bound, so it was probably not typed (its gateway may have crashed between taking it and typing it); send it again if it still matters")})
+			c.ledger.forget(a.MsgID, a.TraceID, "cannot forget an overdue brief")
+		}
+	}
+}
+
+// takeOverdue removes an overdue brief from the ledger under its sender's
+// lock (the lock a delivery holds while it holds the receipt), and reports
+// whether its receipt is already held for the sender.
+func (c *Core) takeOverdue(a store.Await) (held, took bool) {
+	st := c.reg.get(a.From)
+	if st == nil {
+		return false, c.ledger.take(a.MsgID)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.heldReceipt(a.MsgID), c.ledger.take(a.MsgID)
+}

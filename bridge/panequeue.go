@@ -29,6 +29,9 @@ type paneQueues struct {
 	mu      sync.Mutex
 	runners map[string]*paneRunner
 	holds   map[string]time.Time // pane -> until when only next-lane briefs are typed (interrupt.go)
+
+	lastTyped  map[string]string // pane -> msgId of the last brief typed there (panefiles.go)
+	filesSwept time.Time         // when the large briefs' files were last swept
 }
 
 // hold makes pane's queue type only next-lane briefs (and settle a brief
@@ -176,61 +179,20 @@ func (c *Core) startQueues() error {
 	if len(panes) > 0 && c.cfg.Injector == nil {
 		c.log.Warn("briefs are queued for panes but herdr is disabled: they wait until it is enabled", "panes", len(panes))
 	}
+	c.sweepBriefFiles() // a crash's leftovers, before any runner types
 	for _, p := range panes {
 		c.runPane(p)
 	}
 	return nil
 }
 
-// paneRunner is the one writer of pane: round after round it tries the
-// head (settling it if it expired), and now and then settles whatever
-// expired behind it; it sleeps when the head is not ready and ends when
-// the queue is empty. A round reads one record, so a long queue costs
-// nothing per brief typed: the whole queue is read at most once per
-// expiryScanEvery.
-func (c *Core) paneRunner(pane string) {
-	defer c.wg.Done()
-	var scanned time.Time
-	for c.ctx.Err() == nil {
-		r := c.queues.look(pane)
-		if now := c.cfg.Now(); now.Sub(scanned) >= c.expiryScanEvery() {
-			scanned = now
-			c.expireQueued(pane)
-		}
-		head, ok, err := c.st.QueueHead(pane)
-		if err != nil {
-			c.log.Warn("cannot read a pane's queue", "pane", pane, "err", err)
-		}
-		if err == nil && !ok {
-			if c.queues.done(pane) {
-				return
-			}
-			continue
-		}
-		if err == nil && len(c.dropExpired([]store.QueuedBrief{head})) == 0 {
-			continue // the head expired (or was unreadable): settled
-		}
-		if err == nil && c.tryHead(head) {
-			continue
-		}
-		t := time.NewTimer(c.cfg.PaneRecheck)
-		select {
-		case <-c.ctx.Done():
-		case <-r.wake:
-		case <-t.C:
-		}
-		t.Stop()
+// sweepPanes is the sweeper's part for the pane queues: the large briefs'
+// files no brief needs any more, every expiryScanEvery.
+func (c *Core) sweepPanes(now time.Time) {
+	if c.queues.filesDue(now, c.expiryScanEvery()) {
+		c.sweepBriefFiles()
 	}
-	c.queues.mu.Lock()
-	delete(c.queues.runners, pane)
-	c.queues.mu.Unlock()
 }
-
-// expiryScanEvery is how often a pane's runner reads its whole queue for
-// briefs that expired behind the head (the head itself is judged every
-// round): a brief expires a day after it was sent, so seconds of delay do
-// not matter, and a long queue is not decoded on every round.
-func (c *Core) expiryScanEvery() time.Duration { return 15 * c.cfg.PaneRecheck }
 
 // expireQueued settles the briefs of pane's queue past their expiresAt.
 func (c *Core) expireQueued(pane string) {
@@ -274,6 +236,8 @@ func (c *Core) dropExpired(qs []store.QueuedBrief) []store.QueuedBrief {
 			c.settleQueued(q, KindFailed, "brief "+Excerpt(string(q.env.Body))+" expired at "+q.env.ExpiresAt.UTC().Format(time.RFC3339)+
 				" still queued for "+c.nameOf(q.To)+"'s pane ("+waitsText(q.Told)+"); send it again if it still matters")
 			continue
+		default: // typed and reported before: its composer text (if any) is own-draft recovery's no more
+			c.discardBrief(q.env.MsgID)
 		}
 		c.dequeue(r)
 	}
@@ -288,6 +252,8 @@ func waitsText(told string) string {
 		return "waiting behind earlier briefs"
 	case WaitsDraft:
 		return "a draft someone typed sat in its composer"
+	case WaitsOwnDraft:
+		return "its composer held an earlier brief that was never submitted"
 	}
 	return "the worker stayed " + told
 }
@@ -300,6 +266,9 @@ const waitsBehind = "behind"
 func (c *Core) settleQueued(q queued, kind Kind, reason string) {
 	if q.env.Kind == KindSend {
 		c.publishAll([]outMsg{c.receiptFor(kind, q.To, q.env, reason)})
+	}
+	if kind != KindInjected { // not typed: nobody reads its file
+		c.discardBrief(q.env.MsgID)
 	}
 	c.dequeue(q.QueuedBrief)
 }

@@ -281,3 +281,30 @@ func TestPaneQueuePaneClosed(t *testing.T) {
 		t.Fatalf("receipt %s %q", got.Kind, got.Body)
 	}
 }
+
+// TestPaneQueueNeverWedgesAfterSwallowedEnters (issue 20, "the pane
+// queue"): a brief whose Enter is swallowed while typed and again by
+// own-draft recovery's first Enter is still submitted by a later, spaced
+// Enter (never a second paste), and the brief behind it is typed: an idle
+// agent with briefs queued is never left waiting on herdbridge's own text.
+func TestPaneQueueNeverWedgesAfterSwallowedEnters(t *testing.T) {
+	fake := herdrtest.New(t)
+	p, pane := queueSetup(t, fake, nil)
+	fake.SwallowEnters(pane, 3) // herdr's Enter, the Enter retry of typing, recovery's first Enter
+	first := p.MustStatus("bridge_send", map[string]any{"target": "w", "message": "First brief, swallowed thrice"}, "uncertain")
+	second := p.MustStatus("bridge_send", map[string]any{"target": "w", "message": "Second brief"}, "queued")
+	got := receiptsHeld(t, p, 30*time.Second, first.MsgID, second.MsgID)
+	if late := got[first.MsgID]; late.Kind != bridge.KindInjected || !strings.HasPrefix(late.Body, "submitted: late receipt") {
+		t.Fatalf("first brief's late receipt %s %q", late.Kind, late.Body)
+	}
+	if r := got[second.MsgID]; r.Kind != bridge.KindInjected || !strings.HasPrefix(r.Body, "submitted") {
+		t.Fatalf("second brief's receipt %s %q", r.Kind, r.Body)
+	}
+	subs := fake.Submitted(pane)
+	if len(subs) != 2 || !strings.Contains(subs[0], "First brief") || strings.Contains(subs[0], "Second") || !strings.Contains(subs[1], "Second brief") {
+		t.Fatalf("turns %q", subs)
+	}
+	if a, b := writesWith(fake, pane, "First brief"), writesWith(fake, pane, "Second brief"); a != 1 || b != 1 {
+		t.Fatalf("written %d and %d times, want once each", a, b)
+	}
+}

@@ -106,11 +106,60 @@ func (in *Injector) Prompt(b bridge.Brief) (string, error) {
 	if err := os.MkdirAll(in.BriefDir, 0o700); err != nil {
 		return "", err
 	}
-	path := filepath.Join(in.BriefDir, b.Env.MsgID+".md")
+	path, ok := in.briefFile(b.Env.MsgID)
+	if !ok {
+		return "", fmt.Errorf("brief id %q cannot name a file", b.Env.MsgID)
+	}
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		return "", err
 	}
 	return header + fmt.Sprintf("The brief is %d bytes, so it is in the file %s: read it and act on it.", len(body), path), nil
+}
+
+var _ bridge.BriefFiles = (*Injector)(nil)
+
+// briefFile is where the brief msgID is kept when it is too long to type;
+// false for an id that could name a file elsewhere (ids are UUIDs).
+func (in *Injector) briefFile(msgID string) (string, bool) {
+	if in.BriefDir == "" || msgID == "" || filepath.Base(msgID) != msgID || strings.HasPrefix(msgID, ".") {
+		return "", false
+	}
+	return filepath.Join(in.BriefDir, msgID+briefExt), true
+}
+
+const briefExt = ".md"
+
+// DiscardBrief implements bridge.BriefFiles: it deletes msgID's file.
+func (in *Injector) DiscardBrief(msgID string) error {
+	path, ok := in.briefFile(msgID)
+	if !ok {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// KeptBriefs implements bridge.BriefFiles: the msgIds with a file.
+func (in *Injector) KeptBriefs() ([]string, error) {
+	if in.BriefDir == "" {
+		return nil, nil
+	}
+	ents, err := os.ReadDir(in.BriefDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), briefExt); ok && e.Type().IsRegular() {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // promptMark opens every prompt the injector types: how it recognises its
@@ -261,19 +310,19 @@ func (in *Injector) state(ctx context.Context, pane string, modern bool) (agentS
 	return agentState{status: p.AgentStatus}, nil
 }
 
-// turnStarted watches until the turn is seen starting: the status went
-// working or blocked (a tool-permission dialog of the new turn), or the
-// state_change_seq rose while our text is no longer in the composer (a
-// turn that ended between two looks). A seq rise alone is not enough: a
-// user merely looking at the pane changes done to idle. On protocol 17+
-// it waits on herdr's event-driven agent.wait in short slices.
+// turnStarted watches until the turn is seen starting: our text left the
+// composer and the status went working or blocked (a tool-permission
+// dialog of the new turn), or the state_change_seq rose (a turn that ended
+// between two looks). Neither is enough alone: a user merely looking at
+// the pane changes done to idle, and a status that flaps to working with
+// our text still in the composer is not our turn (the brief would be
+// reported submitted and left there). On protocol 17+ it waits on herdr's
+// event-driven agent.wait in short slices.
 func (in *Injector) turnStarted(ctx context.Context, pane string, modern bool, before agentState, within time.Duration) bool {
 	deadline := time.Now().Add(within)
 	started := func(st agentState) bool {
-		if st.status == StatusWorking || st.status == StatusBlocked {
-			return true
-		}
-		return modern && st.seq > before.seq && !strings.Contains(in.draft(ctx, pane), promptMark)
+		moved := st.status == StatusWorking || st.status == StatusBlocked || modern && st.seq > before.seq
+		return moved && !strings.Contains(in.draft(ctx, pane), promptMark)
 	}
 	for {
 		st, err := in.state(ctx, pane, modern)

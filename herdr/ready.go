@@ -35,7 +35,10 @@ func (in *Injector) ready(ctx context.Context, e bridge.Entity, modern, checkDra
 	if _, wait := look(); wait != nil {
 		return agentState{}, wait
 	}
-	if draft := in.draft(ctx, pane); checkDraft && draft != "" {
+	if draft := in.draft(ctx, pane); checkDraft && strings.HasPrefix(draft, promptMark) {
+		return agentState{}, &bridge.InjectReceipt{Status: bridge.StatusNotReady, Waits: bridge.WaitsOwnDraft,
+			Reason: fmt.Sprintf("the composer of %s's pane %s holds an earlier brief herdbridge typed that was never submitted (%q): the brief is not typed over it (the two would be submitted as one)", e.Name, pane, clip(draft, 60))}
+	} else if checkDraft && draft != "" {
 		return agentState{}, &bridge.InjectReceipt{Status: bridge.StatusNotReady, Waits: bridge.WaitsDraft,
 			Reason: fmt.Sprintf("the composer of %s's pane %s holds an unsent draft (%q) that is not from herdbridge: the brief is not typed over it (it would be merged) and waits until the draft is sent or cleared", e.Name, pane, clip(draft, 40))}
 	}

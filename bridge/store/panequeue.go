@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -45,6 +46,12 @@ type QueuedBrief struct {
 	Typed bool `json:"typed,omitempty"`
 	// Next: the brief is in the "next" lane (bktPaneNext).
 	Next bool `json:"next,omitempty"`
+	// Enters counts the Enter presses own-draft recovery spent on a typed
+	// brief whose text sat in the composer, and EnterAt is when the last
+	// one (or the typing) was: the retries are bounded and spaced across
+	// restarts too.
+	Enters  int       `json:"enters,omitempty"`
+	EnterAt time.Time `json:"enterAt,omitzero"`
 }
 
 func queueKey(pane string, seq uint64) []byte {
@@ -206,6 +213,29 @@ func (s *Store) QueueHead(pane string) (q QueuedBrief, ok bool, err error) {
 		return nil
 	})
 	return q, ok, err
+}
+
+// WalkQueued calls f on every queued brief of every pane, one record at a
+// time (a sweep that needs only ids holds no queue in memory).
+func (s *Store) WalkQueued(f func(QueuedBrief)) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		for _, lane := range [][]byte{bktPaneNext, bktPaneQueue} {
+			b := tx.Bucket(lane)
+			if b == nil {
+				continue
+			}
+			if err := b.ForEach(func(_, v []byte) error {
+				var q QueuedBrief
+				if json.Unmarshal(v, &q) == nil {
+					f(q)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // QueuedPanes lists the panes with a non-empty queue, sorted.

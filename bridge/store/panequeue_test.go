@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/herdbridge/herdbridge/bridge/store"
 )
@@ -128,5 +130,46 @@ func TestPaneQueueNextLane(t *testing.T) {
 	}
 	if panes, _ := s.QueuedPanes(); len(panes) != 1 || panes[0] != "w1:p1" {
 		t.Fatalf("panes %q", panes)
+	}
+}
+
+// TestPaneQueueEnterRetriesAndWalk: own-draft recovery's Enter count and
+// time survive a reopen (a restart does not reset the retry bound), and
+// WalkQueued visits every brief of every pane in both lanes.
+func TestPaneQueueEnterRetriesAndWalk(t *testing.T) {
+	s, path := open(t, 0)
+	q := store.QueuedBrief{Pane: "w1:p1", To: "w", Env: []byte("a1")}
+	if _, err := s.PutQueued(&q, "behind", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []store.QueuedBrief{{Pane: "w1:p1", To: "w", Env: []byte("a2")}, {Pane: "w1:p2", To: "v", Env: []byte("b1")}, {Pane: "w1:p2", To: "v", Env: []byte("n1"), Next: true}} {
+		if _, err := s.PutQueued(&r, "behind", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Date(2026, 12, 1, 21, 0, 0, 0, time.UTC)
+	q.Typed, q.Enters, q.EnterAt = true, 2, at
+	if err := s.UpdateQueued(q); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	h, ok, err := s.QueueHead("w1:p1")
+	if err != nil || !ok || !h.Typed || h.Enters != 2 || !h.EnterAt.Equal(at) {
+		t.Fatalf("head after reopen: %+v %v %v", h, ok, err)
+	}
+	var seen []string
+	if err := s.WalkQueued(func(q store.QueuedBrief) { seen = append(seen, q.Pane+"/"+string(q.Env)) }); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(seen)
+	if want := []string{"w1:p1/a1", "w1:p1/a2", "w1:p2/b1", "w1:p2/n1"}; !slices.Equal(seen, want) {
+		t.Fatalf("walked %v, want %v", seen, want)
 	}
 }
