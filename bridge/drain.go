@@ -78,14 +78,42 @@ func ackAll(ackers []Acker) error {
 // unclaim returns messages to the held set when the call that took them
 // went away before handing them over; a claimed ASK becomes ABANDONED.
 func (c *Core) unclaim(st *entState, hms []*heldMsg) {
+	c.returnToHeld(st, hms, "the waiting call went away before the question was read")
+}
+
+// returnHanded takes back what a handover did not deliver (handover.go):
+// held again, flagged redelivered when its client may have read it.
+func (c *Core) returnHanded(st *entState, hms []*heldMsg, seen bool) {
+	why := "the question was handed to a call whose client did not read it"
+	if seen {
+		why = "the question was handed to a call whose client never confirmed reading it"
+		st.mu.Lock()
+		for _, hm := range hms {
+			hm.redelivered = true
+		}
+		st.mu.Unlock()
+	}
+	c.returnToHeld(st, hms, why)
+}
+
+// returnToHeld makes hms held again, abandoning a claimed ASK with
+// askWhy. An entity removed while a call had them cannot hold them: they
+// are reported as the removal reported what it held, never dropped.
+func (c *Core) returnToHeld(st *entState, hms []*heldMsg, askWhy string) {
 	var out []outMsg
+	var orphans []*heldMsg
 	st.mu.Lock()
+	removed, goneWhy := st.removed, st.goneWhy
 	for _, hm := range hms {
 		if hm.head.kind == KindAsk { // never held, so never spilled: env is here
 			if rt := st.turns[hm.env.TurnID]; rt != nil && !rt.answered {
 				st.dropRecv(hm.env.TurnID)
-				out = append(out, c.noticeFor(KindAbandoned, st.GID, hm.env, "the waiting call went away before the question was read"))
+				out = append(out, c.noticeFor(KindAbandoned, st.GID, hm.env, askWhy))
 			}
+			continue
+		}
+		if removed {
+			orphans = append(orphans, hm) // stays claimed: nobody else takes it
 			continue
 		}
 		hm.claimed = false
@@ -96,7 +124,16 @@ func (c *Core) unclaim(st *entState, hms []*heldMsg) {
 			c.heldNoWaiter(st)
 		}
 	}
-	c.spillNext(st)
+	if !removed {
+		c.spillNext(st)
+	}
 	st.mu.Unlock()
 	c.publishAll(out)
+	if len(orphans) > 0 {
+		if goneWhy == "" {
+			goneWhy = st.Addr() + " was removed while a call held these messages"
+		}
+		told := c.deadLetterHeld(st, orphans, "removed", goneWhy, c.cfg.Now())
+		c.log.Info("messages out to a call when their entity was removed: reported", LogGID, st.GID, "n", len(orphans), "sendersTold", told)
+	}
 }
