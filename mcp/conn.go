@@ -176,7 +176,7 @@ func (s *Server) ServeConnWith(ctx context.Context, gid string, r io.Reader, w i
 			}
 			if werr := write(resp); werr != nil {
 				cancel()
-				s.leases.take(key, func(l leased) bool { return l.h == h })
+				s.leases.take(key, func(l *leased) bool { return l.h == h })
 				h.Return(false) // no whole line reached the relay
 				return
 			}
@@ -207,7 +207,7 @@ func (s *Server) confirmed(sid string, raw []byte) {
 		return
 	}
 	id := canonicalID(n.Params.ID)
-	for _, l := range s.leases.take(leaseKey(sid, ""), func(l leased) bool { return l.reqID == id }) {
+	for _, l := range s.leases.take(leaseKey(sid, ""), func(l *leased) bool { return l.reqID == id }) {
 		if n.Params.Delivered {
 			l.h.Ack()
 		} else {

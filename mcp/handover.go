@@ -45,16 +45,16 @@ func (s *Server) streamableHandover(next http.Handler, writeTimeout time.Duratio
 		s.leases.arrived(key, raw)
 		h := &bridge.Handover{}
 		ew := &errWriter{rw: w, timeout: writeTimeout}
+		// in the book before the call runs: the client may have read all
+		// of the result, and sent its next request, before we return
+		l := s.leases.open(key, requestID(raw), h, ew.started)
+		wrote, failed := false, false
+		// written into the socket, the client may still never read it: it
+		// is acked on evidence (the session's next request) only; deferred,
+		// so a handler that panics leaves no open entry behind
+		defer func() { s.leases.close(key, l, wrote, failed) }()
 		next.ServeHTTP(ew, r.WithContext(bridge.WithHandover(r.Context(), h)))
-		wrote, failed := ew.finish()
-		switch {
-		case wrote && !failed:
-			// written into the socket: the client may still never read it,
-			// so it is acked on evidence (the session's next request) only
-			s.leases.add(key, requestID(raw), h)
-		default:
-			h.Return(wrote)
-		}
+		wrote, failed = ew.finish()
 	})
 }
 
@@ -98,6 +98,8 @@ func (s *Server) leaseOnReturn(ctx context.Context) {
 		l.h.Return(false)
 		return
 	}
+	// entered only now: its result is queued for the stream after this,
+	// so no request can have answered it before
 	s.leases.add(leaseKey(l.sid, ""), l.reqID, l.h)
 }
 
@@ -152,10 +154,11 @@ func (w *errWriter) Write(p []byte) (int, error) {
 	}
 	w.deadline()
 	n, err := w.rw.Write(p)
+	if n > 0 { // part of a result that then failed may have been read
+		w.wrote = true
+	}
 	if err != nil {
 		w.failed = true
-	} else if n > 0 {
-		w.wrote = true
 	}
 	return n, err
 }
@@ -184,6 +187,13 @@ func (w *errWriter) deadline() {
 	if w.timeout > 0 {
 		_ = http.NewResponseController(w.rw).SetWriteDeadline(time.Now().Add(w.timeout))
 	}
+}
+
+// started reports whether any of the response was written.
+func (w *errWriter) started() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.wrote
 }
 
 // Unwrap is the response (nil once finished), for http.ResponseController.

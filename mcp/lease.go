@@ -26,12 +26,20 @@ import (
 // last lease per session.
 type leaseBook struct {
 	mu        sync.Mutex
-	bySession map[string][]leased
+	bySession map[string][]*leased
 }
 
+// leased is one call's handover in the book: open while its call runs
+// and its result is written, then leased until evidence comes.
 type leased struct {
-	reqID string // the JSON-RPC id of the call, as its raw JSON
+	reqID string // the JSON-RPC id of the call, canonical (requestID)
 	h     *bridge.Handover
+	// started reports whether the result began to reach the connection
+	// (nil: never before the entry closes); evidence and cancelled are
+	// what arrived for it while it was open.
+	started             func() bool
+	open                bool
+	evidence, cancelled bool
 }
 
 // leaseKey is the key a request's leases are kept under: its MCP session,
@@ -43,40 +51,75 @@ func leaseKey(sessionID, gid string) string {
 	return "entity:" + gid
 }
 
-// add keeps h, whose result for request reqID was written, until evidence
-// comes; a handover holding nothing is not kept.
+// open enters a call before it runs: a client may read its whole result
+// and send its next request before the handler has returned.
+func (b *leaseBook) open(key, reqID string, h *bridge.Handover, started func() bool) *leased {
+	l := &leased{reqID: reqID, h: h, started: started, open: true}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bySession == nil {
+		b.bySession = map[string][]*leased{}
+	}
+	b.bySession[key] = append(b.prune(b.bySession[key]), l)
+	return l
+}
+
+// close ends an open entry once the call's result is written (or failed):
+// acked if evidence came meanwhile, returned if the write failed or the
+// call was cancelled, else leased.
+func (b *leaseBook) close(key string, l *leased, wrote, failed bool) {
+	b.mu.Lock()
+	l.open = false
+	settle := !wrote || failed || l.cancelled || l.evidence
+	if settle { // decided under the lock: a request arriving now finds it gone
+		b.takeLocked(key, func(x *leased) bool { return x == l })
+	}
+	b.mu.Unlock()
+	switch {
+	case !wrote || failed || l.cancelled:
+		l.h.Return(wrote)
+	case l.evidence:
+		l.h.Ack()
+	default:
+		l.h.Lease() // a handover holding nothing is pruned
+	}
+}
+
+// add keeps h, whose result for request reqID is being written, until
+// evidence comes (the stdio relay's word); a handover holding nothing is
+// not kept.
 func (b *leaseBook) add(key, reqID string, h *bridge.Handover) {
 	if !h.Lease() {
 		return
 	}
+	l := b.open(key, reqID, h, nil)
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.bySession == nil {
-		b.bySession = map[string][]leased{}
-	}
-	list := b.prune(b.bySession[key])
-	b.bySession[key] = append(list, leased{reqID: reqID, h: h})
+	l.open = false
+	b.mu.Unlock()
 }
 
-// prune drops the settled (lease ran out, or settled elsewhere) from list.
-func (b *leaseBook) prune(list []leased) []leased {
+// prune drops the settled (lease ran out, or settled elsewhere) from list
+// (mu held); open entries stay.
+func (b *leaseBook) prune(list []*leased) []*leased {
 	out := list[:0]
 	for _, l := range list {
-		if l.h.Holds() {
+		if l.open || l.h.Holds() {
 			out = append(out, l)
 		}
 	}
-	for i := len(out); i < len(list); i++ {
-		list[i] = leased{}
-	}
+	clear(list[len(out):])
 	return out
 }
 
-// take removes and returns key's leases that pick accepts.
-func (b *leaseBook) take(key string, pick func(leased) bool) []leased {
+// take removes and returns key's entries that pick accepts (mu not held).
+func (b *leaseBook) take(key string, pick func(*leased) bool) []*leased {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var got, kept []leased
+	return b.takeLocked(key, pick)
+}
+
+func (b *leaseBook) takeLocked(key string, pick func(*leased) bool) []*leased {
+	var got, kept []*leased
 	for _, l := range b.bySession[key] {
 		if pick(l) {
 			got = append(got, l)
@@ -93,23 +136,39 @@ func (b *leaseBook) take(key string, pick func(leased) bool) []leased {
 }
 
 // arrived applies what a new request on key says about earlier results:
-// raw is its body (nil for a DELETE).
+// raw is its body (nil for a DELETE). An open entry whose result began to
+// go out is marked, and settled when it closes.
 func (b *leaseBook) arrived(key string, raw []byte) {
-	if cancelled, ok := cancelledRequest(raw); ok {
-		for _, l := range b.take(key, func(l leased) bool { return l.reqID == cancelled }) {
-			l.h.Return(true)
+	cancelled, isCancel := cancelledRequest(raw)
+	b.mu.Lock()
+	got := b.takeLocked(key, func(l *leased) bool {
+		if isCancel && l.reqID != cancelled {
+			return false
 		}
-		return
-	}
-	for _, l := range b.take(key, func(leased) bool { return true }) {
-		l.h.Ack()
+		if l.open {
+			if isCancel {
+				l.cancelled = true
+			} else if l.started != nil && l.started() {
+				l.evidence = true
+			}
+			return false
+		}
+		return true
+	})
+	b.mu.Unlock()
+	for _, l := range got {
+		if isCancel {
+			l.h.Return(true)
+		} else {
+			l.h.Ack()
+		}
 	}
 }
 
 // ended returns what key's session still had out: it ended without
-// confirming it.
+// confirming it. Entries still open settle when their call ends.
 func (b *leaseBook) ended(key string) {
-	for _, l := range b.take(key, func(leased) bool { return true }) {
+	for _, l := range b.take(key, func(l *leased) bool { return !l.open }) {
 		l.h.Return(true)
 	}
 }
