@@ -82,18 +82,26 @@ func (c *Core) unclaim(st *entState, hms []*heldMsg) {
 }
 
 // returnHanded takes back what a handover did not deliver (handover.go):
-// held again, flagged redelivered when its client may have read it.
+// held again, flagged redelivered when its client may have read it. An
+// ASK is never held: one its client cannot have seen is ABANDONED for the
+// asker; one it may have seen keeps its turn open — the entity may be
+// answering it, and an unanswered turn still ends for the asker, when it
+// expires.
 func (c *Core) returnHanded(st *entState, hms []*heldMsg, seen bool) {
-	why := "the question was handed to a call whose client did not read it"
-	if seen {
-		why = "the question was handed to a call whose client never confirmed reading it"
-		st.mu.Lock()
-		for _, hm := range hms {
-			hm.redelivered = true
-		}
-		st.mu.Unlock()
+	if !seen {
+		c.returnToHeld(st, hms, "the question was handed to a call whose client never got it")
+		return
 	}
-	c.returnToHeld(st, hms, why)
+	var back []*heldMsg
+	st.mu.Lock()
+	for _, hm := range hms {
+		if hm.head.kind != KindAsk {
+			hm.redelivered = true
+			back = append(back, hm)
+		}
+	}
+	st.mu.Unlock()
+	c.returnToHeld(st, back, "")
 }
 
 // returnToHeld makes hms held again, abandoning a claimed ASK with
