@@ -189,3 +189,10 @@ func (c *Core) heldBesides(st *entState, mine []*heldMsg) *HeldSummary {
 	}
 	return s
 }
+
+// OnSettle adds work to run when h settles: acked, or returned (seen: the
+// client may have read the result). It counts as handed over, as the
+// core's own messages do, with the default lease.
+func (h *Handover) OnSettle(acked func(), returned func(seen bool)) {
+	h.add(acked, returned, DefaultDeliveryLease)
+}
