@@ -39,6 +39,20 @@ func pollUntil(t *testing.T, c *bridge.Core, gid string, n int) []bridge.Message
 	return got
 }
 
+// waitHeld waits up to 10 s until n messages are held for gid.
+func waitHeld(t *testing.T, c *bridge.Core, gid string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if held, _ := c.Held(gid); held.Total >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d message(s) never held", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestLeaseShowsInFlightThenReturnsRedelivered: messages a call handed over
 // and its transport leased (the result was written, no evidence the client
 // read it) are not lost to the entity's other sessions: a peek says they
@@ -54,6 +68,7 @@ func TestLeaseShowsInFlightThenReturnsRedelivered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	waitHeld(t, c, p.GID, 3)
 	h := &bridge.Handover{}
 	r, err := c.Poll(bridge.WithHandover(ctx, h), p.GID, bridge.PollRequest{Wait: 2 * time.Second, Max: 2}, nil)
 	if err != nil || len(r.Messages) != 2 || r.Messages[0].Redelivered {
