@@ -79,6 +79,11 @@ type Config struct {
 	// publishes it, so every peer can tell whether this host trusts it.
 	// nil: nothing is published (peers show "unknown").
 	Trusted func() map[string][]string
+
+	// DeliveryLease bounds how long messages a call handed over wait for
+	// evidence their client has them (handover.go) before they are held
+	// again, flagged redelivered (default DefaultDeliveryLease).
+	DeliveryLease time.Duration
 }
 
 func (c *Config) defaults() {
@@ -90,6 +95,7 @@ func (c *Config) defaults() {
 	d(&c.MaxWait, 45*time.Second)
 	d(&c.ProgressEvery, 10*time.Second)
 	d(&c.ReceiptWait, 10*time.Second)
+	d(&c.DeliveryLease, DefaultDeliveryLease)
 	d(&c.AskTTL, 10*time.Minute)
 	d(&c.MessageTTL, 24*time.Hour)
 	d(&c.InboxTTL, 7*24*time.Hour)

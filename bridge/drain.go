@@ -80,20 +80,50 @@ func ackAll(ackers []Acker) error {
 // entity removed meanwhile holds nothing any more: what its call gives
 // back is reported to each sender instead (removal.go).
 func (c *Core) unclaim(st *entState, hms []*heldMsg) {
-	var out []outMsg
+	c.returnToHeld(st, hms, "the waiting call went away before the question was read")
+}
+
+// returnHanded takes back what a handover did not deliver (handover.go):
+// held again, flagged redelivered when its client may have read it. An
+// ASK is never held: one its client cannot have seen is ABANDONED for the
+// asker; one it may have seen keeps its turn open — the entity may be
+// answering it, and an unanswered turn still ends for the asker, when it
+// expires.
+func (c *Core) returnHanded(st *entState, hms []*heldMsg, seen bool) {
+	if !seen {
+		c.returnToHeld(st, hms, "the question was handed to a call whose client never got it")
+		return
+	}
 	var back []*heldMsg
 	st.mu.Lock()
-	why := st.goneWhy
+	for _, hm := range hms {
+		if hm.head.kind != KindAsk {
+			hm.redelivered = true
+			back = append(back, hm)
+		}
+	}
+	st.mu.Unlock()
+	c.returnToHeld(st, back, "")
+}
+
+// returnToHeld makes hms held again, abandoning a claimed ASK with
+// askWhy. An entity removed while a call had them cannot hold them: they
+// are reported as the removal reported what it held, never dropped.
+func (c *Core) returnToHeld(st *entState, hms []*heldMsg, askWhy string) {
+	var out []outMsg
+	var orphans []*heldMsg
+	st.mu.Lock()
+	removed, goneWhy := st.removed, st.goneWhy
 	for _, hm := range hms {
 		if hm.head.kind == KindAsk { // never held, so never spilled: env is here
 			if rt := st.turns[hm.env.TurnID]; rt != nil && !rt.answered {
 				st.dropRecv(hm.env.TurnID)
-				out = append(out, c.noticeFor(KindAbandoned, st.GID, hm.env, "the waiting call went away before the question was read"))
+				out = append(out, c.noticeFor(KindAbandoned, st.GID, hm.env, askWhy))
 			}
 			continue
 		}
-		if st.removed {
-			back = append(back, hm)
+		if removed {
+			orphans = append(orphans, hm) // stays claimed: nobody else takes it
 			continue
 		}
 		hm.claimed = false
@@ -104,30 +134,33 @@ func (c *Core) unclaim(st *entState, hms []*heldMsg) {
 			c.heldNoWaiter(st)
 		}
 	}
-	c.spillNext(st)
+	if !removed {
+		c.spillNext(st)
+	}
 	st.mu.Unlock()
 	c.publishAll(out)
-	c.reportGivenBack(st, back, why)
+	c.reportGivenBack(st, orphans, goneWhy)
 }
 
 // reportGivenBack reports messages a call gave back after their entity was
-// removed, then settles them.
+// removed (fate.go), then settles them.
 func (c *Core) reportGivenBack(st *entState, hms []*heldMsg, why string) {
 	if len(hms) == 0 {
 		return
 	}
 	dep, ok := c.gone.get(st.GID)
 	if !ok {
-		dep = departure{cause: "gone", why: why}
+		dep = departure{cause: "removed", why: why}
 	}
 	if dep.why == "" {
-		dep.why = st.Addr() + " was removed before it read this"
+		dep.why = st.Addr() + " was removed while a call held these messages"
 	}
 	us := make([]undelivered, 0, len(hms))
 	for _, hm := range hms {
 		us = append(us, undeliveredHeld(hm, st.GID, "inbox of "+st.Addr(), dep.cause, dep.why))
 	}
-	c.reportUndelivered(us)
+	told := c.reportUndelivered(us)
+	c.log.Info("messages out to a call when their entity was removed: reported", LogGID, st.GID, "n", len(hms), "sendersTold", told)
 	if err := c.settleTaken(st, hms); err != nil {
 		c.log.Warn("reported messages of a removed entity not settled", LogGID, st.GID, "err", err)
 	}

@@ -20,6 +20,10 @@ type heldMsg struct {
 	claimed  bool
 	spilling bool // queued to the spiller
 	settled  bool // left the held set (drained, expired)
+
+	// redelivered: a call handed it over and its client may have read it
+	// (handover.go), so a later result flags it as a possible duplicate
+	redelivered bool
 }
 
 // heldAcks settles a held message in its transport: its delivery, and

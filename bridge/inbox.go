@@ -243,6 +243,7 @@ func (c *Core) summary(st *entState) HeldSummary {
 	var s HeldSummary
 	for _, hm := range st.held {
 		if hm.claimed {
+			s.InFlight++
 			continue
 		}
 		s.Total++
@@ -269,7 +270,7 @@ func (c *Core) heldFor(st *entState) *HeldSummary {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s := c.summary(st)
-	if s.Total == 0 {
+	if s.Total == 0 && s.InFlight == 0 {
 		return nil
 	}
 	return &s

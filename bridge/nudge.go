@@ -32,6 +32,10 @@ func (f NudgerFunc) Nudge(e Entity, held HeldSummary) { f(e, held) }
 type HeldSummary struct {
 	Total int         `json:"total"`
 	From  []FromCount `json:"from,omitempty"`
+	// InFlight counts messages handed to a call (of any of the entity's
+	// sessions) whose client has not confirmed them yet: not in Total, and
+	// held again if the confirmation does not come within the delivery lease.
+	InFlight int `json:"inFlight,omitempty"`
 }
 
 // FromCount is how many held messages came from one sender.

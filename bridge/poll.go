@@ -39,7 +39,7 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 	c.handOver(ctx, st, taken)
 	res := &Result{Status: StatusDrained}
 	for _, hm := range taken {
-		res.Messages = append(res.Messages, c.message(hm.env))
+		res.Messages = append(res.Messages, c.handedMessage(hm))
 		if hm.head.kind == KindAsk {
 			res.TurnID = hm.env.TurnID
 			res.Next = "answer with bridge_send(target, message, turn_id=" + hm.env.TurnID + ")"
@@ -54,7 +54,7 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 			res.Next = "nothing yet: call bridge_poll again"
 		}
 	}
-	res.Held = c.heldFor(st)
+	res.Held = c.heldBesides(st, taken)
 	return res, nil
 }
 

@@ -51,6 +51,9 @@ type Message struct {
 	Corr     string    `json:"corr,omitempty"` // the msgId this one answers (FAILED, ABANDONED, …)
 	TS       time.Time `json:"ts"`
 	TraceID  string    `json:"traceId,omitempty"`
+	// Redelivered: handed to an earlier call whose client may have read it
+	// but never confirmed it (README "Semantics"): a possible duplicate.
+	Redelivered bool `json:"redelivered,omitempty"`
 }
 
 // Result is the outcome of a tool call.

@@ -270,8 +270,8 @@ func queuedNext(res *Result, target Entity) {
 // sendAnswered hands over the reply (or the ASK) that resolved the send.
 func (c *Core) sendAnswered(ctx context.Context, st *entState, res *Result, hm *heldMsg) *Result {
 	c.handOver(ctx, st, []*heldMsg{hm})
-	res.Messages = []Message{c.message(hm.env)}
-	res.Held = c.heldFor(st)
+	res.Messages = []Message{c.handedMessage(hm)}
+	res.Held = c.heldBesides(st, []*heldMsg{hm})
 	if hm.env.Kind == KindAsk {
 		res.Status, res.TurnID = StatusAsked, hm.env.TurnID
 		res.Next = "answer with bridge_send(target, message, turn_id=" + hm.env.TurnID + ")"

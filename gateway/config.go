@@ -61,6 +61,10 @@ type FileConfig struct {
 	// negative value ("-1s") turns either off.
 	StaleAfter Duration `json:"staleAfter,omitempty"`
 	ReapAfter  Duration `json:"reapAfter,omitempty"`
+	// DeliveryLease: how long messages handed to a call wait for evidence
+	// that its client has them before they are held again, flagged
+	// redelivered (default 5m; README "Semantics").
+	DeliveryLease Duration `json:"deliveryLease,omitempty"`
 	// Metrics tunes /metrics (MetricsConfig).
 	Metrics MetricsConfig `json:"metrics"`
 }

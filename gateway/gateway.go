@@ -317,6 +317,9 @@ func (g *Gateway) coreConfig() bridge.Config {
 	if cfg.ReapAfter == 0 {
 		cfg.ReapAfter = time.Duration(g.cfg.File.ReapAfter)
 	}
+	if cfg.DeliveryLease == 0 {
+		cfg.DeliveryLease = time.Duration(g.cfg.File.DeliveryLease)
+	}
 	cfg.Spawn = g.spawnLimits()
 	hc := g.cfg.File.History
 	cfg.History = bridge.HistoryConfig{Dir: filepath.Join(g.cfg.StateDir, historyDir), All: g.cfg.History || hc.All,

@@ -123,6 +123,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	moved("the reply held", "herdbridge_entity_held_messages", 1, "entity", "lead")
 	moved("the reply timed against the send", "herdbridge_reply_latency_seconds", 1, "kind", "reply")
 	lead.MustStatus("bridge_poll", map[string]any{}, "drained")
+	gatewaytest.RosterOK(lead) // the session's next request: evidence the client has the result, so it is acked
 	moved("the poll drained it", "herdbridge_messages_total", 1, "hop", "drain", "kind", "REPLY", "outcome", "drained")
 	moved("nothing held", "herdbridge_entity_held_messages", 0, "entity", "lead")
 

@@ -37,7 +37,11 @@ func Relay(ctx context.Context, dir string, req Request, stdin io.Reader, stdout
 	if req.Claim == nil {
 		req.Claim = &bridge.Claimant{PID: os.Getpid(), ID: uuid.NewString()}
 	}
-	r := &relayer{dir: dir, req: req, out: stdout, pending: map[string][]byte{}, log: log}
+	// the relay tells the gateway which results reached the client (and
+	// which it held back because the client had cancelled the call): the
+	// gateway acks what a call handed over on that word (relayack.go)
+	req.ConfirmResults = true
+	r := &relayer{dir: dir, req: req, out: stdout, pending: map[string][]byte{}, cancelled: map[string]bool{}, log: log}
 	return r.run(ctx, stdin)
 }
 
@@ -54,6 +58,9 @@ type relayer struct {
 	initReq  []byte            // the client's initialize request, replayed on reconnect
 	initNote []byte            // its notifications/initialized
 	swallow  string            // id of a replayed initialize whose answer the client must not see
+	// cancelled: pending calls the client cancelled (notifications/cancelled),
+	// by canonical id: their results are not written to it, and not confirmed
+	cancelled map[string]bool
 }
 
 type rpcProbe struct {
@@ -83,6 +90,8 @@ func (r *relayer) fromClient(line []byte) []byte {
 		r.initReq = append([]byte(nil), line...)
 	case p.Method == "notifications/initialized":
 		r.initNote = append([]byte(nil), line...)
+	case p.Method == "notifications/cancelled":
+		r.noteCancel(line)
 	}
 	if p.Method != "" && len(p.ID) > 0 {
 		r.pending[string(p.ID)] = nil
@@ -93,20 +102,28 @@ func (r *relayer) fromClient(line []byte) []byte {
 	return line
 }
 
-// fromGateway reports whether a gateway line goes on to the client.
-func (r *relayer) fromGateway(line []byte) bool {
+// fromGateway reports whether a gateway line goes on to the client, and
+// for the result of a client's call, its id: the gateway is told whether
+// the client got it (confirm).
+func (r *relayer) fromGateway(line []byte) (forward bool, result json.RawMessage) {
 	var p rpcProbe
 	if json.Unmarshal(line, &p) != nil || p.Method != "" || len(p.ID) == 0 {
-		return true
+		return true, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if string(p.ID) == r.swallow {
 		r.swallow = ""
-		return false
+		return false, nil
 	}
 	delete(r.pending, string(p.ID))
-	return true
+	if id := canonicalRPCID(p.ID); r.cancelled[id] {
+		// the client gave up on this call and ignores its result: not
+		// written, so what it handed over goes back to held
+		delete(r.cancelled, id)
+		return false, p.ID
+	}
+	return true, p.ID
 }
 
 // failPending answers the calls in flight when the gateway went away:
@@ -153,19 +170,24 @@ func (r *relayer) run(ctx context.Context, stdin io.Reader) error {
 	}()
 	for reconnects := 0; ; reconnects++ {
 		gone := make(chan struct{})
-		go func(br *bufio.Reader) {
+		go func(br *bufio.Reader, c net.Conn) {
 			defer close(gone)
 			sc := bufio.NewScanner(br)
 			sc.Buffer(make([]byte, 64<<10), maxRelayLine)
 			for sc.Scan() {
-				if line := sc.Bytes(); r.fromGateway(line) {
-					if r.writeOut(line) != nil {
-						return
-					}
+				line := sc.Bytes()
+				forward, result := r.fromGateway(line)
+				written := forward && r.writeOut(line) == nil
+				if result != nil {
+					confirm(c, result, written)
+				}
+				if forward && !written {
+					return
 				}
 			}
-		}(br)
+		}(br, c)
 		if reconnects > 0 {
+			r.forgetCancels()
 			r.replayInit(c)
 			r.reissue(c)
 		}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/mcp"
 )
 
 // Request is the first line a local client sends on the admin socket.
@@ -42,6 +43,9 @@ type Request struct {
 	// History ("mcp", "register"): turn the entity's history on or off;
 	// absent leaves it as it is.
 	History *bool `json:"history,omitempty"`
+	// ConfirmResults ("mcp"): the relay tells after each result whether
+	// its client got it (mcp.ResultNotice); the session acks on that word.
+	ConfirmResults bool `json:"confirmResults,omitempty"`
 	// ID ("trace") is the traceId or msgId to trace; WaitMs bounds the
 	// wait for the other hosts' answers (0: bridge.TraceWait).
 	ID     string `json:"id,omitempty"`
@@ -189,7 +193,7 @@ func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
 		if reply(Reply{OK: true, Entity: &e, URL: g.URL()}) != nil {
 			return
 		}
-		if err := g.mcp.ServeConn(ctx, e.GID, br, c); err != nil {
+		if err := g.mcp.ServeConnWith(ctx, e.GID, br, c, mcp.ConnOptions{ConfirmResults: req.ConfirmResults}); err != nil {
 			g.log.Debug("socket session ended", bridge.LogGID, e.GID, "err", err)
 		}
 	case "roster":

@@ -53,8 +53,29 @@ var (
 
 // ServeConn runs one MCP session for entity gid over r/w (newline-delimited
 // JSON-RPC, as stdio) until r ends or ctx is done. Requests run
-// concurrently; closing the stream cancels the calls still running.
+// concurrently; closing the stream cancels the calls still running. What a
+// call hands over is acked once its result is written to the stream.
 func (s *Server) ServeConn(ctx context.Context, gid string, r io.Reader, w io.Writer) error {
+	return s.ServeConnWith(ctx, gid, r, w, ConnOptions{})
+}
+
+// ConnOptions configure a stream session.
+type ConnOptions struct {
+	// ConfirmResults: the peer is the stdio relay, which tells with a
+	// ResultNotice whether it wrote each result to its client (one the
+	// client cancelled first, it does not write). What a call handed over
+	// is acked on that word, not when the result reaches the socket.
+	ConfirmResults bool
+}
+
+// ResultNotice is the notification the stdio relay sends after each
+// result: params {"id": the request's id, "delivered": whether the client
+// got it}. A gateway that does not know it ignores it, as MCP says of
+// unknown notifications.
+const ResultNotice = "notifications/herdbridge/result"
+
+// ServeConnWith is ServeConn with options.
+func (s *Server) ServeConnWith(ctx context.Context, gid string, r io.Reader, w io.Writer, opts ConnOptions) error {
 	sess := &connSession{id: "sock-" + uuid.NewString(), notes: make(chan mcpgo.JSONRPCNotification, 256)}
 	ctx, cancel := context.WithCancel(WithEntity(ctx, gid))
 	defer cancel()
@@ -117,6 +138,10 @@ func (s *Server) ServeConn(ctx context.Context, gid string, r io.Reader, w io.Wr
 			continue // a response to a server request; none are sent on this transport
 		}
 		if len(probe.ID) == 0 { // notification: in order, inline
+			if probe.Method == ResultNotice {
+				s.confirmed(sess.id, raw)
+				continue
+			}
 			s.mcp.HandleMessage(ctx, raw)
 			continue
 		}
@@ -131,22 +156,33 @@ func (s *Server) ServeConn(ctx context.Context, gid string, r io.Reader, w io.Wr
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			// messages this call hands over are acked only once its result
-			// is written to the socket (SPEC §4)
+			// messages this call hands over are acked only once the
+			// client has its result (SPEC §4): written to the socket, or
+			// with a relay that confirms, on its word
 			h := &bridge.Handover{}
 			resp := s.mcp.HandleMessage(bridge.WithHandover(ctx, h), raw)
-			delivered := false
 			// a call cut by the gateway's shutdown gets no answer here:
 			// the stdio relay re-issues it (bridge_send, _broadcast and
 			// _ask carry a request_id) or tells the client to call again
-			if resp != nil && ctx.Err() == nil {
-				if werr := write(resp); werr != nil {
-					cancel()
-				} else {
-					delivered = true
-				}
+			if resp == nil || ctx.Err() != nil {
+				h.Return(false)
+				return
 			}
-			h.Settle(delivered)
+			key, id := leaseKey(sess.id, ""), requestID(raw)
+			if opts.ConfirmResults {
+				// leased before the write: the relay's word may come back
+				// before this goroutine runs again
+				s.leases.add(key, id, h)
+			}
+			if werr := write(resp); werr != nil {
+				cancel()
+				s.leases.take(key, func(l *leased) bool { return l.h == h })
+				h.Return(false) // no whole line reached the relay
+				return
+			}
+			if !opts.ConfirmResults {
+				h.Ack()
+			}
 		}()
 	}
 	if e := sc.Err(); e != nil && !errors.Is(e, io.EOF) {
@@ -155,4 +191,27 @@ func (s *Server) ServeConn(ctx context.Context, gid string, r io.Reader, w io.Wr
 	cancel()
 	wg.Wait()
 	return err
+}
+
+// confirmed applies the relay's ResultNotice: the call's messages are
+// acked when its client got the result, else held again (unseen: the relay
+// did not write it to the client).
+func (s *Server) confirmed(sid string, raw []byte) {
+	var n struct {
+		Params struct {
+			ID        json.RawMessage `json:"id"`
+			Delivered bool            `json:"delivered"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &n) != nil {
+		return
+	}
+	id := canonicalID(n.Params.ID)
+	for _, l := range s.leases.take(leaseKey(sid, ""), func(l *leased) bool { return l.reqID == id }) {
+		if n.Params.Delivered {
+			l.h.Ack()
+		} else {
+			l.h.Return(false)
+		}
+	}
 }

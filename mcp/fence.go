@@ -54,6 +54,9 @@ func writeMessages(b *strings.Builder, msgs []bridge.Message) {
 		if m.TurnID != "" {
 			fmt.Fprintf(b, ", turn_id %s", m.TurnID)
 		}
+		if m.Redelivered {
+			b.WriteString(", REDELIVERED: handed to an earlier call that never confirmed it; you may have seen it already")
+		}
 		fmt.Fprintf(b, ")\n%s\n%s\n%s", open, m.Body, end)
 	}
 }

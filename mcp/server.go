@@ -9,7 +9,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -52,6 +51,7 @@ type Server struct {
 	sessions map[string]*sessionInfo // MCP session id -> whose, and its open calls
 	reqs     httpRequests            // HTTP requests in flight, cut off when their entity's tokens are revoked
 	events   *boundedEventStore      // streamable HTTP's, set by Handler
+	leases   leaseBook               // results written, awaiting evidence the client has them
 }
 
 type sessionInfo struct {
@@ -180,6 +180,7 @@ func (s *Server) untrack(sid string) {
 		}
 	}
 	s.mu.Unlock()
+	s.leases.ended(leaseKey(sid, "")) // what it never confirmed goes back to held
 	if si == nil {
 		return
 	}
@@ -304,6 +305,10 @@ type HTTPOptions struct {
 	// EventTotalBytes across sessions, dropping the oldest (defaults:
 	// DefaultEventsPerSession, DefaultEventBytes, DefaultEventTotalBytes).
 	EventsPerSession, EventBytes, EventTotalBytes int
+	// WriteTimeout bounds each write of a response (default
+	// DefaultWriteTimeout): a client that stops reading fails it, and what
+	// the call handed over goes back to held.
+	WriteTimeout time.Duration
 }
 
 // Handler serves streamable HTTP at /mcp and SSE at /sse (+ /message),
@@ -314,6 +319,9 @@ type HTTPOptions struct {
 func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) error) {
 	if opts.SessionIdleTTL <= 0 {
 		opts.SessionIdleTTL = 15 * time.Minute
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
 	}
 	// Without an event store mcp-go drops notifications sent just before
 	// a handler returns (the POST stream closes first); its own store
@@ -333,9 +341,9 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 		server.WithKeepAliveInterval(15*time.Second),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.auth(s.openSessionGuard(events.resumeGuard(handover(streamable)))))
+	mux.Handle("/mcp", s.auth(s.openSessionGuard(events.resumeGuard(s.streamableHandover(streamable, opts.WriteTimeout)))))
 	mux.Handle("/sse", s.auth(sse.SSEHandler()))
-	mux.Handle("/message", s.auth(sse.MessageHandler()))
+	mux.Handle("/message", s.auth(s.sseHandover(sse.MessageHandler())))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
@@ -397,97 +405,6 @@ func (s *Server) openSessionGuard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// handover acks what a streamable HTTP call hands over only once its result
-// was written: the POST handler writes the response before it returns, so a
-// response never written (the client went away first) or a failed write
-// sends the messages back to held instead (SPEC §4: ack only after the client has it). SSE answers
-// on another stream, with no such signal: there, messages are acked when
-// the call returns.
-func handover(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			next.ServeHTTP(w, r)
-			return
-		}
-		h := &bridge.Handover{}
-		ew := &errWriter{rw: w}
-		next.ServeHTTP(ew, r.WithContext(bridge.WithHandover(r.Context(), h)))
-		wrote, failed := ew.detach()
-		// Delivered: the response was written without error. The request
-		// context is no signal: clients may close the connection as soon as
-		// they have read the response, before this handler returns.
-		h.Settle(wrote && !failed)
-	})
-}
-
-// errWriter remembers whether the response was written, and whether any
-// write failed. Once the handler returned it lets go of the response
-// (detach): mcp-go keeps the writer of every POST answered as SSE until
-// its session ends, and through it the whole request (headers, context,
-// buffers: ~4 KB a call); a write after that fails.
-type errWriter struct {
-	mu            sync.Mutex
-	rw            http.ResponseWriter // nil once detached
-	wrote, failed bool
-}
-
-var errResponseDone = errors.New("mcp: the HTTP response is complete")
-
-func (w *errWriter) Header() http.Header {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.rw == nil {
-		return http.Header{}
-	}
-	return w.rw.Header()
-}
-
-func (w *errWriter) WriteHeader(code int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.rw != nil {
-		w.rw.WriteHeader(code)
-	}
-}
-
-func (w *errWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.rw == nil {
-		return 0, errResponseDone
-	}
-	n, err := w.rw.Write(p)
-	if err != nil {
-		w.failed = true
-	} else if n > 0 {
-		w.wrote = true
-	}
-	return n, err
-}
-
-func (w *errWriter) Flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if f, ok := w.rw.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap is the response (nil once detached), for http.ResponseController.
-func (w *errWriter) Unwrap() http.ResponseWriter {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.rw
-}
-
-// detach lets go of the response and reports what was written.
-func (w *errWriter) detach() (wrote, failed bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.rw = nil
-	return w.wrote, w.failed
 }
 
 // maxRequestBytes bounds one HTTP request body (tool arguments are held to

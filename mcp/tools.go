@@ -114,6 +114,7 @@ func (s *Server) call(body func(ctx context.Context, gid string, req mcpgo.CallT
 		}
 		ctx, done := s.callContext(ctx, gid)
 		defer done()
+		defer s.leaseOnReturn(ctx) // SSE: the result is queued for the stream
 		var prog bridge.Progress
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 			tok := req.Params.Meta.ProgressToken
@@ -363,6 +364,9 @@ func summary(r *bridge.Result) string {
 			parts = append(parts, fmt.Sprintf("%d from %s", f.Count, f.FromName))
 		}
 		fmt.Fprintf(&b, "\nalso held for you: %s (bridge_poll)", strings.Join(parts, ", "))
+	}
+	if r.Held != nil && r.Held.InFlight > 0 {
+		fmt.Fprintf(&b, "\nin flight: %d message(s) handed to a call not yet confirmed by its client; held again, flagged redelivered, if it never is", r.Held.InFlight)
 	}
 	if r.Next != "" {
 		fmt.Fprintf(&b, "\nnext: %s", r.Next)

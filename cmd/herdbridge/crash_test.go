@@ -174,11 +174,13 @@ func TestCrashLosesNothing(t *testing.T) {
 	p2 := procConn(t, gp2, "lead", "primary") // re-attaches: same gid, same inbox
 	drain(p2, 300, true)
 	mid := len(seen)
-	// The reply path is at-least-once: a drained message is acked after the
-	// result reached the client, so a kill in the millisecond between the two
-	// surfaces that poll's messages again (with their msgIds, for a client to
-	// dedup). Crash after the acks landed, to test that nothing else is
-	// lost or repeated; the window itself is documented.
+	// The reply path is at-least-once: a drained message is acked on
+	// evidence the client has the result — over HTTP, the session's next
+	// request — so a kill before that surfaces that poll's messages again
+	// (with their msgIds, for a client to dedup). Make that request, and
+	// crash after the acks landed, to test that nothing else is lost or
+	// repeated; the window itself is documented.
+	p2.Call("bridge_poll", map[string]any{"peek": true})
 	time.Sleep(300 * time.Millisecond)
 	gp2.kill() // and again, with the drain a third done
 	p2.Client.Close()
