@@ -30,7 +30,7 @@ func (c *Core) answer(ctx context.Context, st *entState, req SendRequest) (*Resu
 	rt.answered = true
 	st.noteRecv(rt)
 	st.mu.Unlock()
-	receipts, done := st.expectReceipt(env.MsgID)
+	receipts, done := st.expectReceiptKept(env.MsgID)
 	defer done()
 	res.MsgID = env.MsgID
 	if err := c.publish(ctx, rt.asker, env, true); err != nil {

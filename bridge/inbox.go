@@ -160,6 +160,34 @@ func (st *entState) expectReceipt(msgID string) (receipts <-chan *Envelope, done
 	}
 }
 
+// expectReceiptKept is expectReceipt for a call whose receipts its entity
+// must learn even when the call stops reading before they come: done
+// moves what reached the channel unread into the held set, to be drained
+// like a receipt that arrived after the call. (A receipt put in the
+// channel is acked in its transport at once: dropped here, it would have
+// no fate its sender sees.)
+func (st *entState) expectReceiptKept(msgID string) (receipts <-chan *Envelope, done func()) {
+	ch := make(chan *Envelope, 4)
+	st.mu.Lock()
+	st.receipts[msgID] = ch
+	st.mu.Unlock()
+	return ch, func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		delete(st.receipts, msgID)
+		for {
+			select {
+			case env := <-ch:
+				if env.Kind != KindNoWaiter {
+					st.addHeld(newHeld(env, nil)) // acked already: spilled without an ack (spill.go)
+				}
+			default:
+				return
+			}
+		}
+	}
+}
+
 func (st *entState) findHeld(msgID string) *heldMsg { return st.heldByID[keyOf(msgID)] }
 
 // addHeld appends hm to the held set (mu held).

@@ -33,7 +33,7 @@ func (c *Core) repeatSend(ctx context.Context, st *entState, call *reqCall, req 
 	// its receipt is still to come — soon, unless the brief waits in its
 	// pane's queue (then the wait is the caller's, not stretched for it)
 	s.forwarded = c.ledger.awaiting(rec.MsgID) && rec.Status != StatusQueued
-	s.receipts, s.done = st.expectReceipt(rec.MsgID)
+	s.receipts, s.done = st.expectReceiptKept(rec.MsgID)
 	s.w = s.replyWaiter()
 	st.mu.Lock()
 	st.addWaiter(s.w)

@@ -109,7 +109,7 @@ func (c *Core) openSend(ctx context.Context, st *entState, target Entity, req Se
 		s.env.Priority = req.Priority
 	}
 	s.forwarded = kind == KindSend && c.forwardsTo(target)
-	s.receipts, s.done = st.expectReceipt(s.env.MsgID)
+	s.receipts, s.done = st.expectReceiptKept(s.env.MsgID)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s.env.TraceID = uuid.NewString()

@@ -82,7 +82,7 @@ func (c *Core) spillNext(st *entState) {
 	for len(st.unwritten) > 0 {
 		hm := st.unwritten[0]
 		if !hm.settled && hm.seq == 0 && !hm.spilling {
-			if hm.claimed || hm.acks == nil || st.removed || st.stored >= c.cfg.InboxMaxLength {
+			if hm.claimed || hm.env == nil || st.removed || st.stored >= c.cfg.InboxMaxLength {
 				return
 			}
 			hm.spilling = true
