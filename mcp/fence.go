@@ -65,7 +65,7 @@ func writeHistory(b *strings.Builder, v *bridge.HistoryView) {
 	}
 	fmt.Fprintf(b, "\n%d history entries (oldest first)", len(v.Entries))
 	if v.More {
-		b.WriteString("; older ones match too (raise max or narrow since)")
+		b.WriteString("; older ones match too (a result carries at most max entries and its byte budget of bodies: narrow since, target or query to reach them)")
 	}
 	if v.Skipped > 0 {
 		fmt.Fprintf(b, "; %d unreadable line(s) skipped", v.Skipped)
