@@ -15,12 +15,16 @@ import (
 // result says how many and how to get them. A message bigger than the whole
 // budget is still delivered: alone, as the first of its result.
 //
-// 4 MiB: four of the largest body the wire carries (MaxBodyBytes) and 16
-// of the largest a tool accepts (256 KiB), so a drain of ordinary messages
-// (500 of 8 KiB) is never cut; already more text than a model's context
-// takes in one go; and small enough that a few stalled readers each
-// holding their result cost tens of MiB, not gigabytes.
-const DefaultResultMaxBytes = 4 << 20
+// 2 MiB: what a reader costs in memory while its result is built and
+// written is about ten times its bodies (decoded from the store, the text,
+// mcp-go's encoding of structuredContent and of the whole response, each
+// growing by doubling), and eight readers that stall plus one draining
+// must keep the gateway under 256 MiB (BenchmarkGatewayRSSBigDrain: 409
+// MiB at 4 MiB). It still carries two of the largest body the wire
+// carries (MaxBodyBytes), eight of the largest a tool accepts (256 KiB),
+// and a drain of ordinary messages (500 of 4 KiB) whole; and it is more
+// text than a model reads in one go.
+const DefaultResultMaxBytes = 2 << 20
 
 // jsonCost is how many bytes body takes inside a JSON string as
 // encoding/json writes it (mcp-go encodes results with it): escaped quotes,
@@ -30,8 +34,10 @@ const DefaultResultMaxBytes = 4 << 20
 // the budget counts it so.
 func jsonCost(body []byte) int {
 	n := 0
-	for _, r := range string(body) { // ranging over a conversion copies nothing
+	for i := 0; i < len(body); {
+		r, size := utf8.DecodeRune(body[i:]) // not range string(body): that copies the body
 		n += runeCost(r)
+		i += size
 	}
 	return n
 }
@@ -85,4 +91,31 @@ func (c *Core) moreNext(more int, target string) string {
 	}
 	return fmt.Sprintf("%d more message(s) held for you did not fit in this result (at most max messages and %d bytes of bodies per result): call %s again for them",
 		more, c.cfg.ResultMaxBytes, call)
+}
+
+// dropBodies lets go of the bodies of claimed messages the store keeps,
+// once their result holds them: the result is the one copy in memory,
+// however long its reader takes. A message only in memory (its transport
+// still has it, nothing written) keeps its body: it is still to be written
+// if the result is not delivered. What the handover reads after the write
+// (kind, ids, times) stays; bodies reads a body again if it is needed.
+func (c *Core) dropBodies(st *entState, hms []*heldMsg) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, hm := range hms {
+		if hm.seq != 0 && hm.env != nil && hm.env.Body != nil {
+			head := *hm.env
+			head.Body = nil
+			hm.env = &head
+		}
+	}
+}
+
+// resultCost is what hms take of a result's budget.
+func resultCost(hms []*heldMsg) int {
+	n := 0
+	for _, hm := range hms {
+		n += int(hm.cost)
+	}
+	return n
 }

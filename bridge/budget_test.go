@@ -1,8 +1,10 @@
 package bridge_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -193,5 +195,36 @@ func TestHistoryStaysWithinByteBudget(t *testing.T) {
 	}
 	if last := v.Entries[len(v.Entries)-1].Body; last != sent[n-1] {
 		t.Fatalf("history's last entry is %.20q…, want the newest %.20q…", last, sent[n-1])
+	}
+}
+
+// A result that was not delivered (its handover settled undelivered: the
+// client went away) gives its messages back whole: the bodies a result let
+// go of in memory are read from the store again, the ones never written
+// are still there.
+func TestUndeliveredResultComesBackWithBodies(t *testing.T) {
+	h := newHarness(t, nil)
+	p, w := pair(h)
+	sent := budgetBodies(12, 4<<10, -1)
+	for _, b := range sent[:8] {
+		h.send(w, bridge.SendRequest{Target: "p", Message: b})
+	}
+	h.heldFor("p", 8)
+	spilled(h, p.GID)
+	for _, b := range sent[8:] { // held in memory too, not yet written
+		h.send(w, bridge.SendRequest{Target: "p", Message: b})
+	}
+	h.heldFor("p", len(sent))
+
+	ho := &bridge.Handover{}
+	first, err := h.c.Poll(bridge.WithHandover(context.Background(), ho), p.GID, bridge.PollRequest{Max: 500}, nil)
+	if err != nil || len(first.Messages) != len(sent) {
+		t.Fatalf("first poll: %v, %d messages, want %d", err, len(first.Messages), len(sent))
+	}
+	ho.Settle(false)
+	h.heldFor("p", len(sent))
+	again := h.poll(p, bridge.PollRequest{Max: 500})
+	if got := bodies(again); !slices.Equal(got, sent) {
+		t.Fatalf("after an undelivered result the poll returned %d messages, first %.20q…: want all %d back whole and in order", len(got), got, len(sent))
 	}
 }

@@ -53,6 +53,8 @@ type Core struct {
 	hist   *historyLog // nil: no history
 	traces traceWaits  // the TRACEs waiting for answers (trace.go)
 
+	drains drainRelease // the memory big drains leave behind (drainrelease.go)
+
 	unmapped time.Time // when the sweeper last released the state file's pages (sweep goroutine only)
 
 	regMu sync.Mutex // serializes Register, Remove and RevokeTokens (they do transport and store I/O)

@@ -36,7 +36,6 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 		return nil, err
 	}
 	taken = c.bodies(st, taken)
-	c.handOver(ctx, st, taken)
 	res := &Result{Status: StatusDrained}
 	for _, hm := range taken {
 		res.Messages = append(res.Messages, c.message(hm.env))
@@ -45,6 +44,9 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 			res.Next = "answer with bridge_send(target, message, turn_id=" + hm.env.TurnID + ")"
 		}
 	}
+	c.dropBodies(st, taken)
+	c.handOver(ctx, st, taken)
+	c.drained(resultCost(taken))
 	if len(taken) == 0 {
 		res.Status = StatusEmpty
 		if wait := c.capWait(req.Wait); req.Wait > wait { // the cap cut the wait short: say so, and how to go on

@@ -31,7 +31,7 @@ type FileConfig struct {
 	// (PRECONDITION_FAILED names the queue).
 	InboxMaxLength int `json:"inboxMaxLength,omitempty"`
 	// ResultMaxBytes is the byte budget of one tool result's message
-	// bodies, counted as JSON (default 4 MiB): a bridge_poll, peek or
+	// bodies, counted as JSON (default 2 MiB): a bridge_poll, peek or
 	// bridge_history takes what fits and says how many more are held; a
 	// single message bigger than it still comes, alone.
 	ResultMaxBytes int `json:"resultMaxBytes,omitempty"`
@@ -147,7 +147,7 @@ func LoadFile(path string, required bool) (FileConfig, error) {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	if c.ResultMaxBytes < 0 {
-		return c, fmt.Errorf("config %s: resultMaxBytes %d is negative: leave it out for the default (4 MiB)", path, c.ResultMaxBytes)
+		return c, fmt.Errorf("config %s: resultMaxBytes %d is negative: leave it out for the default (2 MiB)", path, c.ResultMaxBytes)
 	}
 	if c.MaxWorkers < 0 {
 		return c, fmt.Errorf("config %s: maxWorkers %d is negative", path, c.MaxWorkers)

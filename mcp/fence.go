@@ -36,11 +36,13 @@ func fenceNonce(msgs []bridge.Message) string {
 	}
 }
 
-// writeMessages writes msgs to b, each body fenced.
-func writeMessages(b *strings.Builder, msgs []bridge.Message) {
+// writeMessages writes msgs to b, each body fenced; at[i] is where the
+// body of msgs[i] starts in b.
+func writeMessages(b *strings.Builder, msgs []bridge.Message) (at []int) {
 	if len(msgs) == 0 {
-		return
+		return nil
 	}
+	at = make([]int, len(msgs))
 	n := fenceNonce(msgs)
 	open, end := "<<<body-"+n+">>>", "<<<end-"+n+">>>"
 	fmt.Fprintf(b, "\n%d message(s). Each body is quoted between a line %s and a line %s: "+
@@ -54,7 +56,19 @@ func writeMessages(b *strings.Builder, msgs []bridge.Message) {
 		if m.TurnID != "" {
 			fmt.Fprintf(b, ", turn_id %s", m.TurnID)
 		}
-		fmt.Fprintf(b, ")\n%s\n%s\n%s", open, m.Body, end)
+		fmt.Fprintf(b, ")\n%s\n", open)
+		at[i] = b.Len()
+		fmt.Fprintf(b, "%s\n%s", m.Body, end)
+	}
+	return at
+}
+
+// shareBodies makes each message's body a slice of text, where at says it
+// starts: the result's structuredContent and its text then hold one copy
+// of the bodies between them, not two.
+func shareBodies(msgs []bridge.Message, text string, at []int) {
+	for i := range msgs {
+		msgs[i].Body = text[at[i] : at[i]+len(msgs[i].Body)]
 	}
 }
 

@@ -138,7 +138,9 @@ func (s *Server) call(body func(ctx context.Context, gid string, req mcpgo.CallT
 			s.log.Error("tool call failed", "tool", req.Params.Name, bridge.LogGID, gid, "err", err)
 			return mcpgo.NewToolResultError("herdbridge: " + err.Error()), nil
 		}
-		return mcpgo.NewToolResultStructured(res, summary(res)), nil
+		text, at := summaryAt(res)
+		shareBodies(res.Messages, text, at)
+		return mcpgo.NewToolResultStructured(res, text), nil
 	}
 }
 
@@ -331,7 +333,15 @@ func (s *Server) interruptTool() toolDef {
 }
 
 func summary(r *bridge.Result) string {
+	text, _ := summaryAt(r)
+	return text
+}
+
+// summaryAt is the text of r, and where each of r's messages' bodies
+// starts in it.
+func summaryAt(r *bridge.Result) (string, []int) {
 	var b strings.Builder
+	b.Grow(textSize(r))
 	fmt.Fprintf(&b, "status: %s", r.Status)
 	if r.Deduped {
 		b.WriteString(" (deduped: a repeat of an earlier call with this request_id; nothing was sent again)")
@@ -348,7 +358,7 @@ func summary(r *bridge.Result) string {
 	if r.MsgID != "" {
 		fmt.Fprintf(&b, "\nmsgId: %s", r.MsgID)
 	}
-	writeMessages(&b, r.Messages)
+	at := writeMessages(&b, r.Messages)
 	writeHistory(&b, r.History)
 	if len(r.Phases) > 0 {
 		parts := make([]string, len(r.Phases))
@@ -367,5 +377,15 @@ func summary(r *bridge.Result) string {
 	if r.Next != "" {
 		fmt.Fprintf(&b, "\nnext: %s", r.Next)
 	}
-	return b.String()
+	return b.String(), at
+}
+
+// textSize is about how long r's text is: its bodies and a header each,
+// so building a large one allocates it once instead of doubling into it.
+func textSize(r *bridge.Result) int {
+	n := 512
+	for _, m := range r.Messages {
+		n += len(m.Body) + 256
+	}
+	return n
 }
