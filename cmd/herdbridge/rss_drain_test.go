@@ -36,8 +36,9 @@ const (
 //   - drain: one ordinary client polls bridge_poll(max 500) to the end;
 //   - stalled: the backlog again, then 8 connections of the same entity
 //     each POST bridge_poll(max 500) with a 4 KiB receive buffer and read
-//     nothing, and one ordinary client drains what it can; then the
-//     stalled ones close and the client drains the rest.
+//     nothing, and one ordinary client drains what it can; once the
+//     gateway is quiet (the stalled results built, their writes blocked)
+//     the stalled ones close and the client drains the rest.
 //
 // Each phase reports the gateway's peak RSS within it (VmHWM, reset
 // through /proc/PID/clear_refs before it) and, sampled every 20 ms, the
@@ -93,11 +94,12 @@ func BenchmarkGatewayRSSBigDrain(b *testing.B) {
 		waitClaimed(b, dir)
 		got, _ = drainAll(b, lead)
 		during := len(got)
-		peak := m.stop()
+		waitQuiet(b, pid) // the stalled readers' results are built and blocked in their writes
 		for _, c := range stalled {
 			c.Close()
 		}
 		rest := waitRest(b, lead, got)
+		peak := m.stop()
 		b.Logf("stalled: %d readers; the client drained %d while they stalled, %d after they closed (%d distinct of %d); peak %+v",
 			drainStalled, during, rest-during, rest, drainHeld, peak)
 		b.ReportMetric(peak.hwm, "stalled-peak-RSS-MiB")
@@ -359,4 +361,34 @@ func readProcMem(pid int) (procMem, error) {
 		}
 	}
 	return m, nil
+}
+
+// waitQuiet waits until pid used under 50 ms of CPU in a second (three
+// minutes at most).
+func waitQuiet(b *testing.B, pid int) {
+	b.Helper()
+	last := cpuTicks(b, pid)
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); {
+		time.Sleep(time.Second)
+		now := cpuTicks(b, pid)
+		if now-last < 5 { // clock ticks of 10 ms
+			return
+		}
+		last = now
+	}
+	b.Logf("the gateway was still busy after three minutes")
+}
+
+// cpuTicks is pid's user+system CPU time in clock ticks (/proc/PID/stat).
+func cpuTicks(b *testing.B, pid int) int64 {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:])) // after the command name
+	var u, s int64
+	fmt.Sscan(f[11], &u) // field 14, utime
+	fmt.Sscan(f[12], &s) // field 15, stime
+	return u + s
 }
