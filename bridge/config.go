@@ -23,6 +23,7 @@ type Config struct {
 	AskTTL          time.Duration // default lifetime of an ASK (default 10m)
 	MessageTTL      time.Duration // expiresAt of SEND/REPLY/BROADCAST (default 24h)
 	MaxMessageBytes int           // largest message a tool accepts (default 256 KiB)
+	ResultMaxBytes  int           // message bodies one result carries, as JSON (default DefaultResultMaxBytes, 2 MiB): the rest stays held (budget.go)
 	SpillDelay      time.Duration // how long a held message no call waits for stays in memory before it is written to the store (default 1s): one drained sooner is never written
 	Prefetch        int           // per-inbox prefetch bound (default 128): deliveries in flight before they are held, so it bounds memory by count × message size
 	InboxMaxLength  int           // per-inbox cap (default 10000)
@@ -118,6 +119,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 256 << 10
+	}
+	if c.ResultMaxBytes <= 0 {
+		c.ResultMaxBytes = DefaultResultMaxBytes
 	}
 	if c.Prefetch <= 0 {
 		c.Prefetch = 128

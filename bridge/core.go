@@ -64,6 +64,8 @@ type Core struct {
 	hist   *historyLog // nil: no history
 	traces traceWaits  // the TRACEs waiting for answers (trace.go)
 
+	drains drainRelease // the memory big drains leave behind (drainrelease.go)
+
 	resume   map[string][2]string // removals to finish at Start: gid -> cause, why (set by load)
 	unmapped time.Time            // when the sweeper last released the state file's pages (sweep goroutine only)
 

@@ -18,8 +18,9 @@ type heldMsg struct {
 	seq      uint64    // its record in the store; 0: not spilled
 	acks     *heldAcks // what it still owes its transport; nil once acked
 	claimed  bool
-	spilling bool // queued to the spiller
-	settled  bool // left the held set (drained, expired)
+	spilling bool   // queued to the spiller
+	settled  bool   // left the held set (drained, expired)
+	cost     uint32 // its body's jsonCost: what it takes of a result's byte budget (budget.go)
 
 	// redelivered: a call handed it over and its client may have read it
 	// (handover.go), so a later result flags it as a possible duplicate
@@ -79,7 +80,7 @@ var kindConst = func() map[Kind]Kind {
 
 func newHeld(env *Envelope, acker Acker) *heldMsg {
 	hm := &heldMsg{env: env, head: heldHead{kind: kindConst[env.Kind], from: env.From, id: keyOf(env.MsgID),
-		exp: env.ExpiresAt.UnixNano()}}
+		exp: env.ExpiresAt.UnixNano()}, cost: uint32(jsonCost(env.Body))}
 	if hm.head.kind == "" {
 		hm.head.kind = env.Kind
 	}

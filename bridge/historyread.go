@@ -19,7 +19,8 @@ type HistoryRequest struct {
 // HistoryView is what bridge_history returns.
 type HistoryView struct {
 	Entries []HistoryEntry `json:"entries"`
-	// More: older entries matched too (raise max or narrow since).
+	// More: older entries matched too (raise max, or narrow since: a
+	// result carries at most the newest that fit in its byte budget).
 	More bool `json:"more,omitempty"`
 	// Skipped counts lines of the file that could not be read (a line a
 	// crash tore); Dropped, records this gateway could not write because
@@ -91,6 +92,9 @@ func (c *Core) History(ctx context.Context, gid string, req HistoryRequest) (*Re
 	}
 	if len(v.Entries) > limit {
 		v.Entries, v.More = v.Entries[len(v.Entries)-limit:], true
+	}
+	if keep := c.newestWithin(v.Entries); keep < len(v.Entries) {
+		v.Entries, v.More = v.Entries[len(v.Entries)-keep:], true
 	}
 	return &Result{Status: StatusHistory, Target: req.Target, History: v}, nil
 }
@@ -164,4 +168,15 @@ func (c *Core) PurgeHistory(name string) (int, error) {
 		return 0, err
 	}
 	return c.hist.purge(name)
+}
+
+// newestWithin is how many of the newest entries fit in a result's byte
+// budget (at least one).
+func (c *Core) newestWithin(entries []HistoryEntry) int {
+	b := c.newBudget()
+	n := 0
+	for i := len(entries) - 1; i >= 0 && b.fits(jsonCostString(entries[i].Body)); i-- {
+		n++
+	}
+	return n
 }

@@ -237,21 +237,25 @@ func (st *entState) dropHeld(set map[*heldMsg]bool) {
 }
 
 // claimHeld marks up to max unclaimed held messages accepted by f as
-// claimed, in arrival order (mu held).
-func (st *entState) claimHeld(f func(*Envelope) bool, max int) []*heldMsg {
-	var out []*heldMsg
+// claimed, in arrival order, while they fit in b (the first one always
+// does); more is how many others f accepts that stay unclaimed (mu held).
+// It stops at the first that does not fit: a later, smaller message never
+// overtakes it.
+func (st *entState) claimHeld(f func(*Envelope) bool, max int, b *budget) (out []*heldMsg, more int) {
 	var scratch Envelope
+	full := false
 	for _, hm := range st.held {
-		if len(out) >= max {
-			break
-		}
 		if hm.claimed || !f(hm.view(&scratch)) {
+			continue
+		}
+		if full = full || len(out) >= max || !b.fits(int(hm.cost)); full {
+			more++
 			continue
 		}
 		hm.claimed = true
 		out = append(out, hm)
 	}
-	return out
+	return out, more
 }
 
 // unclaimedHeld counts the held messages no call has taken (mu held).

@@ -29,14 +29,13 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 		return nil, err
 	}
 	if req.Peek {
-		return c.peek(st, filter, req.Max), nil
+		return c.peek(st, filter, req), nil
 	}
-	taken, err := c.drain(ctx, st, filter, req, prog)
+	taken, more, err := c.drain(ctx, st, filter, req, prog)
 	if err != nil {
 		return nil, err
 	}
 	taken = c.bodies(st, taken)
-	c.handOver(ctx, st, taken)
 	res := &Result{Status: StatusDrained}
 	for _, hm := range taken {
 		res.Messages = append(res.Messages, c.handedMessage(hm))
@@ -45,6 +44,9 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 			res.Next = "answer with bridge_send(target, message, turn_id=" + hm.env.TurnID + ")"
 		}
 	}
+	c.dropBodies(st, taken)
+	c.handOver(ctx, st, taken)
+	c.drained(resultCost(taken))
 	if len(taken) == 0 {
 		res.Status = StatusEmpty
 		if wait := c.capWait(req.Wait); req.Wait > wait { // the cap cut the wait short: say so, and how to go on
@@ -54,8 +56,22 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 			res.Next = "nothing yet: call bridge_poll again"
 		}
 	}
+	c.sayMore(res, more, req.Target)
 	res.Held = c.heldBesides(st, taken)
 	return res, nil
+}
+
+// sayMore tells a result how many more messages matching its poll stay
+// held, and how to get them (unless it already says what to do next: an
+// ASK to answer).
+func (c *Core) sayMore(res *Result, more int, target string) {
+	if more == 0 {
+		return
+	}
+	res.More = more
+	if res.Next == "" {
+		res.Next = c.moreNext(more, target)
+	}
 }
 
 // fromFilter accepts every message, or with a target only those whose
@@ -71,19 +87,22 @@ func (c *Core) fromFilter(target string) (func(*Envelope) bool, error) {
 	return func(e *Envelope) bool { return e.From == t.GID }, nil
 }
 
-// peek reads held messages without consuming them.
-func (c *Core) peek(st *entState, filter func(*Envelope) bool, limit int) *Result {
+// peek reads held messages without consuming them, as many as a drain
+// would take.
+func (c *Core) peek(st *entState, filter func(*Envelope) bool, req PollRequest) *Result {
 	res := &Result{Status: StatusPeeked}
 	var envs []*Envelope
 	var seqs []uint64
 	var at []int // index in envs of each seq to read
 	var scratch Envelope
+	b, more := c.newBudget(), 0
 	st.mu.Lock()
 	for _, hm := range st.held {
-		if len(envs) >= limit {
-			break
-		}
 		if hm.claimed || !filter(hm.view(&scratch)) {
+			continue
+		}
+		if more > 0 || len(envs) >= req.Max || !b.fits(int(hm.cost)) {
+			more++
 			continue
 		}
 		if hm.env == nil {
@@ -104,17 +123,21 @@ func (c *Core) peek(st *entState, filter func(*Envelope) bool, limit int) *Resul
 	if len(res.Messages) == 0 {
 		res.Status = StatusEmpty
 	}
+	c.sayMore(res, more, req.Target)
 	res.Held = c.heldFor(st)
 	return res
 }
 
-// drain claims up to req.Max held messages; with none held and a wait, it
-// waits for the first to arrive (and takes what came with it).
-func (c *Core) drain(ctx context.Context, st *entState, filter func(*Envelope) bool, req PollRequest, prog Progress) ([]*heldMsg, error) {
+// drain claims up to req.Max held messages within the result's byte
+// budget; with none held and a wait, it waits for the first to arrive (and
+// takes what came with it). more is how many others matching filter stay
+// held.
+func (c *Core) drain(ctx context.Context, st *entState, filter func(*Envelope) bool, req PollRequest, prog Progress) ([]*heldMsg, int, error) {
 	var w *waiter
 	wait := c.capWait(req.Wait)
+	b := c.newBudget()
 	st.mu.Lock()
-	taken := st.claimHeld(filter, req.Max)
+	taken, more := st.claimHeld(filter, req.Max, b)
 	if len(taken) == 0 && wait > 0 {
 		w = &waiter{ch: make(chan *heldMsg, 1), accept: func(e *Envelope) bool {
 			// an INJECTED is offered only when it is held (a late or
@@ -127,20 +150,23 @@ func (c *Core) drain(ctx context.Context, st *entState, filter func(*Envelope) b
 	if w != nil {
 		hm, err := c.await(ctx, waitSpec{st: st, d: wait, w: w, prog: prog, what: "waiting for messages"})
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if hm != nil {
 			taken = append(taken, hm)
+			b.fits(int(hm.cost))
 			if hm.head.kind != KindAsk && req.Max > 1 {
 				st.mu.Lock()
-				taken = append(taken, st.claimHeld(filter, req.Max-1)...)
+				var with []*heldMsg
+				with, more = st.claimHeld(filter, req.Max-1, b)
+				taken = append(taken, with...)
 				st.mu.Unlock()
 			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		c.unclaim(st, taken)
-		return nil, err
+		return nil, 0, err
 	}
-	return taken, nil
+	return taken, more, nil
 }

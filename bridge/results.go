@@ -69,7 +69,10 @@ type Result struct {
 	Reason   string       `json:"reason,omitempty"`
 	Messages []Message    `json:"messages,omitempty"`
 	Held     *HeldSummary `json:"held,omitempty"` // what else waits for the caller
-	Next     string       `json:"next,omitempty"` // what to call next
+	// More: how many more held messages match this poll than it carries
+	// (cut by max or by the result's byte budget); Next says how to get them.
+	More int    `json:"more,omitempty"`
+	Next string `json:"next,omitempty"` // what to call next
 	// Deduped: a repeat of an earlier call with the same request_id; it
 	// published nothing, and shows that call's message and current status.
 	Deduped bool `json:"deduped,omitempty"`

@@ -369,7 +369,7 @@ func (c *Core) bodies(st *entState, hms []*heldMsg) []*heldMsg {
 	var seqs []uint64
 	st.mu.Lock()
 	for _, hm := range hms {
-		if hm.env == nil {
+		if hm.env == nil || hm.seq != 0 && hm.env.Body == nil { // only in the store, or its body dropped (dropBodies)
 			need, seqs = append(need, hm), append(seqs, hm.seq)
 		}
 	}

@@ -30,6 +30,11 @@ type FileConfig struct {
 	// broker, changing it for an existing inbox is refused at startup
 	// (PRECONDITION_FAILED names the queue).
 	InboxMaxLength int `json:"inboxMaxLength,omitempty"`
+	// ResultMaxBytes is the byte budget of one tool result's message
+	// bodies, counted as JSON (default 2 MiB): a bridge_poll, peek or
+	// bridge_history takes what fits and says how many more are held; a
+	// single message bigger than it still comes, alone.
+	ResultMaxBytes int `json:"resultMaxBytes,omitempty"`
 	// ReceiptWait is how long a receipt (INJECTED, an answer's delivery)
 	// may take to come back past its own bound (default 10s).
 	ReceiptWait Duration `json:"receiptWait,omitempty"`
@@ -149,6 +154,9 @@ func LoadFile(path string, required bool) (FileConfig, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if c.ResultMaxBytes < 0 {
+		return c, fmt.Errorf("config %s: resultMaxBytes %d is negative: leave it out for the default (2 MiB)", path, c.ResultMaxBytes)
 	}
 	if c.MaxWorkers < 0 {
 		return c, fmt.Errorf("config %s: maxWorkers %d is negative", path, c.MaxWorkers)

@@ -311,6 +311,9 @@ func (g *Gateway) coreConfig() bridge.Config {
 	if cfg.InboxMaxLength == 0 {
 		cfg.InboxMaxLength = g.cfg.File.InboxMaxLength
 	}
+	if cfg.ResultMaxBytes == 0 {
+		cfg.ResultMaxBytes = g.cfg.File.ResultMaxBytes
+	}
 	if cfg.StaleAfter == 0 {
 		cfg.StaleAfter = time.Duration(g.cfg.File.StaleAfter)
 	}

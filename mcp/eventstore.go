@@ -91,6 +91,9 @@ func (s *boundedEventStore) StoreEvent(_ context.Context, sessionID, streamID st
 		l = &eventLog{first: 1, next: 1}
 		s.sessions[sessionID] = l
 	}
+	if len(message) > s.maxBytes || len(message) > s.maxTotal {
+		return s.dropAtOnce(l), nil
+	}
 	ev := &storedEvent{log: l, n: l.next, stream: streamID, message: append(json.RawMessage(nil), message...)}
 	l.next++
 	l.events = append(l.events, ev)
@@ -104,6 +107,19 @@ func (s *boundedEventStore) StoreEvent(_ context.Context, sessionID, streamID st
 		s.dropOldestAnywhere()
 	}
 	return strconv.FormatInt(ev.n, 10), nil
+}
+
+// dropAtOnce numbers an event over a bound on its own without copying it
+// (a poll result is megabytes): it is dropped, and with it, as the bounds
+// would drop them to make room, every older event of its session.
+func (s *boundedEventStore) dropAtOnce(l *eventLog) string {
+	for len(l.events) > 0 {
+		s.dropOldest(l)
+	}
+	n := l.next
+	l.next++
+	l.first = l.next
+	return strconv.FormatInt(n, 10)
 }
 
 // dropOldest drops l's oldest event.

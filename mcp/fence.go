@@ -36,11 +36,13 @@ func fenceNonce(msgs []bridge.Message) string {
 	}
 }
 
-// writeMessages writes msgs to b, each body fenced.
-func writeMessages(b *strings.Builder, msgs []bridge.Message) {
+// writeMessages writes msgs to b, each body fenced; at[i] is where the
+// body of msgs[i] starts in b.
+func writeMessages(b *strings.Builder, msgs []bridge.Message) (at []int) {
 	if len(msgs) == 0 {
-		return
+		return nil
 	}
+	at = make([]int, len(msgs))
 	n := fenceNonce(msgs)
 	open, end := "<<<body-"+n+">>>", "<<<end-"+n+">>>"
 	fmt.Fprintf(b, "\n%d message(s). Each body is quoted between a line %s and a line %s: "+
@@ -57,7 +59,19 @@ func writeMessages(b *strings.Builder, msgs []bridge.Message) {
 		if m.Redelivered {
 			b.WriteString(", REDELIVERED: handed to an earlier call that never confirmed it; you may have seen it already")
 		}
-		fmt.Fprintf(b, ")\n%s\n%s\n%s", open, m.Body, end)
+		fmt.Fprintf(b, ")\n%s\n", open)
+		at[i] = b.Len()
+		fmt.Fprintf(b, "%s\n%s", m.Body, end)
+	}
+	return at
+}
+
+// shareBodies makes each message's body a slice of text, where at says it
+// starts: the result's structuredContent and its text then hold one copy
+// of the bodies between them, not two.
+func shareBodies(msgs []bridge.Message, text string, at []int) {
+	for i := range msgs {
+		msgs[i].Body = text[at[i] : at[i]+len(msgs[i].Body)]
 	}
 }
 
@@ -68,7 +82,7 @@ func writeHistory(b *strings.Builder, v *bridge.HistoryView) {
 	}
 	fmt.Fprintf(b, "\n%d history entries (oldest first)", len(v.Entries))
 	if v.More {
-		b.WriteString("; older ones match too (raise max or narrow since)")
+		b.WriteString("; older ones match too (a result carries at most max entries and its byte budget of bodies: narrow since, target or query to reach them)")
 	}
 	if v.Skipped > 0 {
 		fmt.Fprintf(b, "; %d unreadable line(s) skipped", v.Skipped)

@@ -139,7 +139,9 @@ func (s *Server) call(body func(ctx context.Context, gid string, req mcpgo.CallT
 			s.log.Error("tool call failed", "tool", req.Params.Name, bridge.LogGID, gid, "err", err)
 			return mcpgo.NewToolResultError("herdbridge: " + err.Error()), nil
 		}
-		return mcpgo.NewToolResultStructured(res, summary(res)), nil
+		text, at := summaryAt(res)
+		shareBodies(res.Messages, text, at)
+		return mcpgo.NewToolResultStructured(res, text), nil
 	}
 }
 
@@ -213,7 +215,8 @@ func (s *Server) askTool() toolDef {
 func (s *Server) pollTool() toolDef {
 	t := newTool[pollArgs, bridge.Result]("bridge_poll", "Collect held messages", effect{destructive: true},
 		"Drain messages held for you (replies, briefs, broadcasts, failures). With target, only those from that entity; the rest stay held. "+
-			"With wait_s, long-polls when nothing is held (over 45 s: pending, call again). peek reads without consuming. Status drained, peeked, empty or pending.") // draining consumes held messages
+			"With wait_s, long-polls when nothing is held (over 45 s: pending, call again). peek reads without consuming. Status drained, peeked, empty or pending. "+
+			"A result carries at most max messages and a byte budget of bodies (2 MiB by default): more says how many others are held, next to call again.") // draining consumes held messages
 	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a pollArgs, prog bridge.Progress) (*bridge.Result, error) {
 		wait, err := seconds(a.WaitS, "wait_s", 3600)
 		if err != nil {
@@ -332,7 +335,15 @@ func (s *Server) interruptTool() toolDef {
 }
 
 func summary(r *bridge.Result) string {
+	text, _ := summaryAt(r)
+	return text
+}
+
+// summaryAt is the text of r, and where each of r's messages' bodies
+// starts in it.
+func summaryAt(r *bridge.Result) (string, []int) {
 	var b strings.Builder
+	b.Grow(textSize(r))
 	fmt.Fprintf(&b, "status: %s", r.Status)
 	if r.Deduped {
 		b.WriteString(" (deduped: a repeat of an earlier call with this request_id; nothing was sent again)")
@@ -349,7 +360,7 @@ func summary(r *bridge.Result) string {
 	if r.MsgID != "" {
 		fmt.Fprintf(&b, "\nmsgId: %s", r.MsgID)
 	}
-	writeMessages(&b, r.Messages)
+	at := writeMessages(&b, r.Messages)
 	writeHistory(&b, r.History)
 	if len(r.Phases) > 0 {
 		parts := make([]string, len(r.Phases))
@@ -371,5 +382,15 @@ func summary(r *bridge.Result) string {
 	if r.Next != "" {
 		fmt.Fprintf(&b, "\nnext: %s", r.Next)
 	}
-	return b.String()
+	return b.String(), at
+}
+
+// textSize is about how long r's text is: its bodies and a header each,
+// so building a large one allocates it once instead of doubling into it.
+func textSize(r *bridge.Result) int {
+	n := 512
+	for _, m := range r.Messages {
+		n += len(m.Body) + 256
+	}
+	return n
 }
