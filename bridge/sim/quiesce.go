@@ -1,0 +1,76 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// bridgePollNow drains without waiting.
+var bridgePollNow = bridge.PollRequest{Max: 500}
+
+// quiesceWait bounds the end of a schedule: every fault healed, every
+// gateway up, every stalled reader settled, then drains until every
+// accepted message has its fate (or this passes).
+const quiesceWait = 10 * time.Second
+
+// quiesce heals everything and drains until the ledger is settled or the
+// deadline passes; it reports whether it settled.
+func (r *runner) quiesce() bool {
+	r.step = len(r.sched.Steps)
+	for _, g := range r.gws {
+		r.disk(g, false)
+		g.panes.heal()
+		r.link(g, false)
+		if !g.isUp() {
+			r.bootOrLog(g)
+		}
+		if core, _, up := g.snapshot(); up {
+			core.PaneStatus("pane"+g.id[1:], "idle")
+		}
+	}
+	r.settleStalled(r.step)
+	deadline := time.Now().Add(quiesceWait)
+	r.converge(deadline)
+	for {
+		for _, g := range r.gws {
+			if !g.isUp() {
+				r.bootOrLog(g)
+			}
+		}
+		for _, a := range r.acct.pendingAsks() {
+			r.resumeAsk(r.step, a)
+		}
+		for _, name := range r.order {
+			r.drainAll(name)
+		}
+		if r.acct.unsettled() == 0 && len(r.acct.pendingAsks()) == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// drainAll polls name without waiting until it drains nothing.
+func (r *runner) drainAll(name string) {
+	if !r.ents[name].pulls() {
+		return
+	}
+	for range 20 {
+		g, core, epoch, gid, ok := r.actor(name)
+		if !ok {
+			return
+		}
+		ctx, cancel := callCtx()
+		res, err := core.Poll(ctx, gid, bridgePollNow, nil)
+		cancel()
+		if err != nil || !g.sameEpoch(epoch) || len(res.Messages) == 0 {
+			return
+		}
+		r.acct.drained(r.step, name, res.Messages)
+		r.answer(r.step, g, core, epoch, name, gid, res.Messages)
+	}
+}
