@@ -20,6 +20,7 @@ const (
 // msgRec is one accepted message and everything seen of it.
 type msgRec struct {
 	ID, Tag, Kind string
+	Body          string // a placeholder's (Tag empty): what was seen of it
 	From, To      string // entity names
 	Pane          bool   // into a pane (the forward path)
 	Step          int
@@ -51,15 +52,13 @@ type ledger struct {
 	byID    map[string]*msgRec
 	byTag   map[string]*msgRec
 	refused map[string]string // tag -> why the call was not accepted
-	ghosts  []string          // deliveries of tags no call accepted
 	asks    map[string]*ask   // turn id -> ask
-	typedBy map[string]string // msgId+pane typed while the msgId was not yet known
 	counts  map[string]int
 }
 
 func newLedger() *ledger {
 	return &ledger{start: time.Now(), byID: map[string]*msgRec{}, byTag: map[string]*msgRec{}, refused: map[string]string{},
-		asks: map[string]*ask{}, typedBy: map[string]string{}, counts: map[string]int{}}
+		asks: map[string]*ask{}, counts: map[string]int{}}
 }
 
 func (l *ledger) note(r *msgRec, format string, a ...any) {
@@ -105,14 +104,47 @@ func (l *ledger) result(step int, kind, tag, from, to string, pane bool, res *br
 	if rungStatus[res.Status] {
 		r.receipt = true
 	}
-	if prev := l.byID[res.MsgID]; prev != nil { // the fake pane typed it before the call returned
-		for p, n := range prev.typed {
-			r.typed[p] += n
+	// what happened to it before its call returned (typed, drained, answered)
+	for _, prev := range []*msgRec{l.byID[res.MsgID], l.byTag[tag]} {
+		if prev != nil && prev.Tag == "" {
+			r.merge(prev)
 		}
-		r.history = append(prev.history, r.history...)
 	}
 	l.byID[res.MsgID], l.byTag[tag] = r, r
 	l.counts["accepted "+kind]++
+}
+
+// merge takes in what a placeholder saw before r's call returned.
+func (r *msgRec) merge(p *msgRec) {
+	for k, n := range p.typed {
+		r.typed[k] += n
+	}
+	for k, n := range p.delivered {
+		r.delivered[k] += n
+	}
+	r.failed += p.failed
+	r.abandoned += p.abandoned
+	r.receipt = r.receipt || p.receipt
+	r.history = append(p.history, r.history...)
+	p.typed, p.delivered, p.failed, p.abandoned = nil, nil, 0, 0
+}
+
+// placeholder is the record of a message seen before its call returned.
+func (l *ledger) placeholder(id, body string) *msgRec {
+	if r := l.byID[id]; id != "" && r != nil {
+		return r
+	}
+	if r := l.byTag[body]; body != "" && r != nil {
+		return r
+	}
+	r := &msgRec{ID: id, Body: body, delivered: map[string]int{}, typed: map[string]int{}}
+	if id != "" {
+		l.byID[id] = r
+	}
+	if body != "" {
+		l.byTag[body] = r
+	}
+	return r
 }
 
 // discarded: the call's gateway was killed under it, so no client heard
@@ -128,11 +160,7 @@ func (l *ledger) discarded(tag string) {
 func (l *ledger) typed(msgID, pane string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.byID[msgID]
-	if r == nil { // typed before its send returned: keep it under a placeholder
-		r = &msgRec{ID: msgID, delivered: map[string]int{}, typed: map[string]int{}}
-		l.byID[msgID] = r
-	}
+	r := l.placeholder(msgID, "") // typed before its send returned: a placeholder keeps it
 	r.typed[pane]++
 	l.note(r, "typed into %s (%d)", pane, r.typed[pane])
 }
@@ -152,10 +180,7 @@ func (l *ledger) drained(step int, name string, ms []bridge.Message) {
 		}
 		r := l.byID[m.MsgID]
 		if r == nil || r.Tag == "" {
-			if r = l.byTag[m.Body]; r == nil {
-				l.ghosts = append(l.ghosts, fmt.Sprintf("step %d: %s drained %s %s %q (no call accepted it: %s)", step, name, m.Kind, m.MsgID, m.Body, l.refused[m.Body]))
-				continue
-			}
+			r = l.placeholder(m.MsgID, m.Body) // drained before its call returned, or a ghost
 		}
 		r.delivered[name]++
 		l.note(r, "step %d: drained by %s (%d)", step, name, r.delivered[name])
@@ -164,14 +189,11 @@ func (l *ledger) drained(step int, name string, ms []bridge.Message) {
 
 // notice is a FAILED, ABANDONED or INJECTED receipt name drained.
 func (l *ledger) notice(step int, name string, m bridge.Message) {
-	r := l.byID[m.Corr]
-	if r == nil {
-		if m.Corr != "" {
-			l.counts["notices about unknown msgIds"]++
-		}
+	if m.Corr == "" {
 		return
 	}
-	if r.From != name && r.From != "" {
+	r := l.placeholder(m.Corr, "")
+	if r.From != name && r.Tag != "" {
 		l.note(r, "step %d: %s notice reached %s, not the sender %s", step, m.Kind, name, r.From)
 		l.counts["notices to the wrong entity"]++
 	}
@@ -206,10 +228,9 @@ func (l *ledger) askResult(step int, tag, asker, target string, res *bridge.Resu
 	if res.Status == bridge.StatusAnswered {
 		for _, m := range res.Messages {
 			a.gotAnswer = m.Body
-			if r := l.byTag[m.Body]; r != nil {
-				r.delivered[asker]++
-				l.note(r, "step %d: the ask of %s took it", step, asker)
-			}
+			r := l.placeholder("", m.Body)
+			r.delivered[asker]++
+			l.note(r, "step %d: the ask of %s took it", step, asker)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -51,7 +50,6 @@ func (w *world) check(settled bool, killed map[int]bool, dead map[string]bool) *
 	for k, v := range l.counts {
 		rep.Counts[k] = v
 	}
-	rep.Ghosts = slices.Clone(l.ghosts)
 	ids := make([]string, 0, len(l.byID))
 	for id := range l.byID {
 		ids = append(ids, id)
@@ -59,9 +57,12 @@ func (w *world) check(settled bool, killed map[int]bool, dead map[string]bool) *
 	sort.Strings(ids)
 	for _, id := range ids {
 		m := l.byID[id]
-		if m.Tag == "" { // typed, but no call accepted it
+		if m.Tag == "" { // seen, but no call accepted it
 			if sum(m.typed) > 1 {
 				rep.breach(BreachTypedTwice, m.String())
+			}
+			if sum(m.typed)+sum(m.delivered) > 0 {
+				rep.Ghosts = append(rep.Ghosts, fmt.Sprintf("%s %q (%s)", m.ID, m.Body, l.refused[m.Body]))
 			}
 			continue
 		}
@@ -103,6 +104,11 @@ func (w *world) checkOne(rep *Report, m *msgRec, killed map[int]bool, dead map[s
 		}
 		rep.Counts["broadcast copies delivered"] += delivered + typed
 		return
+	}
+	if m.Kind == kindAnswer && m.To == "" { // answered before the ask's call returned
+		if a := w.acct.asks[strings.TrimPrefix(m.ID, "answer:")]; a != nil {
+			m.To = a.Asker
+		}
 	}
 	got := delivered
 	if m.Pane {

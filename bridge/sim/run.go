@@ -63,7 +63,7 @@ func (r *runner) act(step int, a Action) {
 	case OpAsk:
 		r.ask(step, a)
 	case OpPoll, OpPollAbandon, OpPollStall:
-		r.poll(step, a.Actor, a.Op)
+		r.poll(step, a.Actor, a.Op, a.N > 0)
 	case OpSettle:
 		r.settleStalled(step)
 	case OpRespawn:
@@ -143,7 +143,7 @@ func (r *runner) ask(step int, a Action) {
 	}
 	tag := r.tags.next("ask " + a.Actor + "->" + a.Target)
 	ctx, cancel := callCtx()
-	res, err := core.Ask(ctx, gid, bridge.AskRequest{Question: tag, Target: r.addr(a.Target), Wait: 300 * time.Millisecond}, nil)
+	res, err := core.Ask(ctx, gid, bridge.AskRequest{Question: tag, Target: r.addr(a.Target), Wait: 100 * time.Millisecond}, nil)
 	cancel()
 	if g.sameEpoch(epoch) {
 		r.acct.askResult(step, tag, a.Actor, a.Target, res, err)
@@ -157,7 +157,7 @@ func (r *runner) resumeAsk(step int, a ask) {
 		return
 	}
 	ctx, cancel := callCtx()
-	res, err := core.Ask(ctx, gid, bridge.AskRequest{TurnID: a.TurnID, Wait: 200 * time.Millisecond}, nil)
+	res, err := core.Ask(ctx, gid, bridge.AskRequest{TurnID: a.TurnID, Wait: 50 * time.Millisecond}, nil)
 	cancel()
 	if g.sameEpoch(epoch) && err == nil {
 		r.acct.askResult(step, "", a.Asker, a.Target, res, nil)
@@ -167,7 +167,7 @@ func (r *runner) resumeAsk(step int, a ask) {
 // poll drains name's held messages: read at once, never read
 // (abandoned), or read late (stalled). A primary answers each ASK it
 // drained.
-func (r *runner) poll(step int, name string, op Op) {
+func (r *runner) poll(step int, name string, op Op, long bool) {
 	g, core, epoch, gid, ok := r.actor(name)
 	if !ok || !r.ents[name].pulls() {
 		return
@@ -179,7 +179,11 @@ func (r *runner) poll(step int, name string, op Op) {
 		h = &bridge.Handover{}
 		ctx = bridge.WithHandover(ctx, h)
 	}
-	res, err := core.Poll(ctx, gid, bridge.PollRequest{Wait: 200 * time.Millisecond, Max: 500}, nil)
+	wait := 20 * time.Millisecond
+	if long {
+		wait = 300 * time.Millisecond
+	}
+	res, err := core.Poll(ctx, gid, bridge.PollRequest{Wait: wait, Max: 500}, nil)
 	if err != nil || !g.sameEpoch(epoch) {
 		if h != nil {
 			h.Settle(false)
@@ -243,6 +247,9 @@ func (r *runner) settleStalled(step int) {
 		}
 		s.h.Settle(true)
 		r.acct.drained(step, s.name, s.msgs)
+		if _, core, epoch, gid, ok := r.actor(s.name); ok && epoch == s.epoch {
+			r.answer(step, s.gw, core, epoch, s.name, gid, s.msgs) // a primary answers the asks it read late
+		}
 	}
 }
 

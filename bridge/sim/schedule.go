@@ -15,7 +15,7 @@ const (
 	OpReply     Op = "reply"     // a worker sends N replies to a primary
 	OpBroadcast Op = "broadcast" // a primary broadcasts to all
 	OpAsk       Op = "ask"       // a worker asks a primary (a short wait; resumed at the end)
-	OpPoll      Op = "poll"      // a pull entity drains; a primary answers each ASK it drains
+	OpPoll      Op = "poll"      // a pull entity drains (N=1: a long poll, waiting for an ask); a primary answers each ASK it drains
 	OpRespawn   Op = "respawn"   // a worker that was stopped, removed or reaped registers again
 )
 
@@ -194,7 +194,7 @@ func (s Schedule) traffic(r *rand.Rand) []Action {
 			return []Action{{Op: OpBroadcast, Host: h, Actor: p}}
 		}
 		w, wh := s.worker(r)
-		return []Action{{Op: OpAsk, Host: wh, Actor: w, Target: p}, {Op: OpPoll, Host: h, Actor: p}}
+		return []Action{{Op: OpAsk, Host: wh, Actor: w, Target: p}, {Op: OpPoll, Host: h, Actor: p, N: 1}}
 	default:
 		e, h := s.puller(r)
 		return []Action{{Op: OpPoll, Host: h, Actor: e}}

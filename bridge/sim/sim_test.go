@@ -46,16 +46,19 @@ func TestSim(t *testing.T) {
 	}
 	seeds := seedsToRun()
 	t.Logf("%d schedules of %d rounds, faults %v", len(seeds), *roundsFlag, faults)
-	failed := 0
+	var failing []uint64
+	breaches := map[string]int{}
 	for _, seed := range seeds {
-		ok := t.Run("", func(t *testing.T) {
-			runSeed(t, sim.Generate(seed, faults, *roundsFlag).Keep(keep))
+		t.Run("", func(t *testing.T) {
+			if rep := runSeed(t, sim.Generate(seed, faults, *roundsFlag).Keep(keep)); rep != nil && !rep.OK() {
+				failing = append(failing, seed)
+				for k, v := range rep.Breaches {
+					breaches[k] += len(v)
+				}
+			}
 		})
-		if !ok {
-			failed++
-		}
 	}
-	t.Logf("%d of %d schedules failed", failed, len(seeds))
+	t.Logf("%d of %d schedules failed %v; breaches %v", len(failing), len(seeds), failing, breaches)
 }
 
 func seedsToRun() []uint64 {
@@ -76,7 +79,7 @@ func seedsToRun() []uint64 {
 	return out
 }
 
-func runSeed(t *testing.T, s sim.Schedule) {
+func runSeed(t *testing.T, s sim.Schedule) *sim.Report {
 	disks := disksFor(t, &s)
 	log := slog.New(slog.DiscardHandler)
 	if *logFlag {
@@ -88,9 +91,10 @@ func runSeed(t *testing.T, s sim.Schedule) {
 	}
 	if !rep.OK() {
 		t.Errorf("%s", rep)
-		return
+		return rep
 	}
 	t.Logf("seed %d ok: %v", s.Seed, rep.Counts)
+	return rep
 }
 
 // disksFor gives s's gateways their state directories: tmpfs mounts when
