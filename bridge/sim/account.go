@@ -147,12 +147,12 @@ func (l *ledger) placeholder(id, body string) *msgRec {
 	return r
 }
 
-// discarded: the call's gateway was killed under it, so no client heard
+// discarded: the call's gateway was restarted or killed under it, so no client heard
 // its result; what it sent may still arrive (a ghost, not a failure).
 func (l *ledger) discarded(tag string) {
 	l.mu.Lock()
-	l.refused[tag] = "its gateway was killed under the call"
-	l.counts["cut by a kill"]++
+	l.refused[tag] = "its gateway was restarted or killed under the call"
+	l.counts["calls cut by a restart or kill"]++
 	l.mu.Unlock()
 }
 

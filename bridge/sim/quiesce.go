@@ -22,9 +22,7 @@ func (r *runner) quiesce() bool {
 		r.disk(g, false)
 		g.panes.heal()
 		r.link(g, false)
-		if !g.isUp() {
-			r.bootOrLog(g)
-		}
+		r.bootIfDown(g)
 		if core, _, up := g.snapshot(); up {
 			core.PaneStatus("pane"+g.id[1:], "idle")
 		}
@@ -34,9 +32,7 @@ func (r *runner) quiesce() bool {
 	r.converge(deadline)
 	for {
 		for _, g := range r.gws {
-			if !g.isUp() {
-				r.bootOrLog(g)
-			}
+			r.bootIfDown(g)
 		}
 		for _, a := range r.acct.pendingAsks() {
 			r.resumeAsk(r.step, a)
@@ -72,5 +68,14 @@ func (r *runner) drainAll(name string) {
 		}
 		r.acct.drained(r.step, name, res.Messages)
 		r.answer(r.step, g, core, epoch, name, gid, res.Messages)
+	}
+}
+
+// bootIfDown starts g again if a restart left it down (its disk was full).
+func (r *runner) bootIfDown(g *gateway) {
+	g.life.Lock()
+	defer g.life.Unlock()
+	if !g.isUp() {
+		r.bootOrLog(g)
 	}
 }

@@ -76,8 +76,10 @@ func (r *runner) act(step int, a Action) {
 		r.reap()
 	case OpRestart, OpKill:
 		g := r.gws[a.Host]
+		g.life.Lock()
 		r.stop(g, a.Op == OpKill)
 		r.bootOrLog(g)
+		g.life.Unlock()
 	case OpDiskFull, OpDiskFree:
 		r.disk(r.gws[a.Host], a.Op == OpDiskFull)
 	case OpCut, OpHeal:
@@ -92,6 +94,7 @@ func (r *runner) act(step int, a Action) {
 	}
 }
 
+// bootOrLog boots g (g.life held by the caller).
 func (r *runner) bootOrLog(g *gateway) {
 	if err := r.boot(g); err != nil {
 		r.log.Warn("sim: gateway does not start", "host", g.id, "err", err)

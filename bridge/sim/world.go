@@ -34,6 +34,10 @@ type gateway struct {
 	key   *keys.HostKey
 	panes *panes
 
+	// life serializes a gateway's stops and boots: two restarts in one
+	// round run one after the other, never two cores on one store.
+	life sync.Mutex
+
 	mu    sync.Mutex
 	core  *bridge.Core
 	tr    *memnet.Transport
