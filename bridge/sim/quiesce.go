@@ -61,9 +61,14 @@ func (r *runner) drainAll(name string) {
 			return
 		}
 		ctx, cancel := callCtx()
-		res, err := core.Poll(ctx, gid, bridgePollNow, nil)
+		h := &bridge.Handover{}
+		res, err := core.Poll(bridge.WithHandover(ctx, h), gid, bridgePollNow, nil)
 		cancel()
-		if err != nil || !g.sameEpoch(epoch) || len(res.Messages) == 0 {
+		if err != nil {
+			h.Settle(false)
+			return
+		}
+		if !g.handOver(epoch, h) || len(res.Messages) == 0 {
 			return
 		}
 		r.acct.drained(r.step, name, res.Messages)

@@ -177,20 +177,15 @@ func (r *runner) poll(step int, name string, op Op, long bool) {
 	}
 	ctx, cancel := callCtx()
 	defer cancel()
-	var h *bridge.Handover
-	if op != OpPoll {
-		h = &bridge.Handover{}
-		ctx = bridge.WithHandover(ctx, h)
-	}
+	h := &bridge.Handover{} // acked once the client read it, as over stdio and streamable HTTP
+	ctx = bridge.WithHandover(ctx, h)
 	wait := 20 * time.Millisecond
 	if long {
 		wait = 300 * time.Millisecond
 	}
 	res, err := core.Poll(ctx, gid, bridge.PollRequest{Wait: wait, Max: 500}, nil)
-	if err != nil || !g.sameEpoch(epoch) {
-		if h != nil {
-			h.Settle(false)
-		}
+	if err != nil {
+		h.Settle(false)
 		return
 	}
 	switch op {
@@ -203,6 +198,9 @@ func (r *runner) poll(step int, name string, op Op, long bool) {
 		r.stalled = append(r.stalled, stalled{h: h, name: name, gw: g, epoch: epoch, msgs: res.Messages, step: step})
 		r.stallMu.Unlock()
 		r.acct.count("stalled polls")
+		return
+	}
+	if !g.handOver(epoch, h) {
 		return
 	}
 	r.acct.drained(step, name, res.Messages)
@@ -244,11 +242,9 @@ func (r *runner) settleStalled(step int) {
 	r.stalled = nil
 	r.stallMu.Unlock()
 	for _, s := range ss {
-		if !s.gw.sameEpoch(s.epoch) {
-			s.h.Settle(false)
+		if !s.gw.handOver(s.epoch, s.h) {
 			continue
 		}
-		s.h.Settle(true)
 		r.acct.drained(step, s.name, s.msgs)
 		if _, core, epoch, gid, ok := r.actor(s.name); ok && epoch == s.epoch {
 			r.answer(step, s.gw, core, epoch, s.name, gid, s.msgs) // a primary answers the asks it read late

@@ -60,6 +60,19 @@ func (g *gateway) sameEpoch(e int) bool {
 	return g.epoch == e && g.up
 }
 
+// handOver settles a drain's handover: delivered if g still runs the
+// core that drained (the client read the result), else not (the
+// connection died with the gateway, and the messages come again). It
+// holds g.mu, so a restart or kill lands before or after it, never in
+// between.
+func (g *gateway) handOver(epoch int, h *bridge.Handover) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ok := g.epoch == epoch && g.up
+	h.Settle(ok)
+	return ok
+}
+
 // ent is one entity of a run; its gid changes when it registers anew.
 type ent struct {
 	name string
