@@ -41,12 +41,26 @@ func (r *runner) quiesce() bool {
 			r.drainAll(name)
 		}
 		if r.acct.unsettled() == 0 && len(r.acct.pendingAsks()) == 0 {
+			r.grace()
 			return true
 		}
 		if time.Now().After(deadline) {
 			return false
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// quiesceGrace is how long a settled run still watches: a message
+// reported FAILED may yet be delivered (a second fate), and that only
+// shows if something looks. It can only find more, never less.
+const quiesceGrace = 500 * time.Millisecond
+
+// grace waits quiesceGrace, then drains everything once more.
+func (r *runner) grace() {
+	time.Sleep(quiesceGrace)
+	for _, name := range r.order {
+		r.drainAll(name)
 	}
 }
 

@@ -64,6 +64,8 @@ func (r *runner) act(step int, a Action) {
 		r.ask(step, a)
 	case OpPoll, OpPollAbandon, OpPollStall:
 		r.poll(step, a.Actor, a.Op, a.N > 0)
+	case OpPause:
+		time.Sleep(time.Duration(a.N) * 100 * time.Millisecond)
 	case OpSettle:
 		r.settleStalled(step)
 	case OpRespawn:

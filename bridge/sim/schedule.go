@@ -17,6 +17,7 @@ const (
 	OpAsk       Op = "ask"       // a worker asks a primary (a short wait; resumed at the end)
 	OpPoll      Op = "poll"      // a pull entity drains (N=1: a long poll, waiting for an ask); a primary answers each ASK it drains
 	OpRespawn   Op = "respawn"   // a worker that was stopped, removed or reaped registers again
+	OpPause     Op = "pause"     // nothing for N × 100 ms: timers run (only in hand-written schedules)
 )
 
 // Faults: each belongs to a Fault kind, selectable.
@@ -126,10 +127,13 @@ func (s Step) String() string {
 
 // Schedule is everything a run does, generated from its seed.
 type Schedule struct {
-	Seed   uint64
-	Hosts  int
-	Faults []Fault
-	Steps  []Step
+	// Scenario names a hand-written schedule (TestSimScenarios); "" for a
+	// generated one.
+	Scenario string
+	Seed     uint64
+	Hosts    int
+	Faults   []Fault
+	Steps    []Step
 }
 
 // Generate is the schedule of seed with the given fault kinds and number

@@ -124,6 +124,7 @@ func disksFor(t *testing.T, s *sim.Schedule) sim.DiskFaults {
 			return d
 		}
 		t.Logf("disk faults left out: %v", err)
+		s.Faults = slices.DeleteFunc(slices.Clone(s.Faults), func(f sim.Fault) bool { return f == "disk" })
 	}
 	return sim.PlainDisks(base)
 }
