@@ -38,6 +38,7 @@ type msgRec struct {
 // ask is one bridge_ask and its turn.
 type ask struct {
 	Tag, Asker, Target, TurnID string
+	AskerGID                   string // the asker's incarnation: a respawned one cannot resume it
 	Status                     string // latest result
 	answer                     string // the tag of the answer the target's call said was delivered
 	gotAnswer                  string // the body the asker's call returned
@@ -209,7 +210,7 @@ func (l *ledger) notice(step int, name string, m bridge.Message) {
 }
 
 // askResult records a bridge_ask's outcome (new or resumed).
-func (l *ledger) askResult(step int, tag, asker, target string, res *bridge.Result, err error) {
+func (l *ledger) askResult(step int, tag, asker, askerGID, target string, res *bridge.Result, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil || res.TurnID == "" {
@@ -220,7 +221,7 @@ func (l *ledger) askResult(step int, tag, asker, target string, res *bridge.Resu
 	}
 	a := l.asks[res.TurnID]
 	if a == nil {
-		a = &ask{Tag: tag, Asker: asker, Target: target, TurnID: res.TurnID}
+		a = &ask{Tag: tag, Asker: asker, AskerGID: askerGID, Target: target, TurnID: res.TurnID}
 		l.asks[res.TurnID] = a
 		l.counts["asks accepted"]++
 	}

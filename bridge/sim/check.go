@@ -71,7 +71,7 @@ func (w *world) check(settled bool, killed map[int]bool, dead map[string]bool) *
 	for _, a := range l.asks {
 		if !terminalAsk(a.Status) {
 			if e := w.ents[a.Asker]; e != nil {
-				if _, alive := e.state(); alive {
+				if gid, alive := e.state(); alive && gid == a.AskerGID {
 					rep.breach(BreachAskOpen, fmt.Sprintf("turn %s: %s asked %s %q: still %s", a.TurnID, a.Asker, a.Target, a.Tag, a.Status))
 				}
 			}

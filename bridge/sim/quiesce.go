@@ -34,13 +34,14 @@ func (r *runner) quiesce() bool {
 		for _, g := range r.gws {
 			r.bootIfDown(g)
 		}
-		for _, a := range r.acct.pendingAsks() {
+		asks := r.resumableAsks()
+		for _, a := range asks {
 			r.resumeAsk(r.step, a)
 		}
 		for _, name := range r.order {
 			r.drainAll(name)
 		}
-		if r.acct.unsettled() == 0 && len(r.acct.pendingAsks()) == 0 {
+		if r.acct.unsettled() == 0 && len(asks) == 0 {
 			r.grace()
 			return true
 		}
@@ -97,4 +98,16 @@ func (r *runner) bootIfDown(g *gateway) {
 	if !g.isUp() {
 		r.bootOrLog(g)
 	}
+}
+
+// resumableAsks are the open turns whose asker (the same incarnation) still
+// lives to resume them.
+func (r *runner) resumableAsks() []ask {
+	var out []ask
+	for _, a := range r.acct.pendingAsks() {
+		if gid, alive := r.ents[a.Asker].state(); alive && gid == a.AskerGID {
+			out = append(out, a)
+		}
+	}
+	return out
 }

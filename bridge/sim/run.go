@@ -151,21 +151,21 @@ func (r *runner) ask(step int, a Action) {
 	res, err := core.Ask(ctx, gid, bridge.AskRequest{Question: tag, Target: r.addr(a.Target), Wait: 100 * time.Millisecond}, nil)
 	cancel()
 	if g.sameEpoch(epoch) {
-		r.acct.askResult(step, tag, a.Actor, a.Target, res, err)
+		r.acct.askResult(step, tag, a.Actor, gid, a.Target, res, err)
 	}
 }
 
 // resumeAsk waits on an open turn again, as the asker's next call would.
 func (r *runner) resumeAsk(step int, a ask) {
 	g, core, epoch, gid, ok := r.actor(a.Asker)
-	if !ok {
+	if !ok || gid != a.AskerGID {
 		return
 	}
 	ctx, cancel := callCtx()
 	res, err := core.Ask(ctx, gid, bridge.AskRequest{TurnID: a.TurnID, Wait: 50 * time.Millisecond}, nil)
 	cancel()
 	if g.sameEpoch(epoch) && err == nil {
-		r.acct.askResult(step, "", a.Asker, a.Target, res, nil)
+		r.acct.askResult(step, "", a.Asker, gid, a.Target, res, nil)
 	}
 }
 
