@@ -11,6 +11,8 @@
 #                kill -9 and a broker restart; writes soak-report/report.{md,json} (SOAK=30m for longer)
 #   make fuzz    run every fuzz target for FUZZTIME each
 #   make demo    run the demo exchange against a fresh in-process gateway
+#   make sim     N random fault schedules (bridge/sim) over in-process gateways, checking every accepted message
+#                has exactly one fate; SEED=… replays one, FAULTS=… picks the fault kinds (default all), ROUNDS=…
 GO        ?= go
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
@@ -28,7 +30,13 @@ REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X main.revision=$(REVISION)
 DIRTY     := $(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo ' (with uncommitted changes)')
 
-.PHONY: build run test vet bench soak fuzz demo clean
+# make sim: schedules, fault kinds and rounds per schedule
+N      ?= 100
+FAULTS ?= all
+ROUNDS ?= 25
+SEED   ?=
+
+.PHONY: build run test vet bench soak fuzz demo sim clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o herdbridge ./cmd/herdbridge
@@ -94,6 +102,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSameOrigin$$' -fuzztime $(FUZZTIME) ./opsui/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBench$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLoad$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
+
+sim:
+	$(GO) test ./bridge/sim -run 'TestSim$$' -count=1 -v -timeout 0 -sim.faults=$(FAULTS) -sim.rounds=$(ROUNDS) \
+	  $(if $(SEED),-sim.seed=$(SEED),-sim.n=$(N))
 
 demo:
 	$(GO) run ./cmd/herdbridge demo --state-dir /nonexistent-herdbridge-demo

@@ -1,0 +1,113 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// bridgePollNow drains without waiting.
+var bridgePollNow = bridge.PollRequest{Max: 500}
+
+// quiesceWait bounds the end of a schedule: every fault healed, every
+// gateway up, every stalled reader settled, then drains until every
+// accepted message has its fate (or this passes).
+const quiesceWait = 10 * time.Second
+
+// quiesce heals everything and drains until the ledger is settled or the
+// deadline passes; it reports whether it settled.
+func (r *runner) quiesce() bool {
+	r.step = len(r.sched.Steps)
+	for _, g := range r.gws {
+		r.disk(g, false)
+		g.panes.heal()
+		r.link(g, false)
+		r.bootIfDown(g)
+		if core, _, up := g.snapshot(); up {
+			core.PaneStatus("pane"+g.id[1:], "idle")
+		}
+	}
+	r.settleStalled(r.step)
+	deadline := time.Now().Add(quiesceWait)
+	r.converge(deadline)
+	for {
+		for _, g := range r.gws {
+			r.bootIfDown(g)
+		}
+		asks := r.resumableAsks()
+		for _, a := range asks {
+			r.resumeAsk(r.step, a)
+		}
+		for _, name := range r.order {
+			r.drainAll(name)
+		}
+		if r.acct.unsettled() == 0 && len(asks) == 0 {
+			r.grace()
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// quiesceGrace is how long a settled run still watches: a message
+// reported FAILED may yet be delivered (a second fate), and that only
+// shows if something looks. It can only find more, never less.
+const quiesceGrace = 500 * time.Millisecond
+
+// grace waits quiesceGrace, then drains everything once more.
+func (r *runner) grace() {
+	time.Sleep(quiesceGrace)
+	for _, name := range r.order {
+		r.drainAll(name)
+	}
+}
+
+// drainAll polls name without waiting until it drains nothing.
+func (r *runner) drainAll(name string) {
+	if !r.ents[name].pulls() {
+		return
+	}
+	for range 20 {
+		g, core, epoch, gid, ok := r.actor(name)
+		if !ok {
+			return
+		}
+		ctx, cancel := callCtx()
+		h := &bridge.Handover{}
+		res, err := core.Poll(bridge.WithHandover(ctx, h), gid, bridgePollNow, nil)
+		cancel()
+		if err != nil {
+			h.Settle(false)
+			return
+		}
+		if !g.handOver(epoch, h) || len(res.Messages) == 0 {
+			return
+		}
+		r.acct.drained(r.step, name, res.Messages)
+		r.answer(r.step, g, core, epoch, name, gid, res.Messages)
+	}
+}
+
+// bootIfDown starts g again if a restart left it down (its disk was full).
+func (r *runner) bootIfDown(g *gateway) {
+	g.life.Lock()
+	defer g.life.Unlock()
+	if !g.isUp() {
+		r.bootOrLog(g)
+	}
+}
+
+// resumableAsks are the open turns whose asker (the same incarnation) still
+// lives to resume them.
+func (r *runner) resumableAsks() []ask {
+	var out []ask
+	for _, a := range r.acct.pendingAsks() {
+		if gid, alive := r.ents[a.Asker].state(); alive && gid == a.AskerGID {
+			out = append(out, a)
+		}
+	}
+	return out
+}
