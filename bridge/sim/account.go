@@ -270,23 +270,25 @@ func (l *ledger) senderGone(name string) {
 }
 
 // settled reports whether r has its fate (and, typed, its receipt).
-func (r *msgRec) settled() bool {
+// Without receipts, a typed brief counts as settled though its sender has
+// not heard yet.
+func (r *msgRec) settled(receipts bool) bool {
 	switch {
 	case r.Kind == kindBroadcast || r.Tag == "":
 		return true
 	case r.Pane:
-		return (len(r.typed) > 0 && r.receipt) || r.failed > 0 || r.abandoned > 0
+		return (len(r.typed) > 0 && (r.receipt || !receipts)) || r.failed > 0 || r.abandoned > 0
 	}
 	return len(r.delivered) > 0 || r.failed > 0 || r.abandoned > 0
 }
 
 // unsettled counts messages (and asks) still without their fate.
-func (l *ledger) unsettled() int {
+func (l *ledger) unsettled(receipts bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for _, r := range l.byID {
-		if !r.settled() && !r.senderGone {
+		if !r.settled(receipts) && !r.senderGone {
 			n++
 		}
 	}

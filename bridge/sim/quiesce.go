@@ -14,6 +14,10 @@ var bridgePollNow = bridge.PollRequest{Max: 500}
 // accepted message has its fate (or this passes).
 const quiesceWait = 10 * time.Second
 
+// receiptWait bounds the wait for a typed brief's receipt (the gateways'
+// ReceiptWait plus sweeps and travel, with room for -race).
+const receiptWait = 3 * time.Second
+
 // quiesce heals everything and drains until the ledger is settled or the
 // deadline passes; it reports whether it settled.
 func (r *runner) quiesce() bool {
@@ -29,6 +33,7 @@ func (r *runner) quiesce() bool {
 	}
 	r.settleStalled(r.step)
 	deadline := time.Now().Add(quiesceWait)
+	receiptDeadline := time.Now().Add(receiptWait)
 	r.converge(deadline)
 	for {
 		for _, g := range r.gws {
@@ -41,7 +46,8 @@ func (r *runner) quiesce() bool {
 		for _, name := range r.order {
 			r.drainAll(name)
 		}
-		if r.acct.unsettled() == 0 && len(asks) == 0 {
+		receipts := time.Now().Before(receiptDeadline) // past it, a missing receipt is a breach, not worth waiting for
+		if r.acct.unsettled(receipts) == 0 && len(asks) == 0 {
 			r.grace()
 			return true
 		}
