@@ -75,9 +75,7 @@ func (c *Core) recordDeadLetter(dl DeadLetter, fate deadFate) {
 	c.observe(ev)
 	c.log.Warn("dead letter", LogMsgID, rec.MsgID, LogTraceID, rec.TraceID, LogKind, rec.Kind, LogFrom, rec.From, LogTo, rec.To, LogReason, rec.Reason, "queue", rec.Queue,
 		"reported", rec.Reported, "forwardedTo", rec.ForwardedTo, "consumedBy", rec.ConsumedBy)
-	if err := c.st.AppendDead(rec); err != nil {
-		c.log.Error("dead-letter log write failed", LogMsgID, rec.MsgID, LogTraceID, rec.TraceID, "err", err)
-	}
+	c.writeDead([]DeadLetterRecord{rec})
 }
 
 // reportableDeadLetter decides whether a dead letter's sender is told

@@ -1,5 +1,7 @@
 package bridge
 
+import "sync"
+
 // Fates (issue 20). A message the fabric accepted ends in exactly one fate
 // its sender can see: delivered — its recipient has it (a drain handed over
 // and acked, a reply resolving an open send, a brief typed into its pane) —
@@ -31,6 +33,7 @@ type undelivered struct {
 	queue                string // where it waited, for the dead-letter log
 	cause                string // stopped | reaped | removed | pane closed | gone
 	reason               string // the sentence its sender reads
+	notifier             string // whom the FAILED is from; "" is this gateway
 }
 
 // undeliveredHeld describes a held message by its head (its body is not
@@ -65,11 +68,73 @@ func (c *Core) reportUndelivered(us []undelivered) int {
 		recs = append(recs, DeadLetterRecord{At: now, MsgID: u.msgID, TraceID: u.traceID, Kind: string(u.kind), From: u.from, To: u.to,
 			Reason: u.cause + ": " + u.reason, Queue: u.queue, Reported: tell})
 		if tell {
-			out = append(out, c.notice(KindFailed, GatewayGID(c.cfg.Host), u.from, u.msgID, "", u.traceID, u.reason))
+			from := u.notifier
+			if from == "" {
+				from = GatewayGID(c.cfg.Host)
+			}
+			out = append(out, c.notice(KindFailed, from, u.from, u.msgID, "", u.traceID, u.reason))
 		}
 	}
-	if err := c.st.AppendDeads(recs); err != nil {
-		c.log.Error("dead-letter log write failed", "n", len(recs), "err", err)
-	}
+	c.writeDead(recs)
 	return len(out) - c.publishAll(out)
+}
+
+// deadBacklogMax bounds the dead-letter records kept in memory while the
+// store refuses them (a full disk): about 300 bytes each.
+const deadBacklogMax = 10000
+
+// deadBacklog holds dead-letter records the store could not take, until
+// the sweeper writes them (its lock is a leaf).
+type deadBacklog struct {
+	mu      sync.Mutex
+	recs    []DeadLetterRecord
+	dropped int // past deadBacklogMax: counted and logged, never silent
+}
+
+// writeDead writes recs to the dead-letter log; what the store refuses is
+// kept and written again by the sweeper (flushDead), so a report made
+// while the disk is full still gets its line once space returns.
+func (c *Core) writeDead(recs []DeadLetterRecord) {
+	if len(recs) == 0 {
+		return
+	}
+	if err := c.st.AppendDeads(recs); err != nil {
+		c.log.Error("dead-letter log write failed: kept in memory and written again", "n", len(recs), "err", err)
+		c.deadLater.keep(recs)
+	}
+}
+
+func (b *deadBacklog) keep(recs []DeadLetterRecord) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := max(0, deadBacklogMax-len(b.recs))
+	if len(recs) > room {
+		b.dropped += len(recs) - room
+		recs = recs[:room]
+	}
+	b.recs = append(b.recs, recs...)
+}
+
+func (b *deadBacklog) take() (recs []DeadLetterRecord, dropped int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	recs, dropped = b.recs, b.dropped
+	b.recs, b.dropped = nil, 0
+	return recs, dropped
+}
+
+// flushDead writes what writeDead kept (the sweeper calls it).
+func (c *Core) flushDead() {
+	recs, dropped := c.deadLater.take()
+	if dropped > 0 {
+		c.log.Error("dead-letter records dropped: the store refused them and the backlog was full", "n", dropped)
+	}
+	if len(recs) == 0 {
+		return
+	}
+	if err := c.st.AppendDeads(recs); err != nil {
+		c.deadLater.keep(recs)
+		return
+	}
+	c.log.Info("dead-letter records written after the store refused them", "n", len(recs))
 }

@@ -38,7 +38,5 @@ func (c *Core) noticeUnroutable(env *Envelope, err error) {
 		LogTraceID, env.TraceID, "corr", env.Corr, LogTo, env.To, "err", err)
 	rec := DeadLetterRecord{At: c.cfg.Now(), MsgID: env.MsgID, TraceID: env.TraceID, Kind: string(env.Kind), From: env.From, To: env.To,
 		Reason: ReasonUnroutable + ": " + string(env.Kind) + " about " + env.Corr + ": no inbox for " + env.To, Queue: InboxQueueName(env.To)}
-	if err := c.st.AppendDead(rec); err != nil {
-		c.log.Error("dead-letter log write failed", LogMsgID, rec.MsgID, LogTraceID, rec.TraceID, "err", err)
-	}
+	c.writeDead([]DeadLetterRecord{rec})
 }

@@ -264,7 +264,12 @@ const waitsBehind = "behind"
 // settleQueued takes q out of its queue, telling its sender (a SEND's)
 // kind with reason.
 func (c *Core) settleQueued(q queued, kind Kind, reason string) {
-	if q.env.Kind == KindSend {
+	switch {
+	case kind == KindFailed: // not typed: a fate like any undelivered message's (fate.go)
+		u := undeliveredEnv(q.env, q.To, "pane queue of "+q.Pane, "not typed", reason)
+		u.notifier = q.To
+		c.reportUndelivered([]undelivered{u})
+	case q.env.Kind == KindSend:
 		c.publishAll([]outMsg{c.receiptFor(kind, q.To, q.env, reason)})
 	}
 	if kind != KindInjected { // not typed: nobody reads its file

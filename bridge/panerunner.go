@@ -84,7 +84,7 @@ func (c *Core) tryHead(run *paneRun, r store.QueuedBrief) bool {
 		c.dequeue(q.QueuedBrief)
 		return true
 	case !live:
-		c.settleQueued(q, KindFailed, "brief "+Excerpt(string(q.env.Body))+" not typed: "+c.nameOf(q.To)+
+		c.settleQueued(q, KindFailed, "brief "+Excerpt(string(q.env.Body))+" not typed: "+c.departedName(q.To)+
 			" left pane "+q.Pane+" (closed or removed) while the brief was queued")
 		return true
 	case q.Typed:

@@ -230,6 +230,18 @@ func (c *Core) forgetEntity(ctx context.Context, st *entState) error {
 	return nil
 }
 
+// departedName is gid's name, also while or after it is removed (its
+// address then, from the removal, or the gid itself).
+func (c *Core) departedName(gid string) string {
+	if n := c.nameOf(gid); n != "" {
+		return n
+	}
+	if d, ok := c.gone.get(gid); ok {
+		return d.addr
+	}
+	return "worker " + gid
+}
+
 // arrivedForGone settles an arrival for an entity that is gone or being
 // removed: reported to its sender (once), then acked — recorded before it
 // leaves the transport.

@@ -25,6 +25,7 @@ func (c *Core) every(d time.Duration, f func()) {
 func (c *Core) sweep() {
 	now := c.cfg.Now()
 	c.overdueReceipts(now)
+	c.flushDead()
 	c.sweepPanes(now)
 	c.expirePending(now)
 	c.mem.save(c.st, now, c.log)

@@ -37,7 +37,7 @@ var scenarios = []scenario{
 	{
 		// herdbridge remove (Core.Remove) of a pull worker holding briefs:
 		// they are dropped with the inbox, no FAILED, no dead-letter record
-		name: "remove with briefs held", hosts: 1, brokenOnMain: []string{sim.BreachLost},
+		name: "remove with briefs held", hosts: 1,
 		steps: [][]sim.Action{
 			{{Op: sim.OpSend, Actor: "p0", Target: "w0", N: 3}},
 			{{Op: sim.OpPause, N: 2}}, // past SpillDelay: held in the store
@@ -47,7 +47,7 @@ var scenarios = []scenario{
 	{
 		// a pane closes with briefs in its queue: FAILED to the sender, but
 		// no dead-letter record
-		name: "pane closed with briefs queued", hosts: 1, brokenOnMain: []string{sim.BreachNoDeadLog},
+		name: "pane closed with briefs queued", hosts: 1,
 		steps: [][]sim.Action{
 			{{Op: sim.OpHerdrDown, Host: 0}},
 			{{Op: sim.OpSend, Actor: "p0", Target: "pw0", N: 2}},
@@ -69,7 +69,7 @@ var scenarios = []scenario{
 	{
 		// reaping on a full disk: the senders are told FAILED, but the
 		// dead-letter records cannot be written
-		name: "reap on a full disk", hosts: 1, disk: true, brokenOnMain: []string{sim.BreachNoDeadLog},
+		name: "reap on a full disk", hosts: 1, disk: true,
 		steps: [][]sim.Action{
 			{{Op: sim.OpSend, Actor: "p0", Target: "w0", N: 3}},
 			{{Op: sim.OpDiskFull, Host: 0}},
