@@ -149,15 +149,21 @@ func (st *entState) close(w *waiter) (claimed bool) {
 // expectReceipt opens a channel for the receipts of msgID, one of st's
 // outgoing messages; done closes it.
 func (st *entState) expectReceipt(msgID string) (receipts <-chan *Envelope, done func()) {
-	ch := make(chan *Envelope, 4)
-	st.mu.Lock()
-	st.receipts[msgID] = ch
-	st.mu.Unlock()
+	ch := st.openReceipts(msgID)
 	return ch, func() {
 		st.mu.Lock()
 		delete(st.receipts, msgID)
 		st.mu.Unlock()
 	}
+}
+
+// openReceipts registers the channel msgID's receipts are handed to.
+func (st *entState) openReceipts(msgID string) chan *Envelope {
+	ch := make(chan *Envelope, 4)
+	st.mu.Lock()
+	st.receipts[msgID] = ch
+	st.mu.Unlock()
+	return ch
 }
 
 // expectReceiptKept is expectReceipt for a call whose receipts its entity
@@ -167,10 +173,7 @@ func (st *entState) expectReceipt(msgID string) (receipts <-chan *Envelope, done
 // channel is acked in its transport at once: dropped here, it would have
 // no fate its sender sees.)
 func (st *entState) expectReceiptKept(msgID string) (receipts <-chan *Envelope, done func()) {
-	ch := make(chan *Envelope, 4)
-	st.mu.Lock()
-	st.receipts[msgID] = ch
-	st.mu.Unlock()
+	ch := st.openReceipts(msgID)
 	return ch, func() {
 		st.mu.Lock()
 		defer st.mu.Unlock()
