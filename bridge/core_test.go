@@ -54,15 +54,22 @@ type harness struct {
 func newHarness(t *testing.T, mod func(*bridge.Config)) *harness {
 	t.Helper()
 	dir := t.TempDir()
+	return dirsHarness(t, dir, dir, mod)
+}
+
+// dirsHarness is newHarness with the state file in storeDir and the
+// transport's in transportDir.
+func dirsHarness(t *testing.T, storeDir, transportDir string, mod func(*bridge.Config)) *harness {
+	t.Helper()
 	h := &harness{t: t, clk: &clock{}, tclk: &clock{}}
-	tr, err := embedded.Open(filepath.Join(dir, "t.db"), embedded.Options{NoSync: true, Now: h.tclk.Now})
+	tr, err := embedded.Open(filepath.Join(transportDir, "t.db"), embedded.Options{NoSync: true, Now: h.tclk.Now})
 	if err != nil {
 		t.Fatalf("embedded.Open: %v", err)
 	}
-	st, err := store.Open(filepath.Join(dir, "s.db"), 0)
+	st, err := store.Open(filepath.Join(storeDir, "s.db"), 0)
 	if err != nil {
 		_ = tr.Close()
-		t.Fatalf("OpenStore: %v", err)
+		t.Fatalf("store.Open: %v", err)
 	}
 	h.tr, h.st = tr, st
 	h.cfg = bridge.Config{
@@ -77,7 +84,7 @@ func newHarness(t *testing.T, mod func(*bridge.Config)) *harness {
 		if h.c != nil {
 			_ = h.c.Close()
 		}
-		_ = st.Close()
+		_ = h.st.Close()
 		_ = tr.Close()
 	})
 	h.start()

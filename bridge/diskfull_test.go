@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
-	"github.com/herdbridge/herdbridge/bridge/embedded"
 	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
@@ -29,40 +28,6 @@ import (
 func storeHarness(t *testing.T, storeDir string, mod func(*bridge.Config)) *harness {
 	t.Helper()
 	return dirsHarness(t, storeDir, t.TempDir(), mod)
-}
-
-// dirsHarness is newHarness with the state file in storeDir and the
-// transport's in transportDir.
-func dirsHarness(t *testing.T, storeDir, transportDir string, mod func(*bridge.Config)) *harness {
-	t.Helper()
-	h := &harness{t: t, clk: &clock{}, tclk: &clock{}}
-	tr, err := embedded.Open(filepath.Join(transportDir, "t.db"), embedded.Options{NoSync: true, Now: h.tclk.Now})
-	if err != nil {
-		t.Fatalf("embedded.Open: %v", err)
-	}
-	st, err := store.Open(filepath.Join(storeDir, "s.db"), 0)
-	if err != nil {
-		_ = tr.Close()
-		t.Fatalf("store.Open: %v", err)
-	}
-	h.tr, h.st = tr, st
-	h.cfg = bridge.Config{
-		Host: "h1", Transport: tr, Store: st, Now: h.clk.Now,
-		MaxWait: 3 * time.Second, SweepEvery: 50 * time.Millisecond, ReceiptWait: 2 * time.Second,
-		NudgeEvery: 50 * time.Millisecond, ProgressEvery: 50 * time.Millisecond,
-	}
-	if mod != nil {
-		mod(&h.cfg)
-	}
-	t.Cleanup(func() {
-		if h.c != nil {
-			_ = h.c.Close()
-		}
-		_ = h.st.Close()
-		_ = tr.Close()
-	})
-	h.start()
-	return h
 }
 
 // reopen is a whole gateway restart: the core stops, the state file is
