@@ -11,7 +11,7 @@
 #                kill -9 and a broker restart; writes soak-report/report.{md,json} (SOAK=30m for longer)
 #   make fuzz    run every fuzz target for FUZZTIME each
 #   make demo    run the demo exchange against a fresh in-process gateway
-#   make sim     N random fault schedules (bridge/sim) over in-process gateways, checking every accepted message
+#   make sim     N random fault schedules (sim) over in-process gateways, checking every accepted message
 #                has exactly one fate; SEED=… replays one, FAULTS=… picks the fault kinds (default all), ROUNDS=…
 GO        ?= go
 FUZZTIME  ?= 30s
@@ -104,7 +104,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLoad$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
 
 sim:
-	$(GO) test ./bridge/sim -run 'TestSim$$' -count=1 -v -timeout 0 -sim.faults=$(FAULTS) -sim.rounds=$(ROUNDS) \
+	$(GO) test ./sim -run 'TestSim$$' -count=1 -v -timeout 0 -sim.faults=$(FAULTS) -sim.rounds=$(ROUNDS) \
 	  $(if $(SEED),-sim.seed=$(SEED),-sim.n=$(N))
 
 demo:

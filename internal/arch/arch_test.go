@@ -80,6 +80,7 @@ func TestImportRules(t *testing.T) {
 		"mcp":    {module + "/herdr", module + "/gateway", module + "/keys"},
 		"keys":   {module + "/bridge", module + "/mcp", module + "/herdr", module + "/gateway"},
 		"opsui":  {module + "/gateway", module + "/mcp", module + "/herdr", module + "/keys"},
+		"sim":    {module + "/gateway", module + "/mcp", module + "/herdr"},
 	}
 	for _, g := range sources(t) {
 		for _, imp := range g.imports() {

@@ -214,9 +214,9 @@ func faultList(fs []Fault) string {
 // ReplayCommand is the one command that runs s again.
 func ReplayCommand(s Schedule) string {
 	if s.Scenario != "" {
-		return fmt.Sprintf("go test ./bridge/sim -run 'TestSimScenarios/%s' -v -sim.strict", strings.ReplaceAll(s.Scenario, " ", "_"))
+		return fmt.Sprintf("go test ./sim -run 'TestSimScenarios/%s' -v -sim.strict", strings.ReplaceAll(s.Scenario, " ", "_"))
 	}
-	return fmt.Sprintf("go test ./bridge/sim -run 'TestSim$' -v -sim.seed=%d -sim.faults=%s -sim.rounds=%d", s.Seed, faultList(s.Faults), roundsOf(s))
+	return fmt.Sprintf("go test ./sim -run 'TestSim$' -v -sim.seed=%d -sim.faults=%s -sim.rounds=%d", s.Seed, faultList(s.Faults), roundsOf(s))
 }
 
 func roundsOf(s Schedule) int {

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/herdbridge/herdbridge/bridge/sim"
+	"github.com/herdbridge/herdbridge/sim"
 )
 
 var (

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/herdbridge/herdbridge/bridge/sim"
+	"github.com/herdbridge/herdbridge/sim"
 )
 
 // scenario is a hand-written schedule that pins one finding of the random
