@@ -79,12 +79,33 @@ type setupTarget struct {
 	skill  string // a Claude Code skill file to write, or ""
 	agents string // an AGENTS.md to put the block in, or ""
 	note   string // what setup cannot do for this client
+	// keys are client-specific keys of the JSON server entry (pi's
+	// directTools); allowKeys those that let the model call the bridge
+	// without a person approving each call (Gemini's trust), which
+	// --no-allow leaves out
+	keys, allowKeys map[string]any
 }
+
+// clientTargets are the clients whose setupTarget is a function of its own
+// (in setup_CLIENT.go), by name, and their default scope.
+var clientTargets = map[string]struct {
+	target       func(scope, home string) (setupTarget, error)
+	defaultScope string
+}{
+	"gemini": {geminiTarget, "user"},
+	"pi":     {piTarget, "project"},
+}
+
+// setupClients is every client setup knows, as the usage lists them.
+var setupClients = []string{"claude", "codex", "cursor", "gemini", "pi"}
 
 func setupTargetFor(client, scope string) (setupTarget, error) {
 	home, err := os.UserHomeDir()
 	if err != nil && scope == "user" {
 		return setupTarget{}, err
+	}
+	if ct, ok := clientTargets[client]; ok && (scope == "project" || scope == "user") {
+		return ct.target(scope, home)
 	}
 	switch client + "/" + scope {
 	case "claude/project":
@@ -108,13 +129,19 @@ func setupTargetFor(client, scope string) (setupTarget, error) {
 	if scope != "project" && scope != "user" {
 		return setupTarget{}, fmt.Errorf("--scope %q: use project or user", scope)
 	}
-	return setupTarget{}, fmt.Errorf("unknown client %q: use claude, codex or cursor", client)
+	return setupTarget{}, fmt.Errorf("unknown client %q: use %s", client, clientList())
+}
+
+// clientList is "claude, codex, cursor, gemini or pi".
+func clientList() string {
+	n := len(setupClients)
+	return strings.Join(setupClients[:n-1], ", ") + " or " + setupClients[n-1]
 }
 
 func setupCommand(stdout, stderr io.Writer) *cobra.Command {
 	c := &cobra.Command{
-		Use:   "setup claude|codex|cursor [--scope project|user] [--print]",
-		Short: "Connect an MCP client (Claude Code, Codex, Cursor) to herdbridge",
+		Use:   "setup claude|codex|cursor|gemini|pi [--scope project|user] [--print] [--no-allow]",
+		Short: "Connect an MCP client (Claude Code, Codex, Cursor, Gemini CLI, pi) to herdbridge",
 		Long: `Write or merge herdbridge's MCP server entry into a client's configuration, and install
 the instructions that tell its model how to use the bridge_* tools. Other entries and
 keys in the file are kept; the file is replaced atomically.
@@ -125,6 +152,14 @@ keys in the file are kept; the file is replaced atomically.
           ($CODEX_HOME if set; codex has no project scope)
   cursor  project: .cursor/mcp.json and AGENTS.md (the default scope)
           user:    ~/.cursor/mcp.json
+  gemini  user:    ~/.gemini/settings.json (mcpServers.herdbridge, trust) and ~/.gemini/GEMINI.md
+          (the default scope); project: .gemini/settings.json and GEMINI.md, which
+          Gemini reads only in a folder the person trusted
+  pi      project: .pi/mcp.json (pi-mcp-adapter, directTools) and AGENTS.md (the default)
+          user:    ~/.pi/agent/mcp.json and ~/.pi/agent/AGENTS.md
+
+--no-allow leaves out what lets the model call the bridge tools without a person
+approving each call (Gemini's trust: true).
 
 The entry runs "herdbridge mcp --default-role ROLE": a worker that herdbridge spawns in
 the same directory gets its own name and role from its environment, which the defaults
@@ -135,17 +170,18 @@ do not override. Inside a herdr pane the name comes from the pane; elsewhere giv
   herdbridge setup cursor --scope user --name me`,
 		Args: func(c *cobra.Command, args []string) error {
 			if err := cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs)(c, args); err != nil {
-				return &usageError{err: fmt.Errorf("setup: %v (use claude, codex or cursor)", err), line: c.UseLine(), path: c.CommandPath()}
+				return &usageError{err: fmt.Errorf("setup: %v (use %s)", err, clientList()), line: c.UseLine(), path: c.CommandPath()}
 			}
 			return nil
 		},
-		ValidArgs: []string{"claude", "codex", "cursor"},
+		ValidArgs: setupClients,
 	}
 	fs, dir := newFlags(c)
 	scope := fs.String("scope", "", "project or user (default: project for claude and cursor, user for codex)")
 	printOnly := fs.Bool("print", false, "print the entry as a config file of its own and write nothing")
 	name := fs.String("name", "", "default entity name (a spawned worker's $HERDBRIDGE_NAME still wins)")
 	role := fs.String("role", "primary", "default role: primary, worker or orchestrator")
+	noAllow := fs.Bool("no-allow", false, "leave permissions to the person: write no trust or allow rules")
 	command := fs.String("command", "", "the herdbridge executable the client runs (default: herdbridge if it is on PATH, else this binary)")
 	_ = c.RegisterFlagCompletionFunc("role", roleCompletion)
 	_ = c.RegisterFlagCompletionFunc("scope", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -158,10 +194,16 @@ do not override. Inside a herdr pane the name comes from the pane; elsewhere giv
 			if client == "codex" {
 				*scope = "user"
 			}
+			if ct, ok := clientTargets[client]; ok {
+				*scope = ct.defaultScope
+			}
 		}
 		t, err := setupTargetFor(client, *scope)
 		if err != nil {
 			return err
+		}
+		if *noAllow {
+			t.allowKeys = nil
 		}
 		exe, warn := herdbridgeCommand(*command)
 		e := mcpEntry{Command: exe, Args: []string{"mcp", "--default-role", *role}}
@@ -176,7 +218,7 @@ do not override. Inside a herdr pane the name comes from the pane; elsewhere giv
 			e.Env = map[string]string{"HERDBRIDGE_STATE_DIR": abs}
 		}
 		if *printOnly {
-			out, err := standaloneConfig(e, t.toml)
+			out, err := standaloneConfig(t, e)
 			if err != nil {
 				return err
 			}
@@ -211,11 +253,29 @@ func herdbridgeCommand(flag string) (string, string) {
 }
 
 // standaloneConfig is the entry as a config file of its own.
-func standaloneConfig(e mcpEntry, asTOML bool) ([]byte, error) {
-	if asTOML {
+func standaloneConfig(t setupTarget, e mcpEntry) ([]byte, error) {
+	if t.toml {
 		return tomlTable(e)
 	}
-	return marshalJSON(map[string]any{"mcpServers": map[string]mcpEntry{"herdbridge": e}})
+	return marshalJSON(map[string]any{"mcpServers": map[string]any{"herdbridge": t.entry(e)}})
+}
+
+// entry is the JSON server entry t's client reads: e, plus the client's own
+// keys.
+func (t setupTarget) entry(e mcpEntry) any {
+	if len(t.keys) == 0 && len(t.allowKeys) == 0 {
+		return e
+	}
+	m := map[string]any{"command": e.Command, "args": e.Args}
+	if len(e.Env) > 0 {
+		m["env"] = e.Env
+	}
+	for _, keys := range []map[string]any{t.keys, t.allowKeys} {
+		for k, v := range keys {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 func marshalJSON(v any) ([]byte, error) {
@@ -262,15 +322,15 @@ func tomlTable(e mcpEntry) ([]byte, error) {
 }
 
 func setupWrite(t setupTarget, e mcpEntry, stdout, stderr io.Writer) error {
-	merge := mergeJSON
+	merge := func(old []byte) ([]byte, error) { return mergeJSON(old, t.entry(e)) }
 	if t.toml {
-		merge = mergeTOML
+		merge = func(old []byte) ([]byte, error) { return mergeTOML(old, e) }
 	}
 	mode := fs.FileMode(0o644)
 	if t.user {
 		mode = 0o600
 	}
-	if err := updateFile(t.config, mode, func(old []byte) ([]byte, error) { return merge(old, e) }, stdout); err != nil {
+	if err := updateFile(t.config, mode, merge, stdout); err != nil {
 		return err
 	}
 	if t.skill != "" {
@@ -353,7 +413,7 @@ func updateFile(path string, mode fs.FileMode, edit func([]byte) ([]byte, error)
 // mergeJSON sets mcpServers.herdbridge in a JSON config and keeps every
 // other key and server as it was (values byte for byte; keys come out
 // sorted, as encoding/json writes maps).
-func mergeJSON(old []byte, e mcpEntry) ([]byte, error) {
+func mergeJSON(old []byte, e any) ([]byte, error) {
 	doc := map[string]json.RawMessage{}
 	if len(bytes.TrimSpace(old)) > 0 {
 		if err := json.Unmarshal(old, &doc); err != nil {
