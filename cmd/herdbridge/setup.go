@@ -78,7 +78,10 @@ type setupTarget struct {
 	toml   bool   // Codex: config.toml, [mcp_servers.herdbridge]; else JSON, mcpServers.herdbridge
 	skill  string // a Claude Code skill file to write, or ""
 	agents string // an AGENTS.md to put the block in, or ""
-	note   string // what setup cannot do for this client
+	// settings: a Claude Code settings.json to merge the allow rule (and, for
+	// a project, the server's approval) into, or "" (--no-allow)
+	settings string
+	note     string // what setup cannot do for this client
 }
 
 func setupTargetFor(client, scope string) (setupTarget, error) {
@@ -88,9 +91,9 @@ func setupTargetFor(client, scope string) (setupTarget, error) {
 	}
 	switch client + "/" + scope {
 	case "claude/project":
-		return setupTarget{config: ".mcp.json", skill: filepath.Join(".claude", "skills", "herdbridge", "SKILL.md")}, nil
+		return setupTarget{config: ".mcp.json", skill: filepath.Join(".claude", "skills", "herdbridge", "SKILL.md"), settings: claudeSettingsPath(scope, home)}, nil
 	case "claude/user":
-		return setupTarget{config: filepath.Join(home, ".claude.json"), user: true, skill: filepath.Join(home, ".claude", "skills", "herdbridge", "SKILL.md")}, nil
+		return setupTarget{config: filepath.Join(home, ".claude.json"), user: true, skill: filepath.Join(home, ".claude", "skills", "herdbridge", "SKILL.md"), settings: claudeSettingsPath(scope, home)}, nil
 	case "codex/user":
 		dir := os.Getenv("CODEX_HOME")
 		if dir == "" {
@@ -119,8 +122,13 @@ func setupCommand(stdout, stderr io.Writer) *cobra.Command {
 the instructions that tell its model how to use the bridge_* tools. Other entries and
 keys in the file are kept; the file is replaced atomically.
 
-  claude  project: .mcp.json and .claude/skills/herdbridge/SKILL.md (the default scope)
-          user:    ~/.claude.json (mcpServers) and ~/.claude/skills/herdbridge/SKILL.md
+  claude  project: .mcp.json, .claude/skills/herdbridge/SKILL.md and .claude/settings.local.json
+                   (the default scope)
+          user:    ~/.claude.json (mcpServers), ~/.claude/skills/herdbridge/SKILL.md and
+                   ~/.claude/settings.json
+          the settings file gets the allow rule mcp__herdbridge__* (and, for a project, herdbridge
+          in enabledMcpjsonServers) so claude -p and a spawned worker call the bridge without
+          a permission dialog; --no-allow leaves both to the person
   codex   user:    ~/.codex/config.toml ([mcp_servers.herdbridge]) and ~/.codex/AGENTS.md
           ($CODEX_HOME if set; codex has no project scope)
   cursor  project: .cursor/mcp.json and AGENTS.md (the default scope)
@@ -129,7 +137,8 @@ keys in the file are kept; the file is replaced atomically.
 The entry runs "herdbridge mcp --default-role ROLE": a worker that herdbridge spawns in
 the same directory gets its own name and role from its environment, which the defaults
 do not override. Inside a herdr pane the name comes from the pane; elsewhere give
---name (written as --default-name) or set HERDBRIDGE_NAME.`,
+--name (written as --default-name) or set HERDBRIDGE_NAME. For claude without --name
+outside herdr, a project gets its directory's name; --scope user needs --name.`,
 		Example: `  herdbridge setup claude                    # this repository: .mcp.json + the skill
   herdbridge setup codex --print             # show the config.toml table, write nothing
   herdbridge setup cursor --scope user --name me`,
@@ -143,7 +152,8 @@ do not override. Inside a herdr pane the name comes from the pane; elsewhere giv
 	}
 	fs, dir := newFlags(c)
 	scope := fs.String("scope", "", "project or user (default: project for claude and cursor, user for codex)")
-	printOnly := fs.Bool("print", false, "print the entry as a config file of its own and write nothing")
+	printOnly := fs.Bool("print", false, "write nothing: for claude, the diff of every file setup would change; else the entry as a config file of its own")
+	noAllow := fs.Bool("no-allow", false, "claude: write no permission rule or server approval (Claude Code then asks the person)")
 	name := fs.String("name", "", "default entity name (a spawned worker's $HERDBRIDGE_NAME still wins)")
 	role := fs.String("role", "primary", "default role: primary, worker or orchestrator")
 	command := fs.String("command", "", "the herdbridge executable the client runs (default: herdbridge if it is on PATH, else this binary)")
@@ -163,6 +173,14 @@ do not override. Inside a herdr pane the name comes from the pane; elsewhere giv
 		if err != nil {
 			return err
 		}
+		if *noAllow {
+			t.settings = ""
+		}
+		if client == "claude" && *name == "" {
+			if *name, err = setupDefaultName(*scope); err != nil {
+				return err
+			}
+		}
 		exe, warn := herdbridgeCommand(*command)
 		e := mcpEntry{Command: exe, Args: []string{"mcp", "--default-role", *role}}
 		if *name != "" {
@@ -174,6 +192,9 @@ do not override. Inside a herdr pane the name comes from the pane; elsewhere giv
 				return err
 			}
 			e.Env = map[string]string{"HERDBRIDGE_STATE_DIR": abs}
+		}
+		if *printOnly && client == "claude" {
+			return previewEdits(setupEdits(t, e), stdout)
 		}
 		if *printOnly {
 			out, err := standaloneConfig(e, t.toml)
@@ -261,7 +282,17 @@ func tomlTable(e mcpEntry) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func setupWrite(t setupTarget, e mcpEntry, stdout, stderr io.Writer) error {
+// fileEdit is one file setup changes: edit maps its contents (nil when it
+// does not exist) to the new contents; mode is a new file's.
+type fileEdit struct {
+	path string
+	mode fs.FileMode
+	edit func([]byte) ([]byte, error)
+}
+
+// setupEdits is every file setup changes for t: the client config, its
+// permission settings, the skill, the AGENTS.md block.
+func setupEdits(t setupTarget, e mcpEntry) []fileEdit {
 	merge := mergeJSON
 	if t.toml {
 		merge = mergeTOML
@@ -270,17 +301,29 @@ func setupWrite(t setupTarget, e mcpEntry, stdout, stderr io.Writer) error {
 	if t.user {
 		mode = 0o600
 	}
-	if err := updateFile(t.config, mode, func(old []byte) ([]byte, error) { return merge(old, e) }, stdout); err != nil {
-		return err
+	edits := []fileEdit{{t.config, mode, func(old []byte) ([]byte, error) { return merge(old, e) }}}
+	if t.settings != "" {
+		project := !t.user
+		edits = append(edits, fileEdit{t.settings, 0o644, func(old []byte) ([]byte, error) { return mergeClaudeSettings(old, project) }})
 	}
 	if t.skill != "" {
-		if err := updateFile(t.skill, 0o644, func([]byte) ([]byte, error) { return []byte(skillText), nil }, stdout); err != nil {
+		edits = append(edits, fileEdit{t.skill, 0o644, func([]byte) ([]byte, error) { return []byte(skillText), nil }})
+	}
+	if t.agents != "" {
+		edits = append(edits, fileEdit{t.agents, 0o644, func(old []byte) ([]byte, error) { return mergeAgentsMD(old), nil }})
+	}
+	return edits
+}
+
+func setupWrite(t setupTarget, e mcpEntry, stdout, stderr io.Writer) error {
+	for _, fe := range setupEdits(t, e) {
+		if err := updateFile(fe.path, fe.mode, fe.edit, stdout); err != nil {
 			return err
 		}
 	}
-	if t.agents != "" {
-		if err := updateFile(t.agents, 0o644, func(old []byte) ([]byte, error) { return mergeAgentsMD(old), nil }, stdout); err != nil {
-			return err
+	if t.settings != "" && !t.user {
+		if old, err := os.ReadFile(t.settings); err == nil && claudeDisabled(old) {
+			fmt.Fprintf(stderr, "note: %s lists herdbridge in disabledMcpjsonServers: remove it there, or Claude Code will not start the server\n", t.settings)
 		}
 	}
 	if t.note != "" {
