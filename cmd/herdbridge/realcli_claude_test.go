@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
+	"github.com/herdbridge/herdbridge/herdr"
 	"github.com/herdbridge/herdbridge/internal/fakemodel"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -29,20 +30,10 @@ const claudeTools = "mcp__herdbridge__"
 // setup's allow rules or server approval were missing, Claude Code would
 // refuse the calls and the model would see the refusal instead.
 func TestClaudeCodeHeadless(t *testing.T) {
-	exe := claudeCLI(t)
-	bin := filepath.Join(t.TempDir(), "herdbridge")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	state := gatewaytest.TempDir(t)
-	gw := startSDKGateway(t, bin, state, "--max-wait", "3s")
-	proj, home := t.TempDir(), t.TempDir()
-	setup := exec.Command(bin, "setup", "claude", "--name", "lead", "--state-dir", state, "--command", bin)
-	setup.Dir, setup.Env = proj, claudeEnv(home, "")
-	if out, err := setup.CombinedOutput(); err != nil {
-		t.Fatalf("setup claude: %v\n%s", err, out)
-	}
-	peer := startPeer(t, bin, state, "peer")
+	f := newClaudeFixture(t, "--max-wait", "3s")
+	f.setup(t, "--name", "lead")
+	exe, bin, state, proj, home, gw := f.exe, f.bin, f.state, f.proj, f.home, f.gw
+	startPeer(t, bin, state, "peer")
 	for _, f := range []string{".mcp.json", ".claude/settings.local.json"} {
 		b, _ := os.ReadFile(filepath.Join(proj, f))
 		t.Logf("%s:\n%s", f, b)
@@ -81,7 +72,62 @@ func TestClaudeCodeHeadless(t *testing.T) {
 	if !strings.Contains(seen[2].Content, "hi from peer") || !strings.Contains(seen[3].Content, "a note from peer") {
 		t.Errorf("replied/drained do not carry the peer's words:\n%s\n%s", seen[2].Content, seen[3].Content)
 	}
-	_ = peer
+}
+
+// claudeFixture is a built herdbridge, a running gateway, the pinned
+// Claude Code, and a temp project and HOME for it.
+type claudeFixture struct {
+	exe, bin, state, proj, home string
+	gw                          *sdkGatewayProc
+}
+
+func newClaudeFixture(t *testing.T, gatewayFlags ...string) *claudeFixture {
+	t.Helper()
+	f := &claudeFixture{exe: claudeCLI(t), bin: filepath.Join(t.TempDir(), "herdbridge")}
+	if out, err := exec.Command("go", "build", "-o", f.bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	f.state = gatewaytest.TempDir(t) // the unix socket path must stay under ~100 bytes
+	f.gw = startSDKGateway(t, f.bin, f.state, gatewayFlags...)
+	f.proj, f.home = t.TempDir(), t.TempDir()
+	return f
+}
+
+// setup runs `herdbridge setup claude` in the project, HOME the fixture's.
+func (f *claudeFixture) setup(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(f.bin, append([]string{"setup", "claude", "--state-dir", f.state, "--command", f.bin}, args...)...)
+	cmd.Dir, cmd.Env = f.proj, claudeEnv(f.home, "")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("setup claude: %v\n%s", err, out)
+	}
+}
+
+// TestClaudeCodeWorkerArgs: what a spawn of kind claude adds to the command
+// line (herdr.KindArgs, asserted against the fake herdr in
+// herdr.TestSpawnClaudeWorker) is enough for the real CLI: in a project
+// whose setup left permissions to the person (--no-allow), the call is
+// refused without the args and runs with them.
+func TestClaudeCodeWorkerArgs(t *testing.T) {
+	f := newClaudeFixture(t)
+	f.setup(t, "--no-allow", "--name", "lead")
+	script := fakemodel.Sequence("done",
+		fakemodel.ToolCall{Name: "ToolSearch", Args: map[string]any{"query": "select:" + claudeTools + "bridge_roster"}},
+		fakemodel.ToolCall{Name: claudeTools + "bridge_roster", Args: map[string]any{}},
+	)
+	for _, c := range []struct {
+		args    []string
+		refused bool
+	}{{nil, true}, {herdr.KindArgs("claude"), false}} {
+		res := runClaude(t, claudeRun{Exe: f.exe, Dir: f.proj, Home: f.home, Prompt: "roster", Script: script, Args: c.args})
+		seen := res.Record.LastResults()
+		if res.Err != nil || len(seen) != 2 {
+			t.Fatalf("args %q: %v, results %+v\n%s%s", c.args, res.Err, seen, res.Stdout, res.Stderr)
+		}
+		if refused := seen[1].IsError && strings.Contains(seen[1].Content, "haven't granted"); refused != c.refused || (!refused && !strings.Contains(seen[1].Content, `"lead"`)) {
+			t.Errorf("args %q: the model saw %q (error %v), want refused %v", c.args, seen[1].Content, seen[1].IsError, c.refused)
+		}
+	}
 }
 
 // startPeer registers name as a worker and answers from it over HTTP MCP:

@@ -78,10 +78,11 @@ type setupTarget struct {
 	toml   bool   // Codex: config.toml, [mcp_servers.herdbridge]; else JSON, mcpServers.herdbridge
 	skill  string // a Claude Code skill file to write, or ""
 	agents string // an AGENTS.md to put the block in, or ""
-	// settings: a Claude Code settings.json to merge the allow rule (and, for
-	// a project, the server's approval) into, or "" (--no-allow)
-	settings string
-	note     string // what setup cannot do for this client
+	// settings: a Claude Code settings file to merge the allow rule into;
+	// approve: one to approve the project's .mcp.json server in; "" for
+	// none (--no-allow)
+	settings, approve string
+	note              string // what setup cannot do for this client
 }
 
 func setupTargetFor(client, scope string) (setupTarget, error) {
@@ -91,7 +92,7 @@ func setupTargetFor(client, scope string) (setupTarget, error) {
 	}
 	switch client + "/" + scope {
 	case "claude/project":
-		return setupTarget{config: ".mcp.json", skill: filepath.Join(".claude", "skills", "herdbridge", "SKILL.md"), settings: claudeSettingsPath(scope, home)}, nil
+		return setupTarget{config: ".mcp.json", skill: filepath.Join(".claude", "skills", "herdbridge", "SKILL.md"), settings: claudeSettingsPath(scope, home), approve: claudeApprovalPath(home)}, nil
 	case "claude/user":
 		return setupTarget{config: filepath.Join(home, ".claude.json"), user: true, skill: filepath.Join(home, ".claude", "skills", "herdbridge", "SKILL.md"), settings: claudeSettingsPath(scope, home)}, nil
 	case "codex/user":
@@ -122,13 +123,14 @@ func setupCommand(stdout, stderr io.Writer) *cobra.Command {
 the instructions that tell its model how to use the bridge_* tools. Other entries and
 keys in the file are kept; the file is replaced atomically.
 
-  claude  project: .mcp.json, .claude/skills/herdbridge/SKILL.md and .claude/settings.local.json
-                   (the default scope)
+  claude  project: .mcp.json, .claude/skills/herdbridge/SKILL.md, the allow rule
+                   mcp__herdbridge__* in .claude/settings.local.json, and herdbridge in
+                   enabledMcpjsonServers of ~/.claude/settings.json (the only place Claude
+                   Code takes a .mcp.json server's approval from) (the default scope)
           user:    ~/.claude.json (mcpServers), ~/.claude/skills/herdbridge/SKILL.md and
-                   ~/.claude/settings.json
-          the settings file gets the allow rule mcp__herdbridge__* (and, for a project, herdbridge
-          in enabledMcpjsonServers) so claude -p and a spawned worker call the bridge without
-          a permission dialog; --no-allow leaves both to the person
+                   the allow rule in ~/.claude/settings.json
+          so claude -p and the TUI call the bridge without a dialog; --no-allow writes
+          neither the rule nor the approval
   codex   user:    ~/.codex/config.toml ([mcp_servers.herdbridge]) and ~/.codex/AGENTS.md
           ($CODEX_HOME if set; codex has no project scope)
   cursor  project: .cursor/mcp.json and AGENTS.md (the default scope)
@@ -174,7 +176,7 @@ outside herdr, a project gets its directory's name; --scope user needs --name.`,
 			return err
 		}
 		if *noAllow {
-			t.settings = ""
+			t.settings, t.approve = "", ""
 		}
 		if client == "claude" && *name == "" {
 			if *name, err = setupDefaultName(*scope); err != nil {
@@ -303,8 +305,11 @@ func setupEdits(t setupTarget, e mcpEntry) []fileEdit {
 	}
 	edits := []fileEdit{{t.config, mode, func(old []byte) ([]byte, error) { return merge(old, e) }}}
 	if t.settings != "" {
-		project := !t.user
-		edits = append(edits, fileEdit{t.settings, 0o644, func(old []byte) ([]byte, error) { return mergeClaudeSettings(old, project) }})
+		both := t.approve == t.settings
+		edits = append(edits, fileEdit{t.settings, 0o644, func(old []byte) ([]byte, error) { return mergeClaudeSettings(old, true, both) }})
+	}
+	if t.approve != "" && t.approve != t.settings {
+		edits = append(edits, fileEdit{t.approve, 0o644, func(old []byte) ([]byte, error) { return mergeClaudeSettings(old, false, true) }})
 	}
 	if t.skill != "" {
 		edits = append(edits, fileEdit{t.skill, 0o644, func([]byte) ([]byte, error) { return []byte(skillText), nil }})
@@ -321,9 +326,9 @@ func setupWrite(t setupTarget, e mcpEntry, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if t.settings != "" && !t.user {
-		if old, err := os.ReadFile(t.settings); err == nil && claudeDisabled(old) {
-			fmt.Fprintf(stderr, "note: %s lists herdbridge in disabledMcpjsonServers: remove it there, or Claude Code will not start the server\n", t.settings)
+	for _, f := range []string{t.settings, t.approve, filepath.Join(".claude", "settings.json")} {
+		if old, err := os.ReadFile(f); t.approve != "" && err == nil && claudeDisabled(old) {
+			fmt.Fprintf(stderr, "note: %s lists herdbridge in disabledMcpjsonServers: remove it there, or Claude Code will not start the server\n", f)
 		}
 	}
 	if t.note != "" {

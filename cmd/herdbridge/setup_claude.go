@@ -16,13 +16,12 @@ import (
 // no rule allows, and a worker in a herdr pane would sit on the dialog.
 const claudeAllowRule = "mcp__herdbridge__*"
 
-// claudeSettingsPath is the Claude Code settings file of a scope: the
+// claudeSettingsPath is where setup puts the allow rule for a scope: the
 // project's .claude/settings.local.json, or ~/.claude/settings.json. Not the
 // project's shared .claude/settings.json: Claude Code 2.1.328 did not honour
 // an allow rule for an MCP tool from it (headless, the call was refused
 // exactly as with no rule), and a permission is the person's choice, not
-// the repository's; settings.local.json is also where Claude Code itself
-// records a project server's approval.
+// the repository's.
 func claudeSettingsPath(scope, home string) string {
 	if scope == "user" {
 		return filepath.Join(home, ".claude", "settings.json")
@@ -30,33 +29,32 @@ func claudeSettingsPath(scope, home string) string {
 	return filepath.Join(".claude", "settings.local.json")
 }
 
+// claudeApprovalPath is where a project's .mcp.json server is approved:
+// ~/.claude/settings.json. Claude Code 2.1.328 reads enabledMcpjsonServers
+// from the user's settings (or --settings) only; from the project's
+// settings.json or settings.local.json it is ignored and the server stays
+// "⏸ Pending approval" (tried with claude mcp list and the TUI).
+func claudeApprovalPath(home string) string { return filepath.Join(home, ".claude", "settings.json") }
+
 // mergeClaudeSettings adds what makes herdbridge autonomous in Claude Code
-// to a settings.json, keeping every other key and rule: the allow rule in
-// permissions.allow and, for a project (whose .mcp.json servers Claude Code
-// holds for approval, "⏸ Pending approval"), herdbridge in
+// to a settings.json, keeping every other key and rule: with allow, the
+// rule in permissions.allow; with approve, herdbridge in
 // enabledMcpjsonServers. A server the person listed in
 // disabledMcpjsonServers stays disabled: setup does not overrule them.
-func mergeClaudeSettings(old []byte, project bool) ([]byte, error) {
+func mergeClaudeSettings(old []byte, allow, approve bool) ([]byte, error) {
 	doc := map[string]json.RawMessage{}
 	if len(bytes.TrimSpace(old)) > 0 {
 		if err := json.Unmarshal(old, &doc); err != nil {
 			return nil, fmt.Errorf("not a JSON object (%v): fix or move it, nothing was changed", err)
 		}
 	}
-	perms := map[string]json.RawMessage{}
-	if raw, ok := doc["permissions"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &perms); err != nil {
-			return nil, fmt.Errorf("permissions is not an object (%v): nothing was changed", err)
+	var err error
+	if allow {
+		if doc["permissions"], err = addAllowRule(doc["permissions"]); err != nil {
+			return nil, err
 		}
 	}
-	var err error
-	if perms["allow"], err = addToList(perms["allow"], "permissions.allow", claudeAllowRule); err != nil {
-		return nil, err
-	}
-	if doc["permissions"], err = marshalJSON(perms); err != nil {
-		return nil, err
-	}
-	if project {
+	if approve {
 		if doc["enabledMcpjsonServers"], err = addToList(doc["enabledMcpjsonServers"], "enabledMcpjsonServers", "herdbridge"); err != nil {
 			return nil, err
 		}
@@ -69,6 +67,21 @@ func mergeClaudeSettings(old []byte, project bool) ([]byte, error) {
 		return old, nil
 	}
 	return out, nil
+}
+
+// addAllowRule adds claudeAllowRule to a permissions object's allow list.
+func addAllowRule(raw json.RawMessage) (json.RawMessage, error) {
+	perms := map[string]json.RawMessage{}
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &perms); err != nil {
+			return nil, fmt.Errorf("permissions is not an object (%v): nothing was changed", err)
+		}
+	}
+	var err error
+	if perms["allow"], err = addToList(perms["allow"], "permissions.allow", claudeAllowRule); err != nil {
+		return nil, err
+	}
+	return marshalJSON(perms)
 }
 
 // addToList appends v to a JSON list of strings unless it is there.

@@ -16,7 +16,7 @@ import (
 func TestMergeClaudeSettings(t *testing.T) {
 	old := `{"model": "opus", "permissions": {"allow": ["Bash(make test)"], "deny": ["WebFetch"], "defaultMode": "default"},
  "enabledMcpjsonServers": ["github"], "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "a<b>&c"}]}]}}`
-	out, err := mergeClaudeSettings([]byte(old), true)
+	out, err := mergeClaudeSettings([]byte(old), true, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,12 +33,12 @@ func TestMergeClaudeSettings(t *testing.T) {
 	if !strings.Contains(string(out), `"a<b>&c"`) {
 		t.Errorf("HTML-escaped a value: %s", out)
 	}
-	again, err := mergeClaudeSettings(out, true)
+	again, err := mergeClaudeSettings(out, true, true)
 	if err != nil || string(again) != string(out) {
 		t.Errorf("a second merge changed it (%v):\n%s", err, again)
 	}
 
-	user, err := mergeClaudeSettings(nil, false)
+	user, err := mergeClaudeSettings(nil, true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,17 +49,18 @@ func TestMergeClaudeSettings(t *testing.T) {
 	}
 
 	for _, bad := range []string{`[1]`, `{"permissions": []}`, `{"permissions": {"allow": "x"}}`, `{"enabledMcpjsonServers": {"a": 1}}`} {
-		if out, err := mergeClaudeSettings([]byte(bad), true); err == nil {
+		if out, err := mergeClaudeSettings([]byte(bad), true, true); err == nil {
 			t.Errorf("%s: merged to %s, want an error", bad, out)
 		}
 	}
 }
 
-// TestSetupClaudeWrites: setup claude writes the permission settings next
-// to .mcp.json (settings.local.json: Claude Code did not honour the rule
-// from the shared settings.json), --no-allow writes none, --print shows the
-// diff of each file and writes nothing, and a server the person disabled
-// is reported, not re-enabled.
+// TestSetupClaudeWrites: setup claude writes the allow rule next to
+// .mcp.json (settings.local.json: Claude Code did not honour it from the
+// shared settings.json) and the server's approval in ~/.claude/settings.json
+// (the only settings file it takes that from); --no-allow writes neither;
+// --print shows the diff of each file and writes nothing; a server the
+// person disabled is reported, not re-enabled.
 func TestSetupClaudeWrites(t *testing.T) {
 	home, proj := t.TempDir(), t.TempDir()
 	t.Setenv("HOME", home)
@@ -76,14 +77,19 @@ func TestSetupClaudeWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	approval := filepath.Join(home, ".claude", "settings.json")
 	for _, w := range []string{"--- /dev/null\n+++ " + filepath.Join(proj, ".mcp.json"), `+       "command": "/opt/hb"`,
-		"--- " + local + "\n+++ " + local, `- {"permissions": {"allow": ["Read"]}}` + "\n", `+       "Read",`, `+       "mcp__herdbridge__*"`, `+     "herdbridge"`} {
+		"--- " + local + "\n+++ " + local, `- {"permissions": {"allow": ["Read"]}}` + "\n", `+       "Read",`, `+       "mcp__herdbridge__*"`,
+		"--- /dev/null\n+++ " + approval + "\n+ {\n+   \"enabledMcpjsonServers\": [\n+     \"herdbridge\"\n"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("--print lacks %q:\n%s", w, out)
 		}
 	}
 	if ents, _ := os.ReadDir(proj); len(ents) != 1 {
 		t.Errorf("--print wrote %v", ents)
+	}
+	if _, err := os.Stat(approval); err == nil {
+		t.Error("--print wrote ~/.claude/settings.json")
 	}
 
 	if _, _, err := cli("setup", "claude", "--no-allow", "--command", "hb"); err != nil {
@@ -92,16 +98,24 @@ func TestSetupClaudeWrites(t *testing.T) {
 	if b, _ := os.ReadFile(local); string(b) != `{"permissions": {"allow": ["Read"]}}`+"\n" {
 		t.Errorf("--no-allow changed the settings: %s", b)
 	}
+	if _, err := os.Stat(approval); err == nil {
+		t.Error("--no-allow approved the server")
+	}
 	if _, _, err := cli("setup", "claude", "--command", "hb"); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := os.ReadFile(local)
 	var s struct {
 		Permissions struct{ Allow []string }
 		Enabled     []string `json:"enabledMcpjsonServers"`
 	}
-	if json.Unmarshal(b, &s) != nil || !reflect.DeepEqual(s.Permissions.Allow, []string{"Read", "mcp__herdbridge__*"}) || !reflect.DeepEqual(s.Enabled, []string{"herdbridge"}) {
+	b, _ := os.ReadFile(local)
+	if json.Unmarshal(b, &s) != nil || !reflect.DeepEqual(s.Permissions.Allow, []string{"Read", "mcp__herdbridge__*"}) || s.Enabled != nil {
 		t.Errorf("settings.local.json after setup:\n%s", b)
+	}
+	b, _ = os.ReadFile(approval)
+	s.Permissions.Allow = nil
+	if json.Unmarshal(b, &s) != nil || s.Permissions.Allow != nil || !reflect.DeepEqual(s.Enabled, []string{"herdbridge"}) {
+		t.Errorf("~/.claude/settings.json after setup:\n%s", b)
 	}
 	if _, err := os.Stat(filepath.Join(proj, ".claude", "settings.json")); err == nil {
 		t.Error("setup wrote the shared .claude/settings.json")
@@ -115,12 +129,13 @@ func TestSetupClaudeWrites(t *testing.T) {
 		t.Errorf("a disabled server is not reported (%v): %q", err, errs)
 	}
 
-	// user scope: ~/.claude/settings.json, allow rule only
+	// user scope: the allow rule joins the approval in ~/.claude/settings.json
 	if _, _, err := cli("setup", "claude", "--scope", "user", "--name", "me", "--command", "hb"); err != nil {
 		t.Fatal(err)
 	}
-	b, _ = os.ReadFile(filepath.Join(home, ".claude", "settings.json"))
-	if !strings.Contains(string(b), `"mcp__herdbridge__*"`) || strings.Contains(string(b), "enabledMcpjsonServers") {
+	b, _ = os.ReadFile(approval)
+	s.Permissions.Allow, s.Enabled = nil, nil
+	if json.Unmarshal(b, &s) != nil || !reflect.DeepEqual(s.Permissions.Allow, []string{"mcp__herdbridge__*"}) || !reflect.DeepEqual(s.Enabled, []string{"herdbridge"}) {
 		t.Errorf("user settings.json:\n%s", b)
 	}
 }
