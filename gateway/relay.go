@@ -45,6 +45,14 @@ func Relay(ctx context.Context, dir string, req Request, stdin io.Reader, stdout
 	return r.run(ctx, stdin)
 }
 
+// StartError is Relay's error when its first connect fails (no gateway
+// answers, or it refused the registration, e.g. a name held live): nothing
+// was read from the client yet, so the caller can still answer it.
+type StartError struct{ Err error }
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
 type relayer struct {
 	dir string
 	req Request
@@ -150,7 +158,7 @@ func (r *relayer) failPending(retriable bool) {
 func (r *relayer) run(ctx context.Context, stdin io.Reader) error {
 	c, br, _, err := Dial(r.dir, r.req)
 	if err != nil {
-		return err // first connect: fail fast with the clear error
+		return &StartError{Err: err} // first connect: fail fast with the clear error
 	}
 	r.req.Takeover = false // taken once: a reconnect must not take it back from a later taker
 	lines := make(chan []byte, 64)

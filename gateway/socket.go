@@ -186,6 +186,9 @@ func (g *Gateway) serveSocket(ctx context.Context, c net.Conn) {
 		e, release, err := g.core.Claim(ctx, bridge.RegisterRequest{Name: req.Name, Role: bridge.Role(req.Role), Groups: req.Groups, PaneID: req.PaneID,
 			Takeover: req.Takeover, History: req.History}, who, func() { c.Close() })
 		if err != nil {
+			// the refused agent's client may show only "connection closed":
+			// the operator's log says why
+			g.log.Warn("mcp session refused", "name", req.Name, "pid", who.PID, "err", err)
 			_ = reply(replyErr(err))
 			return
 		}

@@ -102,7 +102,7 @@ func (s *Spawner) StartPane(ctx context.Context, w bridge.PaneWorker) (bridge.Pa
 	if !ok {
 		return bridge.PaneStarted{}, fmt.Errorf("no spawn profile %q", w.Profile)
 	}
-	p = forKind(p)
+	p = withKind(p) // what the kind's CLI needs to call the bridge without a dialog
 	env := map[string]string{
 		"HERDBRIDGE_NAME":      w.Name,
 		"HERDBRIDGE_ROLE":      string(bridge.RoleWorker),

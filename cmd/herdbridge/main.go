@@ -32,7 +32,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "herdbridge:", err)
+		if r := (*reportedError)(nil); !errors.As(err, &r) {
+			fmt.Fprintln(os.Stderr, "herdbridge:", err)
+		}
 		var u *usageError
 		if errors.As(err, &u) {
 			fmt.Fprintf(os.Stderr, "usage: %s\nrun '%s --help' for the flags and an example\n", u.line, u.path)
@@ -351,17 +353,21 @@ and relays stdio to a session there. Inside a herdr pane the pane is recorded.`,
 		*name, *role = cmp.Or(*name, *defName), cmp.Or(*role, *defRole)
 		if *name == "" {
 			_, err := gateway.DefaultName(ctx) // says why there is none
-			return fmt.Errorf("mcp: %w", err)
+			return refuseMCP(fmt.Errorf("mcp: %w", err), stdin, stdout, stderr)
 		}
 		if *role == "" {
-			return errors.New("mcp needs --role")
+			return refuseMCP(errors.New("mcp needs --role"), stdin, stdout, stderr)
 		}
 		if err := gateway.EnsureRunning(*dir, gateway.StartOptions{NoStart: *noStart, Notice: stderr}); err != nil {
-			return err
+			return refuseMCP(err, stdin, stdout, stderr)
 		}
 		pane := gateway.InHerdr() // inside a herdr pane: register with it
 		req := gateway.Request{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: pane, Takeover: *takeover, History: history(c)}
-		return gateway.Relay(ctx, *dir, req, stdin, stdout, stderr)
+		err := gateway.Relay(ctx, *dir, req, stdin, stdout, stderr)
+		if se := (*gateway.StartError)(nil); errors.As(err, &se) {
+			return refuseMCP(se.Err, stdin, stdout, stderr)
+		}
+		return err
 	}
 	return c
 }

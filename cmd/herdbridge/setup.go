@@ -78,7 +78,11 @@ type setupTarget struct {
 	toml   bool   // Codex: config.toml, [mcp_servers.herdbridge]; else JSON, mcpServers.herdbridge
 	skill  string // a Claude Code skill file to write, or ""
 	agents string // an AGENTS.md to put the block in, or ""
-	note   string // what setup cannot do for this client
+	// settings: a Claude Code settings file to merge the allow rule into;
+	// approve: one to approve the project's .mcp.json server in; "" for
+	// none (--no-allow)
+	settings, approve string
+	note              string // what setup cannot do for this client
 	// keys are client-specific keys of the JSON server entry (pi's
 	// directTools); allowKeys those that let the model call the bridge
 	// without a person approving each call (Gemini's trust), which
@@ -96,6 +100,16 @@ var clientTargets = map[string]struct {
 	"pi":     {piTarget, "project"},
 }
 
+// derivesName are the clients for which setup without --name outside herdr
+// writes a name derived from the project directory, or (user scope) refuses
+// and says what to pass: the client would otherwise fail to connect with no
+// reason shown.
+var derivesName = map[string]bool{"claude": true, "gemini": true, "pi": true}
+
+// printsDiff are the clients whose --print is the diff of every file setup
+// would change (the others print their entry as a config file of its own).
+var printsDiff = map[string]bool{"claude": true, "gemini": true, "pi": true}
+
 // setupClients is every client setup knows, as the usage lists them.
 var setupClients = []string{"claude", "codex", "cursor", "gemini", "pi"}
 
@@ -109,9 +123,9 @@ func setupTargetFor(client, scope string) (setupTarget, error) {
 	}
 	switch client + "/" + scope {
 	case "claude/project":
-		return setupTarget{config: ".mcp.json", skill: filepath.Join(".claude", "skills", "herdbridge", "SKILL.md")}, nil
+		return setupTarget{config: ".mcp.json", skill: filepath.Join(".claude", "skills", "herdbridge", "SKILL.md"), settings: claudeSettingsPath(scope, home), approve: claudeApprovalPath(home)}, nil
 	case "claude/user":
-		return setupTarget{config: filepath.Join(home, ".claude.json"), user: true, skill: filepath.Join(home, ".claude", "skills", "herdbridge", "SKILL.md")}, nil
+		return setupTarget{config: filepath.Join(home, ".claude.json"), user: true, skill: filepath.Join(home, ".claude", "skills", "herdbridge", "SKILL.md"), settings: claudeSettingsPath(scope, home)}, nil
 	case "codex/user":
 		dir := os.Getenv("CODEX_HOME")
 		if dir == "" {
@@ -146,8 +160,14 @@ func setupCommand(stdout, stderr io.Writer) *cobra.Command {
 the instructions that tell its model how to use the bridge_* tools. Other entries and
 keys in the file are kept; the file is replaced atomically.
 
-  claude  project: .mcp.json and .claude/skills/herdbridge/SKILL.md (the default scope)
-          user:    ~/.claude.json (mcpServers) and ~/.claude/skills/herdbridge/SKILL.md
+  claude  project: .mcp.json, .claude/skills/herdbridge/SKILL.md, the allow rule
+                   mcp__herdbridge__* in .claude/settings.local.json, and herdbridge in
+                   enabledMcpjsonServers of ~/.claude/settings.json (the only place Claude
+                   Code takes a .mcp.json server's approval from) (the default scope)
+          user:    ~/.claude.json (mcpServers), ~/.claude/skills/herdbridge/SKILL.md and
+                   the allow rule in ~/.claude/settings.json
+          so claude -p and the TUI call the bridge without a dialog; --no-allow writes
+          neither the rule nor the approval
   codex   user:    ~/.codex/config.toml ([mcp_servers.herdbridge]) and ~/.codex/AGENTS.md
           ($CODEX_HOME if set; codex has no project scope)
   cursor  project: .cursor/mcp.json and AGENTS.md (the default scope)
@@ -159,12 +179,14 @@ keys in the file are kept; the file is replaced atomically.
           user:    ~/.pi/agent/mcp.json and ~/.pi/agent/AGENTS.md
 
 --no-allow leaves out what lets the model call the bridge tools without a person
-approving each call (Gemini's trust: true).
+approving each call (Claude Code's rule and approval, Gemini's trust: true).
 
 The entry runs "herdbridge mcp --default-role ROLE": a worker that herdbridge spawns in
 the same directory gets its own name and role from its environment, which the defaults
 do not override. Inside a herdr pane the name comes from the pane; elsewhere give
---name (written as --default-name) or set HERDBRIDGE_NAME.`,
+--name (written as --default-name) or set HERDBRIDGE_NAME. For claude, gemini and pi
+without --name outside herdr, a project gets its directory's name; --scope user needs
+--name.`,
 		Example: `  herdbridge setup claude                    # this repository: .mcp.json + the skill
   herdbridge setup codex --print             # show the config.toml table, write nothing
   herdbridge setup cursor --scope user --name me`,
@@ -178,10 +200,10 @@ do not override. Inside a herdr pane the name comes from the pane; elsewhere giv
 	}
 	fs, dir := newFlags(c)
 	scope := fs.String("scope", "", "project or user (default: project for claude and cursor, user for codex)")
-	printOnly := fs.Bool("print", false, "print the entry as a config file of its own and write nothing")
+	printOnly := fs.Bool("print", false, "write nothing: for claude, gemini and pi, the diff of every file setup would change; else the entry as a config file of its own")
+	noAllow := fs.Bool("no-allow", false, "leave permissions to the person: no allow rule or server approval (claude), no trust (gemini)")
 	name := fs.String("name", "", "default entity name (a spawned worker's $HERDBRIDGE_NAME still wins)")
 	role := fs.String("role", "primary", "default role: primary, worker or orchestrator")
-	noAllow := fs.Bool("no-allow", false, "leave permissions to the person: write no trust or allow rules")
 	command := fs.String("command", "", "the herdbridge executable the client runs (default: herdbridge if it is on PATH, else this binary)")
 	_ = c.RegisterFlagCompletionFunc("role", roleCompletion)
 	_ = c.RegisterFlagCompletionFunc("scope", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -203,7 +225,12 @@ do not override. Inside a herdr pane the name comes from the pane; elsewhere giv
 			return err
 		}
 		if *noAllow {
-			t.allowKeys = nil
+			t.settings, t.approve, t.allowKeys = "", "", nil
+		}
+		if derivesName[client] && *name == "" {
+			if *name, err = setupDefaultName(*scope); err != nil {
+				return err
+			}
 		}
 		exe, warn := herdbridgeCommand(*command)
 		e := mcpEntry{Command: exe, Args: []string{"mcp", "--default-role", *role}}
@@ -216,6 +243,9 @@ do not override. Inside a herdr pane the name comes from the pane; elsewhere giv
 				return err
 			}
 			e.Env = map[string]string{"HERDBRIDGE_STATE_DIR": abs}
+		}
+		if *printOnly && printsDiff[client] {
+			return previewEdits(setupEdits(t, e), stdout)
 		}
 		if *printOnly {
 			out, err := standaloneConfig(t, e)
@@ -321,7 +351,17 @@ func tomlTable(e mcpEntry) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func setupWrite(t setupTarget, e mcpEntry, stdout, stderr io.Writer) error {
+// fileEdit is one file setup changes: edit maps its contents (nil when it
+// does not exist) to the new contents; mode is a new file's.
+type fileEdit struct {
+	path string
+	mode fs.FileMode
+	edit func([]byte) ([]byte, error)
+}
+
+// setupEdits is every file setup changes for t: the client config, its
+// permission settings, the skill, the AGENTS.md block.
+func setupEdits(t setupTarget, e mcpEntry) []fileEdit {
 	merge := func(old []byte) ([]byte, error) { return mergeJSON(old, t.entry(e)) }
 	if t.toml {
 		merge = func(old []byte) ([]byte, error) { return mergeTOML(old, e) }
@@ -330,17 +370,32 @@ func setupWrite(t setupTarget, e mcpEntry, stdout, stderr io.Writer) error {
 	if t.user {
 		mode = 0o600
 	}
-	if err := updateFile(t.config, mode, merge, stdout); err != nil {
-		return err
+	edits := []fileEdit{{t.config, mode, merge}}
+	if t.settings != "" {
+		both := t.approve == t.settings
+		edits = append(edits, fileEdit{t.settings, 0o644, func(old []byte) ([]byte, error) { return mergeClaudeSettings(old, true, both) }})
+	}
+	if t.approve != "" && t.approve != t.settings {
+		edits = append(edits, fileEdit{t.approve, 0o644, func(old []byte) ([]byte, error) { return mergeClaudeSettings(old, false, true) }})
 	}
 	if t.skill != "" {
-		if err := updateFile(t.skill, 0o644, func([]byte) ([]byte, error) { return []byte(skillText), nil }, stdout); err != nil {
+		edits = append(edits, fileEdit{t.skill, 0o644, func([]byte) ([]byte, error) { return []byte(skillText), nil }})
+	}
+	if t.agents != "" {
+		edits = append(edits, fileEdit{t.agents, 0o644, func(old []byte) ([]byte, error) { return mergeAgentsMD(old), nil }})
+	}
+	return edits
+}
+
+func setupWrite(t setupTarget, e mcpEntry, stdout, stderr io.Writer) error {
+	for _, fe := range setupEdits(t, e) {
+		if err := updateFile(fe.path, fe.mode, fe.edit, stdout); err != nil {
 			return err
 		}
 	}
-	if t.agents != "" {
-		if err := updateFile(t.agents, 0o644, func(old []byte) ([]byte, error) { return mergeAgentsMD(old), nil }, stdout); err != nil {
-			return err
+	for _, f := range []string{t.settings, t.approve, filepath.Join(".claude", "settings.json")} {
+		if old, err := os.ReadFile(f); t.approve != "" && err == nil && claudeDisabled(old) {
+			fmt.Fprintf(stderr, "note: %s lists herdbridge in disabledMcpjsonServers: remove it there, or Claude Code will not start the server\n", f)
 		}
 	}
 	if t.note != "" {

@@ -86,10 +86,36 @@ func TestSetupGeminiPi(t *testing.T) {
 			t.Errorf("pi %s: no word on loading the adapter: %q", c.scope, errs)
 		}
 	}
-	out, _ := run("setup", "pi", "--print")
-	var printed map[string]map[string]map[string]any
-	if err := json.Unmarshal([]byte(out), &printed); err != nil || printed["mcpServers"]["herdbridge"]["directTools"] != true {
-		t.Errorf("pi --print: %v\n%s", err, out)
+	// Outside herdr without --name: a project gets its directory's name;
+	// user scope refuses, naming the flag.
+	t.Setenv("HERDR_ENV", "")
+	for _, client := range []string{"gemini", "pi"} {
+		if _, _, err := cli("setup", client, "--scope", "user", "--command", "herdbridge"); err == nil || !strings.Contains(err.Error(), "--name") {
+			t.Errorf("%s --scope user without --name: %v, want a refusal naming --name", client, err)
+		}
+	}
+	if _, errs, err := cli("setup", "pi", "--command", "herdbridge"); err != nil {
+		t.Fatalf("pi without --name: %v\n%s", err, errs)
+	}
+	args := readJSON(t, filepath.Join(proj, ".pi", "mcp.json"))["mcpServers"].(map[string]any)["herdbridge"].(map[string]any)["args"].([]any)
+	if len(args) != 5 || args[3] != "--default-name" || args[4] == "" {
+		t.Errorf("pi without --name: args %v, want a derived --default-name", args)
+	}
+
+	// --print: the diff of each file, nothing written.
+	fresh := t.TempDir()
+	t.Chdir(fresh)
+	for _, c := range []struct{ client, file, line string }{
+		{"pi", filepath.Join(fresh, ".pi", "mcp.json"), `+       "directTools": true,`},
+		{"gemini", filepath.Join(fresh, ".gemini", "settings.json"), `+       "trust": true`},
+	} {
+		out, _ := run("setup", c.client, "--scope", "project", "--print")
+		if !strings.Contains(out, "--- /dev/null\n+++ "+c.file+"\n") || !strings.Contains(out, c.line+"\n") {
+			t.Errorf("%s --print: want a diff creating %s with %q:\n%s", c.client, c.file, c.line, out)
+		}
+		if _, err := os.Stat(c.file); err == nil {
+			t.Errorf("%s --print wrote %s", c.client, c.file)
+		}
 	}
 }
 

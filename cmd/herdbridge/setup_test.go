@@ -64,7 +64,7 @@ func TestSetupPrint(t *testing.T) {
 	if got := codex.MCPServers["herdbridge"]; !entryEqual(got, want) {
 		t.Errorf("codex entry %+v, want %+v", got, want)
 	}
-	for _, client := range []string{"claude", "cursor"} {
+	for _, client := range []string{"cursor"} {
 		out, _, err := cli("setup", client, "--print", "--command", "herdbridge", "--role", "worker")
 		if err != nil {
 			t.Fatal(err)
@@ -99,6 +99,7 @@ func TestSetupMerge(t *testing.T) {
 	home, proj := t.TempDir(), t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("CODEX_HOME", "")
+	t.Setenv("HERDR_ENV", "") // outside herdr: setup claude names the project after its directory
 	t.Chdir(proj)
 	must := func(args ...string) string {
 		t.Helper()
@@ -128,13 +129,21 @@ func TestSetupMerge(t *testing.T) {
 	wantEntry := mcpEntry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "primary"}}
 
 	// Claude Code, project and user: JSON with other servers and keys.
-	for _, c := range []struct{ scope, config, skill string }{
-		{"project", filepath.Join(proj, ".mcp.json"), filepath.Join(proj, ".claude/skills/herdbridge/SKILL.md")},
-		{"user", filepath.Join(home, ".claude.json"), filepath.Join(home, ".claude/skills/herdbridge/SKILL.md")},
+	// Outside herdr a project is named after its directory; user scope
+	// needs --name (TestSetupClaudeName).
+	for _, c := range []struct {
+		scope, config, skill string
+		args                 []string
+		want                 mcpEntry
+	}{
+		{"project", filepath.Join(proj, ".mcp.json"), filepath.Join(proj, ".claude/skills/herdbridge/SKILL.md"), nil,
+			mcpEntry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "primary", "--default-name", filepath.Base(proj)}}},
+		{"user", filepath.Join(home, ".claude.json"), filepath.Join(home, ".claude/skills/herdbridge/SKILL.md"), []string{"--name", "me"},
+			mcpEntry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "primary", "--default-name", "me"}}},
 	} {
 		write(c.config, `{"numStartups": 12345678901234567890, "projects": {"/x": {"allowedTools": ["a<b>&c"]}},
  "mcpServers": {"github": {"command": "gh-mcp", "args": ["--x"], "env": {"T": "1"}}, "herdbridge": {"command": "old"}}}`)
-		must("setup", "claude", "--scope", c.scope)
+		must(append([]string{"setup", "claude", "--scope", c.scope}, c.args...)...)
 		var doc map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(read(c.config)), &doc); err != nil {
 			t.Fatal(err)
@@ -144,14 +153,14 @@ func TestSetupMerge(t *testing.T) {
 		}
 		var servers map[string]mcpEntry
 		_ = json.Unmarshal(doc["mcpServers"], &servers)
-		if !entryEqual(servers["github"], mcpEntry{Command: "gh-mcp", Args: []string{"--x"}, Env: map[string]string{"T": "1"}}) || !entryEqual(servers["herdbridge"], wantEntry) {
+		if !entryEqual(servers["github"], mcpEntry{Command: "gh-mcp", Args: []string{"--x"}, Env: map[string]string{"T": "1"}}) || !entryEqual(servers["herdbridge"], c.want) {
 			t.Errorf("claude %s: servers %+v", c.scope, servers)
 		}
 		if st, _ := os.Stat(c.config); st.Mode().Perm() != 0o600 {
 			t.Errorf("claude %s: mode %v, want the file's own 0600", c.scope, st.Mode())
 		}
 		checkSkillFile(t, read(c.skill))
-		if out := must("setup", "claude", "--scope", c.scope); !strings.Contains(out, "unchanged "+c.config) {
+		if out := must(append([]string{"setup", "claude", "--scope", c.scope}, c.args...)...); !strings.Contains(out, "unchanged "+c.config) {
 			t.Errorf("claude %s: a second run changed the config:\n%s", c.scope, out)
 		}
 	}

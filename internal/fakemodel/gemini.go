@@ -165,8 +165,3 @@ func geminiTurn(req geminiRequest) Turn {
 	}
 	return t
 }
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
-}

@@ -31,6 +31,7 @@ type Step struct {
 type Seen struct {
 	Tool    string
 	Content string
+	IsError bool // the API marked it an error (Anthropic's is_error)
 }
 
 // Turn is what a script decides from: the user's prompt and every tool result
