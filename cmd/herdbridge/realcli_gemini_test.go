@@ -29,12 +29,50 @@ func geminiTool(tool string) string { return "mcp_herdbridge_" + tool }
 // from HERDBRIDGE_NAME in Gemini's own environment, as a spawned worker's
 // does: Gemini must pass it to `herdbridge mcp`.
 func TestGeminiCLIHeadless(t *testing.T) {
-	_, npm := needNode(t, "the Gemini CLI test")
-	cliDir := npmTestdata(t, npm, filepath.Join("clis", "gemini"), "@google/gemini-cli")
 	bin := buildBinary(t)
 	state := gatewaytest.TempDir(t)
 	gp := startGatewayProcArgs(t, bin, state, "gemhost", "--max-wait", "3s")
-	proj, home := t.TempDir(), t.TempDir()
+	cliDir, proj, home := geminiSetup(t, bin, state)
+	answerBrief(t, procConn(t, gp, "peer", "worker"), "gemlead")
+
+	model, err := runGemini(t, cliDir, proj, home, []string{"HERDBRIDGE_NAME=gemlead"}, fakemodel.Sequence("done",
+		fakemodel.ToolCall{Name: geminiTool("bridge_roster"), Args: map[string]any{}},
+		fakemodel.ToolCall{Name: geminiTool("bridge_send"), Args: map[string]any{"target": "peer", "message": "brief one: say hi", "wait_s": 20}},
+		fakemodel.ToolCall{Name: geminiTool("bridge_poll"), Args: map[string]any{"wait_s": 10}},
+		fakemodel.ToolCall{Name: geminiTool("bridge_poll"), Args: map[string]any{"wait_s": 10}},
+	))
+	checkGeminiSeen(t, model.LastResults(), err)
+}
+
+// runGemini runs the pinned Gemini CLI headless in proj with HOME home and
+// env, against a scripted model; it returns the model (its record) and the
+// run's error.
+func runGemini(t *testing.T, cliDir, proj, home string, env []string, script fakemodel.Script) (*fakemodel.Gemini, error) {
+	t.Helper()
+	model := fakemodel.NewGemini(script)
+	t.Cleanup(model.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// --skip-trust: Gemini runs headless only in a trusted folder, and this
+	// temp project is not one (the person's own flag, not a config edit).
+	cmd := exec.CommandContext(ctx, filepath.Join(cliDir, "node_modules", ".bin", "gemini"), "--skip-trust", "-p", "use the bridge")
+	cmd.Dir = proj
+	cmd.Env = cliEnv(home, append([]string{"GEMINI_API_KEY=fake-key", "GOOGLE_GEMINI_BASE_URL=" + model.URL}, env...)...)
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("gemini -p (%v): %v\n%s\nrequests: %q", time.Since(start).Round(time.Millisecond), err, out, model.Paths())
+	return model, err
+}
+
+// geminiSetup installs the pinned Gemini CLI (npm ci) and runs `herdbridge
+// setup gemini` in a temp HOME whose settings.json holds the person's own
+// choice of API-key login; it returns the CLI dir, a project dir and HOME.
+func geminiSetup(t *testing.T, bin, state string) (cliDir, proj, home string) {
+	t.Helper()
+	_, npm := needNode(t, "the Gemini CLI test")
+	cliDir = npmTestdata(t, npm, filepath.Join("clis", "gemini"), "@google/gemini-cli")
+	proj, home = t.TempDir(), t.TempDir()
 	writeFile(t, filepath.Join(home, ".gemini", "settings.json"), `{"security":{"auth":{"selectedType":"gemini-api-key"}}}`)
 	setup := exec.Command(bin, "setup", "gemini", "--name", "lead", "--state-dir", state, "--command", bin)
 	setup.Dir, setup.Env = proj, cliEnv(home)
@@ -43,27 +81,7 @@ func TestGeminiCLIHeadless(t *testing.T) {
 	}
 	settings, _ := os.ReadFile(filepath.Join(home, ".gemini", "settings.json"))
 	t.Logf("settings.json:\n%s", settings)
-	answerBrief(t, procConn(t, gp, "peer", "worker"), "gemlead")
-
-	model := fakemodel.NewGemini(fakemodel.Sequence("done",
-		fakemodel.ToolCall{Name: geminiTool("bridge_roster"), Args: map[string]any{}},
-		fakemodel.ToolCall{Name: geminiTool("bridge_send"), Args: map[string]any{"target": "peer", "message": "brief one: say hi", "wait_s": 20}},
-		fakemodel.ToolCall{Name: geminiTool("bridge_poll"), Args: map[string]any{"wait_s": 10}},
-		fakemodel.ToolCall{Name: geminiTool("bridge_poll"), Args: map[string]any{"wait_s": 10}},
-	))
-	defer model.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	// --skip-trust: Gemini runs headless only in a trusted folder, and this
-	// temp project is not one (the person's own flag, not a config edit).
-	cmd := exec.CommandContext(ctx, filepath.Join(cliDir, "node_modules", ".bin", "gemini"), "--skip-trust", "-p", "use the bridge")
-	cmd.Dir = proj
-	cmd.Env = cliEnv(home, "GEMINI_API_KEY=fake-key", "GOOGLE_GEMINI_BASE_URL="+model.URL, "HERDBRIDGE_NAME=gemlead")
-	cmd.WaitDelay = 5 * time.Second
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	t.Logf("gemini -p (%v): %v\n%s\nrequests: %q", time.Since(start).Round(time.Millisecond), err, out, model.Paths())
-	checkGeminiSeen(t, model.LastResults(), err)
+	return cliDir, proj, home
 }
 
 // checkGeminiSeen checks what the model saw: each result is a
