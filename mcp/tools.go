@@ -132,9 +132,7 @@ func (s *Server) call(body func(ctx context.Context, gid string, req mcpgo.CallT
 				return mcpgo.NewToolResultError(ue.Msg), nil
 			}
 			if ctx.Err() != nil {
-				// the client cancelled (then nobody reads this) or the
-				// gateway is shutting down: say what to do
-				return mcpgo.NewToolResultError("herdbridge: the call was interrupted (gateway restarting or session closed); call it again"), nil
+				return s.cancelled(ctx, req.Params.Name, gid), nil
 			}
 			s.log.Error("tool call failed", "tool", req.Params.Name, bridge.LogGID, gid, "err", err)
 			return mcpgo.NewToolResultError("herdbridge: " + err.Error()), nil
