@@ -12,11 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"regexp"
-	"sort"
 	"strings"
 
-	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
 )
 
@@ -113,7 +110,7 @@ func setupTargetFor(client, scope string) (setupTarget, error) {
 
 func setupCommand(stdout, stderr io.Writer) *cobra.Command {
 	c := &cobra.Command{
-		Use:   "setup claude|codex|cursor [--scope project|user] [--print]",
+		Use:   "setup claude|codex|cursor [--scope project|user] [--print] [--no-allow]",
 		Short: "Connect an MCP client (Claude Code, Codex, Cursor) to herdbridge",
 		Long: `Write or merge herdbridge's MCP server entry into a client's configuration, and install
 the instructions that tell its model how to use the bridge_* tools. Other entries and
@@ -121,7 +118,8 @@ keys in the file are kept; the file is replaced atomically.
 
   claude  project: .mcp.json and .claude/skills/herdbridge/SKILL.md (the default scope)
           user:    ~/.claude.json (mcpServers) and ~/.claude/skills/herdbridge/SKILL.md
-  codex   user:    ~/.codex/config.toml ([mcp_servers.herdbridge]) and ~/.codex/AGENTS.md
+  codex   user:    ~/.codex/config.toml ([mcp_servers.herdbridge] with env_vars, and an
+          approval_mode = "approve" table per bridge tool) and ~/.codex/AGENTS.md
           ($CODEX_HOME if set; codex has no project scope)
   cursor  project: .cursor/mcp.json and AGENTS.md (the default scope)
           user:    ~/.cursor/mcp.json
@@ -129,9 +127,14 @@ keys in the file are kept; the file is replaced atomically.
 The entry runs "herdbridge mcp --default-role ROLE": a worker that herdbridge spawns in
 the same directory gets its own name and role from its environment, which the defaults
 do not override. Inside a herdr pane the name comes from the pane; elsewhere give
---name (written as --default-name) or set HERDBRIDGE_NAME.`,
+--name (written as --default-name) or set HERDBRIDGE_NAME.
+
+For Codex, setup approves every bridge tool (Codex passes its own environment to the
+server only for the variables env_vars names, which setup lists), so codex exec and
+the TUI call them without asking; --no-allow leaves the approvals to you. --print shows
+the change to each file as a diff and writes nothing.`,
 		Example: `  herdbridge setup claude                    # this repository: .mcp.json + the skill
-  herdbridge setup codex --print             # show the config.toml table, write nothing
+  herdbridge setup codex --print             # show the change to config.toml as a diff, write nothing
   herdbridge setup cursor --scope user --name me`,
 		Args: func(c *cobra.Command, args []string) error {
 			if err := cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs)(c, args); err != nil {
@@ -143,7 +146,8 @@ do not override. Inside a herdr pane the name comes from the pane; elsewhere giv
 	}
 	fs, dir := newFlags(c)
 	scope := fs.String("scope", "", "project or user (default: project for claude and cursor, user for codex)")
-	printOnly := fs.Bool("print", false, "print the entry as a config file of its own and write nothing")
+	printOnly := fs.Bool("print", false, "print the change to each file as a diff and write nothing")
+	noAllow := fs.Bool("no-allow", false, "write no approvals: the client asks before bridge calls as it would (codex)")
 	name := fs.String("name", "", "default entity name (a spawned worker's $HERDBRIDGE_NAME still wins)")
 	role := fs.String("role", "primary", "default role: primary, worker or orchestrator")
 	command := fs.String("command", "", "the herdbridge executable the client runs (default: herdbridge if it is on PATH, else this binary)")
@@ -175,18 +179,11 @@ do not override. Inside a herdr pane the name comes from the pane; elsewhere giv
 			}
 			e.Env = map[string]string{"HERDBRIDGE_STATE_DIR": abs}
 		}
-		if *printOnly {
-			out, err := standaloneConfig(e, t.toml)
-			if err != nil {
-				return err
-			}
-			_, err = stdout.Write(out)
-			return err
-		}
+		opts := setupOptions{allow: !*noAllow, dry: *printOnly}
 		if warn != "" {
 			fmt.Fprintln(stderr, "note:", warn)
 		}
-		return setupWrite(t, e, stdout, stderr)
+		return setupWrite(t, e, opts, stdout, stderr)
 	}
 	return c
 }
@@ -210,14 +207,6 @@ func herdbridgeCommand(flag string) (string, string) {
 	return exe, "herdbridge is not on PATH: the config runs " + exe
 }
 
-// standaloneConfig is the entry as a config file of its own.
-func standaloneConfig(e mcpEntry, asTOML bool) ([]byte, error) {
-	if asTOML {
-		return tomlTable(e)
-	}
-	return marshalJSON(map[string]any{"mcpServers": map[string]mcpEntry{"herdbridge": e}})
-}
-
 func marshalJSON(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -227,64 +216,44 @@ func marshalJSON(v any) ([]byte, error) {
 	return b.Bytes(), err
 }
 
-// tomlTable is the [mcp_servers.herdbridge] table, env as an inline table
-// so the whole entry is one block of lines.
-func tomlTable(e mcpEntry) ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteString("[mcp_servers.herdbridge]\n")
-	for _, kv := range []struct {
-		k string
-		v any
-	}{{"command", e.Command}, {"args", e.Args}} {
-		v, err := toml.Marshal(map[string]any{"v": kv.v})
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(&b, "%s = %s", kv.k, strings.TrimPrefix(string(v), "v = "))
-	}
-	if len(e.Env) > 0 {
-		keys := make([]string, 0, len(e.Env))
-		for k := range e.Env {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var parts []string
-		for _, k := range keys {
-			v, err := toml.Marshal(map[string]string{"v": e.Env[k]})
-			if err != nil {
-				return nil, err
-			}
-			parts = append(parts, k+" = "+strings.TrimSpace(strings.TrimPrefix(string(v), "v = ")))
-		}
-		fmt.Fprintf(&b, "env = { %s }\n", strings.Join(parts, ", "))
-	}
-	return b.Bytes(), nil
+// setupOptions are how setup applies an entry: whether it approves the
+// bridge tools for the client, and whether it writes files or shows diffs.
+type setupOptions struct {
+	allow bool
+	dry   bool // --print
 }
 
-func setupWrite(t setupTarget, e mcpEntry, stdout, stderr io.Writer) error {
-	merge := mergeJSON
+func setupWrite(t setupTarget, e mcpEntry, opts setupOptions, stdout, stderr io.Writer) error {
+	merge := func(old []byte) ([]byte, error) { return mergeJSON(old, e) }
 	if t.toml {
-		merge = mergeTOML
+		merge = func(old []byte) ([]byte, error) { return mergeTOML(old, codexEntryFor(e, opts.allow)) }
+	}
+	update := fileUpdate(updateFile)
+	if opts.dry {
+		update = diffFile
 	}
 	mode := fs.FileMode(0o644)
 	if t.user {
 		mode = 0o600
 	}
-	if err := updateFile(t.config, mode, func(old []byte) ([]byte, error) { return merge(old, e) }, stdout); err != nil {
+	if err := update(t.config, mode, merge, stdout); err != nil {
 		return err
 	}
 	if t.skill != "" {
-		if err := updateFile(t.skill, 0o644, func([]byte) ([]byte, error) { return []byte(skillText), nil }, stdout); err != nil {
+		if err := update(t.skill, 0o644, func([]byte) ([]byte, error) { return []byte(skillText), nil }, stdout); err != nil {
 			return err
 		}
 	}
 	if t.agents != "" {
-		if err := updateFile(t.agents, 0o644, func(old []byte) ([]byte, error) { return mergeAgentsMD(old), nil }, stdout); err != nil {
+		if err := update(t.agents, 0o644, func(old []byte) ([]byte, error) { return mergeAgentsMD(old), nil }, stdout); err != nil {
 			return err
 		}
 	}
 	if t.note != "" {
 		fmt.Fprintln(stderr, "note:", t.note)
+	}
+	if opts.dry {
+		return nil // --print: nothing was written, nothing to restart
 	}
 	fmt.Fprintln(stdout, "restart the client (or start a new session) to load herdbridge; `herdbridge gateway` must run (see herdbridge service install --user)")
 	return nil
@@ -387,92 +356,6 @@ func mergeJSON(old []byte, e mcpEntry) ([]byte, error) {
 func jsonEqual(a, b []byte) bool {
 	var x, y any
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
-}
-
-var (
-	tomlHeader    = regexp.MustCompile(`^\s*\[`)
-	tomlOurHeader = regexp.MustCompile(`^\s*\[\s*mcp_servers\s*\.\s*("herdbridge"|herdbridge)\s*(\.[^\]]*)?\]\s*(#.*)?$`)
-)
-
-// mergeTOML puts the [mcp_servers.herdbridge] table into a Codex
-// config.toml without touching the rest of the file: the file is parsed
-// first (nothing is changed in a file that does not parse); an existing
-// herdbridge table (and its sub-tables) is replaced in place, else the table
-// is appended; the result must parse and hold exactly our entry, or nothing
-// is written. Comments and the order of everything else survive, which a
-// decode/encode round trip would lose.
-func mergeTOML(old []byte, e mcpEntry) ([]byte, error) {
-	var doc map[string]any
-	if err := toml.Unmarshal(old, &doc); err != nil {
-		return nil, fmt.Errorf("not valid TOML (%v): fix it first, nothing was changed", err)
-	}
-	table, err := tomlTable(e)
-	if err != nil {
-		return nil, err
-	}
-	if cur, ok := tomlEntry(doc); ok && reflect.DeepEqual(cur, e) {
-		return old, nil
-	}
-	lines := strings.SplitAfter(string(old), "\n")
-	var out strings.Builder
-	replaced, skipping := false, false
-	for _, l := range lines {
-		switch {
-		case tomlOurHeader.MatchString(l):
-			if !replaced {
-				out.Write(table)
-				replaced = true
-			}
-			skipping = true
-			continue
-		case tomlHeader.MatchString(l):
-			if skipping && !strings.HasSuffix(out.String(), "\n\n") {
-				out.WriteString("\n") // the blank line the skipped table ended with
-			}
-			skipping = false
-		}
-		if !skipping {
-			out.WriteString(l)
-		}
-	}
-	if !replaced {
-		if s := out.String(); s != "" && !strings.HasSuffix(s, "\n") {
-			out.WriteString("\n")
-		}
-		if out.Len() > 0 {
-			out.WriteString("\n")
-		}
-		out.Write(table)
-	}
-	var check map[string]any
-	if err := toml.Unmarshal([]byte(out.String()), &check); err != nil {
-		return nil, fmt.Errorf("mcp_servers.herdbridge is defined in a way setup cannot edit (%v): remove it and run setup again", err)
-	}
-	if cur, ok := tomlEntry(check); !ok || !reflect.DeepEqual(cur, e) {
-		return nil, errors.New("mcp_servers.herdbridge is defined in a way setup cannot edit (dotted keys or an inline table): remove it and run setup again")
-	}
-	return []byte(out.String()), nil
-}
-
-// tomlEntry reads mcp_servers.herdbridge back from a decoded config.
-func tomlEntry(doc map[string]any) (mcpEntry, bool) {
-	servers, _ := doc["mcp_servers"].(map[string]any)
-	hb, ok := servers["herdbridge"].(map[string]any)
-	if !ok {
-		return mcpEntry{}, false
-	}
-	raw, err := toml.Marshal(hb)
-	if err != nil {
-		return mcpEntry{}, false
-	}
-	var e mcpEntry
-	if toml.Unmarshal(raw, &e) != nil {
-		return mcpEntry{}, false
-	}
-	if len(e.Env) == 0 {
-		e.Env = nil
-	}
-	return e, true
 }
 
 // mergeAgentsMD puts the instructions block into an AGENTS.md: between its
