@@ -91,12 +91,12 @@ func (g *sdkGatewayProc) log() string {
 	return g.buf.String()
 }
 
-// startSDKGateway runs the gateway binary on 127.0.0.1:0 and waits for
-// its banner; the cleanup stops it (SIGTERM, then kill).
-func startSDKGateway(t *testing.T, bin, dir string) *sdkGatewayProc {
+// startSDKGateway runs the gateway binary on 127.0.0.1:0 (with extra
+// flags) and waits for its banner; the cleanup stops it (SIGTERM, then kill).
+func startSDKGateway(t *testing.T, bin, dir string, extra ...string) *sdkGatewayProc {
 	t.Helper()
 	g := &sdkGatewayProc{done: make(chan struct{})}
-	g.cmd = exec.Command(bin, "gateway", "--listen", "127.0.0.1:0", "--state-dir", dir, "--host-id", "sdkhost")
+	g.cmd = exec.Command(bin, append([]string{"gateway", "--listen", "127.0.0.1:0", "--state-dir", dir, "--host-id", "sdkhost"}, extra...)...)
 	stderr, err := g.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
