@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -52,34 +54,50 @@ func (f *codexFixture) register(t *testing.T, name, role string) *gatewaytest.Co
 
 // TestCodexExecAfterSetup is the issue's Codex row: after only
 // `herdbridge setup codex` (and the test's model provider), headless
-// `codex exec` with no approval flag calls roster → send → poll → a long
-// poll that comes back pending, and the model sees each result — the JSON
-// of structuredContent — with no "requires approval" refusal.
+// `codex exec` with no approval flag calls roster → send → poll (drained)
+// → send with wait_s (replied) → a long poll that comes back pending, and
+// the model sees each result — the JSON of structuredContent — with no
+// "requires approval" refusal.
 func TestCodexExecAfterSetup(t *testing.T) {
 	f := newCodexFixture(t, "3s")
 	worker := f.register(t, "w1", "worker")
 	var mu sync.Mutex
 	var sideErr error
+	workerCall := func(tool string, args map[string]any) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if r, err := worker.CallCtx(ctx, tool, args); err != nil || r.IsError {
+			mu.Lock()
+			sideErr = errors.Join(sideErr, fmt.Errorf("worker %s: %v %s", tool, err, r.Text))
+			mu.Unlock()
+		}
+	}
+	var replied sync.WaitGroup
 	calls := []fakemodel.ToolCall{
 		{Name: "mcp__herdbridge__bridge_roster", Args: map[string]any{}},
 		{Name: "mcp__herdbridge__bridge_send", Args: map[string]any{"target": "w1", "message": "brief-1: count the files"}},
 		{Name: "mcp__herdbridge__bridge_poll", Args: map[string]any{"target": "w1"}},
+		{Name: "mcp__herdbridge__bridge_send", Args: map[string]any{"target": "w1", "message": "brief-2: and the dirs?", "wait_s": 20}},
 		{Name: "mcp__herdbridge__bridge_poll", Args: map[string]any{"wait_s": 30}},
 	}
 	script := func(tn fakemodel.Turn) fakemodel.Step {
-		if len(tn.Results) == 2 { // the brief went out: the worker replies before the model polls
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if _, err := worker.CallCtx(ctx, "bridge_send", map[string]any{"target": "lead", "message": "reply-1: 42 files"}); err != nil {
-				mu.Lock()
-				sideErr = err
-				mu.Unlock()
-			}
+		switch len(tn.Results) {
+		case 2: // brief-1 went out: the worker reads it and answers before the model polls
+			workerCall("bridge_poll", map[string]any{"wait_s": 10})
+			workerCall("bridge_send", map[string]any{"target": "lead", "message": "reply-1: 42 files"})
+		case 3: // the model is about to send brief-2 and wait: the worker reads it and replies meanwhile
+			replied.Add(1)
+			go func() {
+				defer replied.Done()
+				workerCall("bridge_poll", map[string]any{"wait_s": 15})
+				workerCall("bridge_send", map[string]any{"target": "lead", "message": "reply-2: 5 dirs"})
+			}()
 		}
 		return fakemodel.Sequence("all done", calls...)(tn)
 	}
 	res := runCodex(t, codexRun{Codex: f.codex, Herdbridge: f.bin, StateDir: f.dir, Name: "lead",
 		Prompt: "Check in with worker w1 over herdbridge.", Script: script})
+	replied.Wait()
 	if res.Err != nil || !strings.Contains(res.Output, "all done") {
 		t.Fatalf("codex exec: %v\n%s\ngateway log:\n%s", res.Err, res.Output, f.gw.log())
 	}
@@ -108,9 +126,14 @@ func TestCodexExecAfterSetup(t *testing.T) {
 		len(drained.Messages) != 1 || !strings.Contains(drained.Messages[0].Body, "reply-1: 42 files") || drained.Messages[0].FromName != "w1" {
 		t.Errorf("drained poll (%v): %s", err, seen[2].Payload)
 	}
+	var reply bridge.Result
+	if err := json.Unmarshal([]byte(seen[3].Payload), &reply); err != nil || reply.Status != bridge.StatusReplied ||
+		len(reply.Messages) != 1 || !strings.Contains(reply.Messages[0].Body, "reply-2: 5 dirs") || reply.Messages[0].Corr != reply.MsgID {
+		t.Errorf("send with wait_s (%v): %s", err, seen[3].Payload)
+	}
 	var pending bridge.Result
-	if err := json.Unmarshal([]byte(seen[3].Payload), &pending); err != nil || pending.Status != bridge.StatusPending || pending.Next == "" {
-		t.Errorf("long poll (%v): %s", err, seen[3].Payload)
+	if err := json.Unmarshal([]byte(seen[4].Payload), &pending); err != nil || pending.Status != bridge.StatusPending || pending.Next == "" {
+		t.Errorf("long poll (%v): %s", err, seen[4].Payload)
 	}
 }
 
