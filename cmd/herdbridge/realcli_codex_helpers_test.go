@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -63,7 +64,9 @@ type codexRunResult struct {
 // NoSetup), puts the test's model provider (the fake Responses server)
 // in front of what setup wrote, and runs `codex exec` headless with no
 // approval flag: whatever lets a bridge call through is setup's doing (or
-// Args'). Reusable: a primary or a worker, any script.
+// Args'). Reusable: a primary or a worker, any script; it never fails
+// the test itself (a failure is in Err), so a test may run it in a
+// goroutine beside another CLI and judge both.
 func runCodex(t *testing.T, r codexRun) codexRunResult {
 	t.Helper()
 	rec := &fakemodel.Record{}
@@ -79,10 +82,12 @@ func runCodex(t *testing.T, r codexRun) codexRunResult {
 		setup := exec.Command(r.Herdbridge, append(args, r.SetupArgs...)...)
 		setup.Env = env
 		if out, err := setup.CombinedOutput(); err != nil {
-			t.Fatalf("herdbridge setup codex: %v\n%s", err, out)
+			return codexRunResult{Record: rec, Output: string(out), Home: home, Err: fmt.Errorf("herdbridge setup codex: %w", err)}
 		}
 	}
-	writeCodexProvider(t, filepath.Join(home, "config.toml"), model.URL+"/v1")
+	if err := writeCodexProvider(filepath.Join(home, "config.toml"), model.URL+"/v1"); err != nil {
+		return codexRunResult{Record: rec, Home: home, Err: err}
+	}
 	work := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(r.Timeout, 2*time.Minute))
 	defer cancel()
@@ -107,20 +112,17 @@ func codexEnv(home, stateDir string, extra []string) []string {
 // writeCodexProvider puts the test's own settings before the tables
 // setup wrote (top-level keys must come first in TOML): the fake model as
 // the provider, and nothing that would reach the network.
-func writeCodexProvider(t *testing.T, path, baseURL string) {
-	t.Helper()
+func writeCodexProvider(path, baseURL string) error {
 	old, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
+		return err
 	}
 	url, _ := json.Marshal(baseURL)
 	head := "# the real-CLI test's own settings: the scripted model, no network\n" +
 		"model = \"fake-model\"\nmodel_provider = \"fake\"\ncheck_for_update_on_startup = false\nweb_search = \"disabled\"\n\n" +
 		"[model_providers.fake]\nname = \"fake\"\nbase_url = " + string(url) + "\nwire_api = \"responses\"\n" +
 		"request_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n\n"
-	if err := os.WriteFile(path, append([]byte(head), old...), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return os.WriteFile(path, append([]byte(head), old...), 0o600)
 }
 
 // codexSeen is one tool result as the Codex model saw it: Codex prefixes
