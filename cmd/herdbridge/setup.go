@@ -129,10 +129,10 @@ the same directory gets its own name and role from its environment, which the de
 do not override. Inside a herdr pane the name comes from the pane; elsewhere give
 --name (written as --default-name) or set HERDBRIDGE_NAME.
 
-For Codex, setup approves every bridge tool (Codex passes its own environment to the
-server only for the variables env_vars names, which setup lists), so codex exec and
-the TUI call them without asking; --no-allow leaves the approvals to you. --print shows
-the change to each file as a diff and writes nothing.`,
+For Codex, setup approves every bridge tool, so codex exec and the TUI call them without
+asking (--no-allow leaves the approvals to you), and lists in env_vars the variables Codex
+must pass to the server: it passes almost none of its own environment. --print shows the
+change to each file as a diff and writes nothing.`,
 		Example: `  herdbridge setup claude                    # this repository: .mcp.json + the skill
   herdbridge setup codex --print             # show the change to config.toml as a diff, write nothing
   herdbridge setup cursor --scope user --name me`,
