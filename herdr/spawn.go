@@ -120,6 +120,13 @@ func (s *Spawner) StartPane(ctx context.Context, w bridge.PaneWorker) (bridge.Pa
 	} else {
 		p.Args = append(slices.Clip(p.Args), w.Args...)
 	}
+	if p.Kind == "codex" { // Codex passes neither the pane's environment nor approval to its MCP servers
+		pre, err := CodexWorkerArgs(env)
+		if err != nil {
+			return bridge.PaneStarted{}, err
+		}
+		p.Args = append(pre, p.Args...)
+	}
 	pane, err := s.start(ctx, p, w.Name, env, w.Passed)
 	if err != nil {
 		return bridge.PaneStarted{}, err

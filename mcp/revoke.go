@@ -17,7 +17,7 @@ const sockSessionPrefix = "sock-"
 type httpRequests struct {
 	mu    sync.Mutex
 	next  uint64
-	byGID map[string]map[uint64]context.CancelFunc
+	byGID map[string]map[uint64]context.CancelCauseFunc
 }
 
 // authenticate maps token to its entity and ties the request to it: the
@@ -29,14 +29,14 @@ func (s *Server) authenticate(ctx context.Context, token string) (bridge.Entity,
 	if !ok {
 		return bridge.Entity{}, nil, nil, false
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	rq := &s.reqs
 	rq.mu.Lock()
 	if rq.byGID == nil {
-		rq.byGID = map[string]map[uint64]context.CancelFunc{}
+		rq.byGID = map[string]map[uint64]context.CancelCauseFunc{}
 	}
 	if rq.byGID[e.GID] == nil {
-		rq.byGID[e.GID] = map[uint64]context.CancelFunc{}
+		rq.byGID[e.GID] = map[uint64]context.CancelCauseFunc{}
 	}
 	rq.next++
 	id := rq.next
@@ -51,7 +51,7 @@ func (s *Server) authenticate(ctx context.Context, token string) (bridge.Entity,
 			}
 		}
 		rq.mu.Unlock()
-		cancel()
+		cancel(nil)
 	}
 	if _, ok := s.core.Authenticate(token); !ok { // revoked meanwhile
 		done()
@@ -69,7 +69,7 @@ func (s *Server) authenticate(ctx context.Context, token string) (bridge.Entity,
 // which authenticate by the socket, are left alone. It returns how many
 // requests and calls it cancelled.
 func (s *Server) CancelHTTPCalls(gid string) int {
-	var cancels []context.CancelFunc
+	var cancels []context.CancelCauseFunc
 	s.reqs.mu.Lock()
 	for _, cancel := range s.reqs.byGID[gid] {
 		cancels = append(cancels, cancel)
@@ -86,7 +86,7 @@ func (s *Server) CancelHTTPCalls(gid string) int {
 	}
 	s.mu.Unlock()
 	for _, cancel := range cancels {
-		cancel()
+		cancel(errTokenRevoked)
 	}
 	return len(cancels)
 }

@@ -132,9 +132,7 @@ func (s *Server) call(body func(ctx context.Context, gid string, req mcpgo.CallT
 				return mcpgo.NewToolResultError(ue.Msg), nil
 			}
 			if ctx.Err() != nil {
-				// the client cancelled (then nobody reads this) or the
-				// gateway is shutting down: say what to do
-				return mcpgo.NewToolResultError("herdbridge: the call was interrupted (gateway restarting or session closed); call it again"), nil
+				return s.cancelled(ctx, req.Params.Name, gid), nil
 			}
 			s.log.Error("tool call failed", "tool", req.Params.Name, bridge.LogGID, gid, "err", err)
 			return mcpgo.NewToolResultError("herdbridge: " + err.Error()), nil
@@ -213,10 +211,12 @@ func (s *Server) askTool() toolDef {
 }
 
 func (s *Server) pollTool() toolDef {
-	t := newTool[pollArgs, bridge.Result]("bridge_poll", "Collect held messages", effect{destructive: true},
+	// not destructive: draining hands the caller its own messages, and one
+	// whose result the client never confirms is held again (redelivered)
+	t := newTool[pollArgs, bridge.Result]("bridge_poll", "Collect held messages", effect{},
 		"Drain messages held for you (replies, briefs, broadcasts, failures). With target, only those from that entity; the rest stay held. "+
 			"With wait_s, long-polls when nothing is held (over 45 s: pending, call again). peek reads without consuming. Status drained, peeked, empty or pending. "+
-			"A result carries at most max messages and a byte budget of bodies (2 MiB by default): more says how many others are held, next to call again.") // draining consumes held messages
+			"A result carries at most max messages and a byte budget of bodies (2 MiB by default): more says how many others are held, next to call again.")
 	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a pollArgs, prog bridge.Progress) (*bridge.Result, error) {
 		wait, err := seconds(a.WaitS, "wait_s", 3600)
 		if err != nil {

@@ -12,11 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"regexp"
-	"sort"
 	"strings"
 
-	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
 )
 
@@ -88,6 +85,9 @@ type setupTarget struct {
 	// without a person approving each call (Gemini's trust), which
 	// --no-allow leaves out
 	keys, allowKeys map[string]any
+	// allow: setup approves the bridge tools in the client config itself
+	// (Codex's per-tool approval_mode); false with --no-allow
+	allow bool
 }
 
 // clientTargets are the clients whose setupTarget is a function of its own
@@ -105,10 +105,6 @@ var clientTargets = map[string]struct {
 // and says what to pass: the client would otherwise fail to connect with no
 // reason shown.
 var derivesName = map[string]bool{"claude": true, "gemini": true, "pi": true}
-
-// printsDiff are the clients whose --print is the diff of every file setup
-// would change (the others print their entry as a config file of its own).
-var printsDiff = map[string]bool{"claude": true, "gemini": true, "pi": true}
 
 // setupClients is every client setup knows, as the usage lists them.
 var setupClients = []string{"claude", "codex", "cursor", "gemini", "pi"}
@@ -168,7 +164,8 @@ keys in the file are kept; the file is replaced atomically.
                    the allow rule in ~/.claude/settings.json
           so claude -p and the TUI call the bridge without a dialog; --no-allow writes
           neither the rule nor the approval
-  codex   user:    ~/.codex/config.toml ([mcp_servers.herdbridge]) and ~/.codex/AGENTS.md
+  codex   user:    ~/.codex/config.toml ([mcp_servers.herdbridge] with env_vars, and an
+          approval_mode = "approve" table per bridge tool) and ~/.codex/AGENTS.md
           ($CODEX_HOME if set; codex has no project scope)
   cursor  project: .cursor/mcp.json and AGENTS.md (the default scope)
           user:    ~/.cursor/mcp.json
@@ -186,9 +183,14 @@ the same directory gets its own name and role from its environment, which the de
 do not override. Inside a herdr pane the name comes from the pane; elsewhere give
 --name (written as --default-name) or set HERDBRIDGE_NAME. For claude, gemini and pi
 without --name outside herdr, a project gets its directory's name; --scope user needs
---name.`,
+--name.
+
+For Codex, setup approves every bridge tool, so codex exec and the TUI call them without
+asking, and lists in env_vars the variables Codex must pass to the server: it passes
+almost none of its own environment. --print shows the change to each file as a diff
+and writes nothing.`,
 		Example: `  herdbridge setup claude                    # this repository: .mcp.json + the skill
-  herdbridge setup codex --print             # show the config.toml table, write nothing
+  herdbridge setup codex --print             # show the change to config.toml as a diff, write nothing
   herdbridge setup cursor --scope user --name me`,
 		Args: func(c *cobra.Command, args []string) error {
 			if err := cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs)(c, args); err != nil {
@@ -200,8 +202,8 @@ without --name outside herdr, a project gets its directory's name; --scope user 
 	}
 	fs, dir := newFlags(c)
 	scope := fs.String("scope", "", "project or user (default: project for claude and cursor, user for codex)")
-	printOnly := fs.Bool("print", false, "write nothing: for claude, gemini and pi, the diff of every file setup would change; else the entry as a config file of its own")
-	noAllow := fs.Bool("no-allow", false, "leave permissions to the person: no allow rule or server approval (claude), no trust (gemini)")
+	printOnly := fs.Bool("print", false, "print the change to each file as a diff and write nothing")
+	noAllow := fs.Bool("no-allow", false, "leave permissions to the person: no allow rule or server approval (claude), no tool approvals (codex), no trust (gemini)")
 	name := fs.String("name", "", "default entity name (a spawned worker's $HERDBRIDGE_NAME still wins)")
 	role := fs.String("role", "primary", "default role: primary, worker or orchestrator")
 	command := fs.String("command", "", "the herdbridge executable the client runs (default: herdbridge if it is on PATH, else this binary)")
@@ -224,6 +226,7 @@ without --name outside herdr, a project gets its directory's name; --scope user 
 		if err != nil {
 			return err
 		}
+		t.allow = !*noAllow
 		if *noAllow {
 			t.settings, t.approve, t.allowKeys = "", "", nil
 		}
@@ -244,16 +247,8 @@ without --name outside herdr, a project gets its directory's name; --scope user 
 			}
 			e.Env = map[string]string{"HERDBRIDGE_STATE_DIR": abs}
 		}
-		if *printOnly && printsDiff[client] {
-			return previewEdits(setupEdits(t, e), stdout)
-		}
 		if *printOnly {
-			out, err := standaloneConfig(t, e)
-			if err != nil {
-				return err
-			}
-			_, err = stdout.Write(out)
-			return err
+			return previewEdits(setupEdits(t, e), stdout)
 		}
 		if warn != "" {
 			fmt.Fprintln(stderr, "note:", warn)
@@ -280,14 +275,6 @@ func herdbridgeCommand(flag string) (string, string) {
 		return "herdbridge", "herdbridge is not on PATH and this binary is temporary (go run): `go install ./cmd/herdbridge` and put $(go env GOPATH)/bin on PATH"
 	}
 	return exe, "herdbridge is not on PATH: the config runs " + exe
-}
-
-// standaloneConfig is the entry as a config file of its own.
-func standaloneConfig(t setupTarget, e mcpEntry) ([]byte, error) {
-	if t.toml {
-		return tomlTable(e)
-	}
-	return marshalJSON(map[string]any{"mcpServers": map[string]any{"herdbridge": t.entry(e)}})
 }
 
 // entry is the JSON server entry t's client reads: e, plus the client's own
@@ -317,40 +304,6 @@ func marshalJSON(v any) ([]byte, error) {
 	return b.Bytes(), err
 }
 
-// tomlTable is the [mcp_servers.herdbridge] table, env as an inline table
-// so the whole entry is one block of lines.
-func tomlTable(e mcpEntry) ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteString("[mcp_servers.herdbridge]\n")
-	for _, kv := range []struct {
-		k string
-		v any
-	}{{"command", e.Command}, {"args", e.Args}} {
-		v, err := toml.Marshal(map[string]any{"v": kv.v})
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(&b, "%s = %s", kv.k, strings.TrimPrefix(string(v), "v = "))
-	}
-	if len(e.Env) > 0 {
-		keys := make([]string, 0, len(e.Env))
-		for k := range e.Env {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var parts []string
-		for _, k := range keys {
-			v, err := toml.Marshal(map[string]string{"v": e.Env[k]})
-			if err != nil {
-				return nil, err
-			}
-			parts = append(parts, k+" = "+strings.TrimSpace(strings.TrimPrefix(string(v), "v = ")))
-		}
-		fmt.Fprintf(&b, "env = { %s }\n", strings.Join(parts, ", "))
-	}
-	return b.Bytes(), nil
-}
-
 // fileEdit is one file setup changes: edit maps its contents (nil when it
 // does not exist) to the new contents; mode is a new file's.
 type fileEdit struct {
@@ -364,7 +317,7 @@ type fileEdit struct {
 func setupEdits(t setupTarget, e mcpEntry) []fileEdit {
 	merge := func(old []byte) ([]byte, error) { return mergeJSON(old, t.entry(e)) }
 	if t.toml {
-		merge = func(old []byte) ([]byte, error) { return mergeTOML(old, e) }
+		merge = func(old []byte) ([]byte, error) { return mergeTOML(old, codexEntryFor(e, t.allow)) }
 	}
 	mode := fs.FileMode(0o644)
 	if t.user {
@@ -502,92 +455,6 @@ func mergeJSON(old []byte, e any) ([]byte, error) {
 func jsonEqual(a, b []byte) bool {
 	var x, y any
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
-}
-
-var (
-	tomlHeader    = regexp.MustCompile(`^\s*\[`)
-	tomlOurHeader = regexp.MustCompile(`^\s*\[\s*mcp_servers\s*\.\s*("herdbridge"|herdbridge)\s*(\.[^\]]*)?\]\s*(#.*)?$`)
-)
-
-// mergeTOML puts the [mcp_servers.herdbridge] table into a Codex
-// config.toml without touching the rest of the file: the file is parsed
-// first (nothing is changed in a file that does not parse); an existing
-// herdbridge table (and its sub-tables) is replaced in place, else the table
-// is appended; the result must parse and hold exactly our entry, or nothing
-// is written. Comments and the order of everything else survive, which a
-// decode/encode round trip would lose.
-func mergeTOML(old []byte, e mcpEntry) ([]byte, error) {
-	var doc map[string]any
-	if err := toml.Unmarshal(old, &doc); err != nil {
-		return nil, fmt.Errorf("not valid TOML (%v): fix it first, nothing was changed", err)
-	}
-	table, err := tomlTable(e)
-	if err != nil {
-		return nil, err
-	}
-	if cur, ok := tomlEntry(doc); ok && reflect.DeepEqual(cur, e) {
-		return old, nil
-	}
-	lines := strings.SplitAfter(string(old), "\n")
-	var out strings.Builder
-	replaced, skipping := false, false
-	for _, l := range lines {
-		switch {
-		case tomlOurHeader.MatchString(l):
-			if !replaced {
-				out.Write(table)
-				replaced = true
-			}
-			skipping = true
-			continue
-		case tomlHeader.MatchString(l):
-			if skipping && !strings.HasSuffix(out.String(), "\n\n") {
-				out.WriteString("\n") // the blank line the skipped table ended with
-			}
-			skipping = false
-		}
-		if !skipping {
-			out.WriteString(l)
-		}
-	}
-	if !replaced {
-		if s := out.String(); s != "" && !strings.HasSuffix(s, "\n") {
-			out.WriteString("\n")
-		}
-		if out.Len() > 0 {
-			out.WriteString("\n")
-		}
-		out.Write(table)
-	}
-	var check map[string]any
-	if err := toml.Unmarshal([]byte(out.String()), &check); err != nil {
-		return nil, fmt.Errorf("mcp_servers.herdbridge is defined in a way setup cannot edit (%v): remove it and run setup again", err)
-	}
-	if cur, ok := tomlEntry(check); !ok || !reflect.DeepEqual(cur, e) {
-		return nil, errors.New("mcp_servers.herdbridge is defined in a way setup cannot edit (dotted keys or an inline table): remove it and run setup again")
-	}
-	return []byte(out.String()), nil
-}
-
-// tomlEntry reads mcp_servers.herdbridge back from a decoded config.
-func tomlEntry(doc map[string]any) (mcpEntry, bool) {
-	servers, _ := doc["mcp_servers"].(map[string]any)
-	hb, ok := servers["herdbridge"].(map[string]any)
-	if !ok {
-		return mcpEntry{}, false
-	}
-	raw, err := toml.Marshal(hb)
-	if err != nil {
-		return mcpEntry{}, false
-	}
-	var e mcpEntry
-	if toml.Unmarshal(raw, &e) != nil {
-		return mcpEntry{}, false
-	}
-	if len(e.Env) == 0 {
-		e.Env = nil
-	}
-	return e, true
 }
 
 // mergeAgentsMD puts the instructions block into an AGENTS.md: between its

@@ -46,10 +46,12 @@ func TestSetupArgs(t *testing.T) {
 	}
 }
 
-// TestSetupPrint: --print gives a config file of its own that the
-// client's format parses, and writes nothing.
+// TestSetupPrint: --print shows what setup would write as a diff against
+// the files as they are (here: none yet, so every line is added), in the
+// client's format, and writes nothing.
 func TestSetupPrint(t *testing.T) {
 	t.Chdir(t.TempDir())
+	t.Setenv("CODEX_HOME", filepath.Join(t.TempDir(), "codex"))
 	out, _, err := cli("setup", "codex", "--print", "--command", "/usr/local/bin/herdbridge", "--state-dir", "/srv/hb", "--name", "lead")
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +59,8 @@ func TestSetupPrint(t *testing.T) {
 	var codex struct {
 		MCPServers map[string]mcpEntry `toml:"mcp_servers"`
 	}
-	if err := toml.Unmarshal([]byte(out), &codex); err != nil {
-		t.Fatalf("codex --print is not TOML: %v\n%s", err, out)
+	if err := toml.Unmarshal([]byte(addedLines(t, out, "config.toml")), &codex); err != nil {
+		t.Fatalf("codex --print does not add TOML: %v\n%s", err, out)
 	}
 	want := mcpEntry{Command: "/usr/local/bin/herdbridge", Args: []string{"mcp", "--default-role", "primary", "--default-name", "lead"}, Env: map[string]string{"HERDBRIDGE_STATE_DIR": "/srv/hb"}}
 	if got := codex.MCPServers["herdbridge"]; !entryEqual(got, want) {
@@ -72,8 +74,8 @@ func TestSetupPrint(t *testing.T) {
 		var doc struct {
 			MCPServers map[string]mcpEntry `json:"mcpServers"`
 		}
-		if err := json.Unmarshal([]byte(out), &doc); err != nil {
-			t.Fatalf("%s --print is not JSON: %v\n%s", client, err, out)
+		if err := json.Unmarshal([]byte(addedLines(t, out, "mcp.json")), &doc); err != nil {
+			t.Fatalf("%s --print does not add JSON: %v\n%s", client, err, out)
 		}
 		want := mcpEntry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "worker"}}
 		if got := doc.MCPServers["herdbridge"]; !entryEqual(got, want) {
@@ -83,6 +85,29 @@ func TestSetupPrint(t *testing.T) {
 	if ents, _ := os.ReadDir("."); len(ents) > 0 {
 		t.Errorf("--print wrote %v", ents)
 	}
+	if _, err := os.Stat(os.Getenv("CODEX_HOME")); err == nil {
+		t.Errorf("--print created $CODEX_HOME")
+	}
+}
+
+// addedLines is the new file's text in a --print diff of a file that did
+// not exist yet (the one whose name ends in suffix).
+func addedLines(t *testing.T, diff, suffix string) string {
+	t.Helper()
+	var b strings.Builder
+	in := false
+	for _, l := range strings.SplitAfter(diff, "\n") {
+		switch {
+		case strings.HasPrefix(l, "+++ "):
+			in = strings.HasSuffix(strings.TrimSpace(l), suffix)
+		case in && strings.HasPrefix(l, "+"):
+			b.WriteString(l[1:])
+		}
+	}
+	if b.Len() == 0 {
+		t.Fatalf("no file ending in %s added in:\n%s", suffix, diff)
+	}
+	return b.String()
 }
 
 func entryEqual(a, b mcpEntry) bool {
@@ -195,7 +220,7 @@ func TestSetupMerge(t *testing.T) {
 	if err := toml.Unmarshal([]byte(after), &codex); err != nil {
 		t.Fatalf("codex: not TOML after replacing: %v\n%s", err, after)
 	}
-	if strings.Count(after, "[mcp_servers.herdbridge") != 1 || !strings.HasSuffix(after, "\n\n[profiles.fast]\nmodel = \"mini\" # keep me\n") ||
+	if strings.Count(after, "[mcp_servers.herdbridge]") != 1 || strings.Contains(after, "X = ") || !strings.HasSuffix(after, "\n\n[profiles.fast]\nmodel = \"mini\" # keep me\n") ||
 		!entryEqual(codex.MCPServers["herdbridge"], mcpEntry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "primary", "--default-name", "me"}}) {
 		t.Errorf("codex: replacing the old table gave:\n%s", after)
 	}
