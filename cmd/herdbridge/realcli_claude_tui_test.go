@@ -56,9 +56,23 @@ func TestClaudeCodeTUI(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	var once sync.Once
+	// stop asks Claude Code to exit (script(1) runs it in a session of its
+	// own, so killing script's group would leave it writing to HOME while
+	// the test removes it), and kills what is left after 10 s.
 	stop := func() {
-		once.Do(func() { stdin.Close(); _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+		once.Do(func() {
+			_, _ = io.WriteString(stdin, "\x1b/exit\r")
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
+			}
+			stdin.Close()
+		})
 	}
 	defer stop()
 	text := func() string { return plainScreen(screen.String()) }
@@ -79,9 +93,17 @@ func TestClaudeCodeTUI(t *testing.T) {
 	if strings.Contains(text(), "New MCP server") {
 		t.Fatalf("the TUI asks to approve the server:\n%s", tail(text(), 2000))
 	}
+	time.Sleep(time.Second) // the prompt is drawn before it takes keys
 	_, _ = io.WriteString(stdin, "use the bridge")
 	time.Sleep(300 * time.Millisecond)
-	_, _ = io.WriteString(stdin, "\r")
+	// a TUI may swallow an Enter (herdr's API notes say so of Claude Code):
+	// press it again while no request reached the model
+	for i := 0; i < 4 && len(rec.Turns()) == 0; i++ {
+		_, _ = io.WriteString(stdin, "\r")
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && len(rec.Turns()) == 0; {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	waitFor("roster result", func() bool { return len(rec.LastResults()) >= 2 || strings.Contains(text(), "Do you want") })
 	stop()
 	seen := rec.LastResults()
