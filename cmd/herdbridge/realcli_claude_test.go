@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,12 @@ func TestClaudeCodeHeadless(t *testing.T) {
 	if res.Err != nil || len(seen) != 5 {
 		t.Errorf("gateway log:\n%s", gw.log())
 		t.Fatalf("claude -p: %v, %d tool results, want 5\nstdout: %s\nstderr: %s\nunknown requests: %v", res.Err, len(seen), res.Stdout, res.Stderr, res.Unknown)
+	}
+	// the bridge tools are deferred (what the README says of 2.1.328):
+	// not in the first request's tools, there once ToolSearch loaded them
+	turns := res.Record.Turns()
+	if slices.Contains(turns[0].Tools, claudeTools+"bridge_send") || !slices.Contains(turns[1].Tools, claudeTools+"bridge_send") {
+		t.Errorf("tools offered: first request %v; after ToolSearch %v", turns[0].Tools, turns[1].Tools)
 	}
 	wantStatus := []string{"", "", "replied", "drained", "pending"}
 	for i, s := range seen[1:] {
