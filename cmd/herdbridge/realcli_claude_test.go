@@ -118,27 +118,29 @@ func (f *claudeFixture) setup(t *testing.T, args ...string) {
 
 // TestClaudeCodeWorkerArgs: what a spawn of kind claude adds to the command
 // line (herdr.KindArgs, asserted against the fake herdr in
-// herdr.TestSpawnClaudeWorker) is enough for the real CLI: in a project
-// whose setup left permissions to the person (--no-allow), the call is
-// refused without the args and runs with them.
+// herdr.TestSpawnClaudeWorker) is all the real CLI needs: in a directory
+// with no herdbridge config at all, with the spawn's environment, the model
+// has no bridge tool without the args, and with them it calls one with no
+// permission prompt and sees itself registered under the spawn's name.
 func TestClaudeCodeWorkerArgs(t *testing.T) {
 	f := newClaudeFixture(t)
-	f.setup(t, "--no-allow", "--name", "lead")
 	script := fakemodel.Sequence("done",
 		fakemodel.ToolCall{Name: "ToolSearch", Args: map[string]any{"query": "select:" + claudeTools + "bridge_roster"}},
 		fakemodel.ToolCall{Name: claudeTools + "bridge_roster", Args: map[string]any{}},
 	)
+	env := []string{"HERDBRIDGE_NAME=rev-1", "HERDBRIDGE_ROLE=worker", "HERDBRIDGE_STATE_DIR=" + f.state, "HERDBRIDGE_SPAWN_ID=0b3c0000-0000-4000-8000-000000000001"}
 	for _, c := range []struct {
-		args    []string
-		refused bool
-	}{{nil, true}, {herdr.KindArgs("claude"), false}} {
-		res := runClaude(t, claudeRun{Exe: f.exe, Dir: f.proj, Home: f.home, Prompt: "roster", Script: script, Args: c.args})
+		args  []string
+		works bool
+	}{{nil, false}, {herdr.KindArgs("claude", f.bin, f.state), true}} {
+		res := runClaude(t, claudeRun{Exe: f.exe, Dir: f.proj, Home: f.home, Prompt: "roster", Script: script, Args: c.args, Env: env})
 		seen := res.Record.LastResults()
 		if res.Err != nil || len(seen) != 2 {
 			t.Fatalf("args %q: %v, results %+v\n%s%s", c.args, res.Err, seen, res.Stdout, res.Stderr)
 		}
-		if refused := seen[1].IsError && strings.Contains(seen[1].Content, "haven't granted"); refused != c.refused || (!refused && !strings.Contains(seen[1].Content, `"lead"`)) {
-			t.Errorf("args %q: the model saw %q (error %v), want refused %v", c.args, seen[1].Content, seen[1].IsError, c.refused)
+		works := !seen[1].IsError && strings.Contains(seen[1].Content, `"name":"rev-1"`) && strings.Contains(seen[1].Content, `"role":"worker"`)
+		if works != c.works {
+			t.Errorf("args %q: the model saw %q (error %v), want working %v", c.args, seen[1].Content, seen[1].IsError, c.works)
 		}
 	}
 }
