@@ -292,3 +292,40 @@ func TestClaudeCodeAnswersAsk(t *testing.T) {
 		t.Error("the worker's ask did not return")
 	}
 }
+
+// TestClaudeCodeShowsRefusal: when the name setup wrote is held by a live
+// session (a second Claude Code in the same folder), the person sees why in
+// Claude Code's own server status, not "Connection closed": `claude mcp
+// list` and `claude mcp get` show herdbridge's sentence (they show an
+// initialize error's message; a server's stderr they do not show). Without
+// the refusal server the status was "CONNECTION_CLOSED: Connection closed".
+func TestClaudeCodeShowsRefusal(t *testing.T) {
+	f := newClaudeFixture(t)
+	f.setup(t, "--name", "lead")
+	holder := exec.Command(f.bin, "mcp", "--state-dir", f.state, "--name", "lead", "--role", "primary")
+	stdin, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = holder.Wait() })
+	gatewaytest.Eventually(t, 10*time.Second, "lead holds its name", func() bool {
+		out, _ := exec.Command(f.bin, "roster", "--json", "--state-dir", f.state).Output()
+		return strings.Contains(string(out), `"name":"lead"`) && strings.Contains(string(out), `"sessions":1`)
+	})
+	for _, sub := range [][]string{{"mcp", "list"}, {"mcp", "get", "herdbridge"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, f.exe, sub...)
+		cmd.Dir, cmd.Env = f.proj, claudeEnv(f.home, "http://127.0.0.1:9")
+		out, err := cmd.CombinedOutput()
+		cancel()
+		t.Logf("claude %s (%v):\n%s", strings.Join(sub, " "), err, out)
+		// Claude Code redacts from an error every value of the server's
+		// command line (the name and role setup wrote): `name "[redacted]"`
+		if !strings.Contains(string(out), `herdbridge mcp cannot start: name "`) || !strings.Contains(string(out), `is in use by a live session`) || !strings.Contains(string(out), "--takeover") {
+			t.Errorf("claude %s does not show the refusal", strings.Join(sub, " "))
+		}
+	}
+}
