@@ -81,6 +81,9 @@ type Spawner struct {
 	// StateDir is the gateway's state dir, told to the spawned agent's
 	// `herdbridge mcp` (HERDBRIDGE_STATE_DIR) so it registers with it.
 	StateDir string
+	// Exe is the herdbridge executable a spawned agent's MCP config runs
+	// (spawnkind.go; default: this process's own).
+	Exe string
 }
 
 var _ bridge.PaneStarter = (*Spawner)(nil)
@@ -102,7 +105,7 @@ func (s *Spawner) StartPane(ctx context.Context, w bridge.PaneWorker) (bridge.Pa
 	if !ok {
 		return bridge.PaneStarted{}, fmt.Errorf("no spawn profile %q", w.Profile)
 	}
-	p = withKind(p) // what the kind's CLI needs to call the bridge without a dialog
+	p = withKind(p, s.spawnEnv()) // what the kind's CLI needs to call the bridge without a dialog
 	env := map[string]string{
 		"HERDBRIDGE_NAME":      w.Name,
 		"HERDBRIDGE_ROLE":      string(bridge.RoleWorker),

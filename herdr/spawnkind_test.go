@@ -12,8 +12,9 @@ import (
 
 // TestSpawnClaudeWorker: a spawned profile of kind claude starts `claude`
 // with its identity in the environment and, before the profile's and the
-// spawn's own args, --settings allowing every bridge tool and approving the
-// project's herdbridge server (so neither a permission dialog nor the
+// spawn's own args, --mcp-config naming the herdbridge server (so it has the
+// bridge in any cwd) and --settings allowing every bridge tool and approving
+// a project's herdbridge server (so neither a permission dialog nor the
 // new-server dialog holds the pane); the shared profile is left as it was.
 // cmd/herdbridge's TestClaudeCodeWorkerArgs runs the real CLI with these args.
 func TestSpawnClaudeWorker(t *testing.T) {
@@ -21,7 +22,7 @@ func TestSpawnClaudeWorker(t *testing.T) {
 	fake, c := newFake(t, herdrtest.WithStartDelay(20*time.Millisecond))
 	fake.AddPane(herdrtest.PaneOptions{})
 	prof := Profile{Kind: "claude", Args: []string{"--model", "opus"}, Env: map[string]string{"TEAM": "x"}}
-	sp := &Spawner{Client: c, ReadyWait: 5 * time.Second, StateDir: "/state", Profiles: map[string]Profile{"rev": prof, "other": {Kind: "amp"}}}
+	sp := &Spawner{Client: c, ReadyWait: 5 * time.Second, StateDir: "/state", Exe: "/opt/hb/herdbridge", Profiles: map[string]Profile{"rev": prof, "other": {Kind: "amp"}}}
 	for i, name := range []string{"rev-1", "rev-2"} {
 		got, err := sp.StartPane(t.Context(), bridge.PaneWorker{Profile: "rev", Name: name, GID: "g" + name, Args: []string{"--verbose"}})
 		if err != nil {
@@ -33,16 +34,29 @@ func TestSpawnClaudeWorker(t *testing.T) {
 			t.Errorf("spawn %d: agent %q env %v", i, st.Agent, st.Env)
 		}
 		args := startArgs(t, fake)[got.Pane]
-		if want := []string{"--settings", "", "--model", "opus", "--verbose"}; len(args) != len(want) || args[0] != "--settings" || !slices.Equal(args[2:], want[2:]) {
+		if len(args) != 7 || args[0] != "--mcp-config" || args[2] != "--settings" || !slices.Equal(args[4:], []string{"--model", "opus", "--verbose"}) {
 			t.Fatalf("spawn %d: claude args %q", i, args)
+		}
+		var mcpConfig struct {
+			MCPServers map[string]struct {
+				Command string
+				Args    []string
+				Env     map[string]string
+			}
+		}
+		if err := json.Unmarshal([]byte(args[1]), &mcpConfig); err != nil {
+			t.Fatalf("spawn %d: --mcp-config %s: %v", i, args[1], err)
+		}
+		if srv := mcpConfig.MCPServers["herdbridge"]; srv.Command != "/opt/hb/herdbridge" || !slices.Equal(srv.Args, []string{"mcp"}) || srv.Env["HERDBRIDGE_STATE_DIR"] != "/state" || len(mcpConfig.MCPServers) != 1 {
+			t.Errorf("spawn %d: --mcp-config %s", i, args[1])
 		}
 		var settings struct {
 			Permissions struct{ Allow []string }
 			Enabled     []string `json:"enabledMcpjsonServers"`
 		}
-		if err := json.Unmarshal([]byte(args[1]), &settings); err != nil || !slices.Equal(settings.Permissions.Allow, []string{"mcp__herdbridge__*"}) ||
+		if err := json.Unmarshal([]byte(args[3]), &settings); err != nil || !slices.Equal(settings.Permissions.Allow, []string{"mcp__herdbridge__*"}) ||
 			!slices.Equal(settings.Enabled, []string{"herdbridge"}) {
-			t.Errorf("spawn %d: --settings %s (%v)", i, args[1], err)
+			t.Errorf("spawn %d: --settings %s (%v)", i, args[3], err)
 		}
 	}
 	if !slices.Equal(prof.Args, []string{"--model", "opus"}) || !slices.Equal(sp.Profiles["rev"].Args, []string{"--model", "opus"}) {

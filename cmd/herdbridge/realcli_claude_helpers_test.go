@@ -81,6 +81,9 @@ func runClaude(t *testing.T, r claudeRun) claudeResult {
 	start := time.Now()
 	err := cmd.Run()
 	t.Logf("claude -p in %s: %v (err %v)", r.Dir, time.Since(start).Round(time.Millisecond), err)
+	if u := api.Unknown(); len(u) > 0 {
+		t.Logf("requests the fake model did not serve: %v", u)
+	}
 	return claudeResult{Record: rec, Unknown: api.Unknown(), Stdout: stdout.String(), Stderr: stderr.String(), Err: err}
 }
 

@@ -234,6 +234,9 @@ and writes nothing.`,
 			if *name, err = setupDefaultName(*scope); err != nil {
 				return err
 			}
+			if *name != "" {
+				fmt.Fprintf(stderr, "note: no --name: outside herdr this project's Claude Code registers as %q (inside a herdr pane, as the pane's agent)\n", *name)
+			}
 		}
 		exe, warn := herdbridgeCommand(*command)
 		e := mcpEntry{Command: exe, Args: []string{"mcp", "--default-role", *role}}

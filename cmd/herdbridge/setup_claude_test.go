@@ -160,13 +160,17 @@ func TestSetupClaudeName(t *testing.T) {
 		_ = json.Unmarshal(b, &doc)
 		return doc.MCPServers["herdbridge"]
 	}
-	if _, _, err := cli("setup", "claude", "--command", "hb"); err != nil {
+	_, errs, err := cli("setup", "claude", "--command", "hb")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(errs, `registers as "My-Repo"`) {
+		t.Errorf("the derived name is not said: %q", errs)
 	}
 	if got := entry().Args; !reflect.DeepEqual(got, []string{"mcp", "--default-role", "primary", "--default-name", "My-Repo"}) {
 		t.Errorf("outside herdr: args %q, want the directory's name", got)
 	}
-	_, _, err := cli("setup", "claude", "--scope", "user", "--command", "hb")
+	_, _, err = cli("setup", "claude", "--scope", "user", "--command", "hb")
 	if err == nil || !strings.Contains(err.Error(), "needs --name NAME") {
 		t.Errorf("user scope without --name: %v", err)
 	}
