@@ -105,7 +105,6 @@ func (s *Spawner) StartPane(ctx context.Context, w bridge.PaneWorker) (bridge.Pa
 	if !ok {
 		return bridge.PaneStarted{}, fmt.Errorf("no spawn profile %q", w.Profile)
 	}
-	p = withKind(p, s.spawnEnv()) // what the kind's CLI needs to call the bridge without a dialog
 	env := map[string]string{
 		"HERDBRIDGE_NAME":      w.Name,
 		"HERDBRIDGE_ROLE":      string(bridge.RoleWorker),
@@ -115,6 +114,7 @@ func (s *Spawner) StartPane(ctx context.Context, w bridge.PaneWorker) (bridge.Pa
 	if len(p.Groups) > 0 {
 		env["HERDBRIDGE_GROUPS"] = strings.Join(p.Groups, ",")
 	}
+	p = withKind(p, s.spawnEnv(env)) // what the kind's CLI needs to call the bridge without a dialog
 	if w.Cwd != "" {
 		p.Cwd = w.Cwd
 	}
@@ -122,13 +122,6 @@ func (s *Spawner) StartPane(ctx context.Context, w bridge.PaneWorker) (bridge.Pa
 		p.Command = append(slices.Clip(p.Command), w.Args...)
 	} else {
 		p.Args = append(slices.Clip(p.Args), w.Args...)
-	}
-	if p.Kind == "codex" { // Codex passes neither the pane's environment nor approval to its MCP servers
-		pre, err := CodexWorkerArgs(env)
-		if err != nil {
-			return bridge.PaneStarted{}, err
-		}
-		p.Args = append(pre, p.Args...)
 	}
 	pane, err := s.start(ctx, p, w.Name, env, w.Passed)
 	if err != nil {

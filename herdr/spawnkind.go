@@ -19,6 +19,9 @@ type kindSetup struct {
 type spawnEnv struct {
 	Exe      string // the herdbridge executable the agent's MCP server runs
 	StateDir string // the gateway's state dir
+	// Identity is the worker's HERDBRIDGE_* environment, for a kind whose
+	// CLI does not pass its environment on to MCP servers (codex)
+	Identity map[string]string
 }
 
 // spawnKinds is the per-kind table, one row a CLI kind. A kind without a
@@ -28,6 +31,7 @@ type spawnEnv struct {
 // environment (the identity) to `herdbridge mcp`.
 var spawnKinds = map[string]kindSetup{
 	"claude": {args: claudeWorkerArgs},
+	"codex":  {args: codexWorkerArgs},
 	"gemini": {env: geminiWorkerEnv},
 }
 
@@ -72,8 +76,8 @@ func withKind(p Profile, e spawnEnv) Profile {
 }
 
 // spawnEnv is what this spawner tells a kind's setup: Exe, else this
-// process's executable (the gateway is herdbridge).
-func (s *Spawner) spawnEnv() spawnEnv {
+// process's executable (the gateway is herdbridge), and the identity.
+func (s *Spawner) spawnEnv(identity map[string]string) spawnEnv {
 	exe := s.Exe
 	if exe == "" {
 		if p, err := os.Executable(); err == nil {
@@ -82,7 +86,7 @@ func (s *Spawner) spawnEnv() spawnEnv {
 			exe = "herdbridge"
 		}
 	}
-	return spawnEnv{Exe: exe, StateDir: s.StateDir}
+	return spawnEnv{Exe: exe, StateDir: s.StateDir, Identity: identity}
 }
 
 // KindArgs is what a spawn adds to the command line of a kind's agent, for a

@@ -2,15 +2,9 @@ package herdr
 
 import (
 	"encoding/json"
-	"fmt"
-	"os"
 	"sort"
 	"strings"
 )
-
-// herdbridgeExecutable is the herdbridge a spawned worker's MCP server
-// runs: the gateway's own binary, which is the one that speaks its socket.
-var herdbridgeExecutable = os.Executable
 
 // codexPaneVars are the variables herdr sets in the pane that the Codex
 // worker must pass on to `herdbridge mcp` (env_vars): Codex starts MCP
@@ -25,12 +19,9 @@ var codexPaneVars = []string{"HERDR_ENV", "HERDR_PANE_ID", "HERDR_SOCKET_PATH", 
 // variables passed on (env_vars), and every bridge tool approved
 // (default_tools_approval_mode): a call that needs approval would leave the
 // worker on a dialog, its pane blocked, instead of replying. Values are
-// TOML as JSON writes it (a TOML basic string or array of them).
-func CodexWorkerArgs(identity map[string]string) ([]string, error) {
-	exe, err := herdbridgeExecutable()
-	if err != nil {
-		return nil, fmt.Errorf("the herdbridge executable for the codex worker's MCP server: %w", err)
-	}
+// TOML as JSON writes it (a TOML basic string or array of them). exe is
+// the herdbridge the server runs: the gateway's own binary.
+func CodexWorkerArgs(exe string, identity map[string]string) []string {
 	keys := make([]string, 0, len(identity))
 	for k := range identity {
 		keys = append(keys, k)
@@ -46,8 +37,11 @@ func CodexWorkerArgs(identity map[string]string) ([]string, error) {
 		"-c", "mcp_servers.herdbridge.env={" + strings.Join(env, ", ") + "}",
 		"-c", "mcp_servers.herdbridge.env_vars=" + jsonText(codexPaneVars),
 		"-c", `mcp_servers.herdbridge.default_tools_approval_mode="approve"`,
-	}, nil
+	}
 }
+
+// codexWorkerArgs is spawnKinds' row for codex.
+func codexWorkerArgs(e spawnEnv) []string { return CodexWorkerArgs(e.Exe, e.Identity) }
 
 func jsonText(v any) string {
 	b, _ := json.Marshal(v) // strings and string slices always marshal

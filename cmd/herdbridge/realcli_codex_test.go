@@ -178,15 +178,7 @@ func TestCodexSpawnedWorkerArgs(t *testing.T) {
 	lead := f.register(t, "lead", "primary")
 	identity := map[string]string{"HERDBRIDGE_NAME": "cx-1", "HERDBRIDGE_ROLE": "worker", "HERDBRIDGE_STATE_DIR": f.dir,
 		"HERDBRIDGE_SPAWN_ID": "0b3c0000-0000-4000-8000-0000000000c1"}
-	args, err := herdr.CodexWorkerArgs(identity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, a := range args { // the gateway's binary is this test binary here: run the built one
-		if strings.HasPrefix(a, "mcp_servers.herdbridge.command=") {
-			args[i] = "mcp_servers.herdbridge.command=" + jsonText(f.bin)
-		}
-	}
+	args := herdr.CodexWorkerArgs(f.bin, identity) // the built binary, as the gateway's own would be
 	calls := []fakemodel.ToolCall{
 		{Name: "mcp__herdbridge__bridge_roster", Args: map[string]any{}},
 		{Name: "mcp__herdbridge__bridge_send", Args: map[string]any{"target": "lead", "message": "done: 7 files"}},

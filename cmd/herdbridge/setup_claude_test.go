@@ -78,9 +78,9 @@ func TestSetupClaudeWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	approval := filepath.Join(home, ".claude", "settings.json")
-	for _, w := range []string{"--- /dev/null\n+++ " + filepath.Join(proj, ".mcp.json"), `+       "command": "/opt/hb"`,
-		"--- " + local + "\n+++ " + local, `- {"permissions": {"allow": ["Read"]}}` + "\n", `+       "Read",`, `+       "mcp__herdbridge__*"`,
-		"--- /dev/null\n+++ " + approval + "\n+ {\n+   \"enabledMcpjsonServers\": [\n+     \"herdbridge\"\n"} {
+	for _, w := range []string{"--- /dev/null\n+++ " + filepath.Join(proj, ".mcp.json"), `+      "command": "/opt/hb"`,
+		"--- " + local + "\n+++ " + local, `-{"permissions": {"allow": ["Read"]}}` + "\n", `+      "Read",`, `+      "mcp__herdbridge__*"`,
+		"--- /dev/null\n+++ " + approval + "\n@@ -0,0 +1,", "+{\n+  \"enabledMcpjsonServers\": [\n+    \"herdbridge\"\n"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("--print lacks %q:\n%s", w, out)
 		}

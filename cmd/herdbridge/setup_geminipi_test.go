@@ -106,8 +106,8 @@ func TestSetupGeminiPi(t *testing.T) {
 	fresh := t.TempDir()
 	t.Chdir(fresh)
 	for _, c := range []struct{ client, file, line string }{
-		{"pi", filepath.Join(fresh, ".pi", "mcp.json"), `+       "directTools": true,`},
-		{"gemini", filepath.Join(fresh, ".gemini", "settings.json"), `+       "trust": true`},
+		{"pi", filepath.Join(fresh, ".pi", "mcp.json"), `+      "directTools": true,`},
+		{"gemini", filepath.Join(fresh, ".gemini", "settings.json"), `+      "trust": true`},
 	} {
 		out, _ := run("setup", c.client, "--scope", "project", "--print")
 		if !strings.Contains(out, "--- /dev/null\n+++ "+c.file+"\n") || !strings.Contains(out, c.line+"\n") {
