@@ -47,6 +47,10 @@ type Server struct {
 	log  *slog.Logger
 	mcp  *server.MCPServer
 
+	// maxWait is the gateway's --max-wait: the longest any call waits
+	// (less for a client whose ceiling is lower: clients.go).
+	maxWait time.Duration
+
 	mu       sync.Mutex
 	sessions map[string]*sessionInfo // MCP session id -> whose, and its open calls
 	reqs     httpRequests            // HTTP requests in flight, cut off when their entity's tokens are revoked
@@ -88,7 +92,10 @@ func New(core *bridge.Core, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{core: core, log: log, sessions: map[string]*sessionInfo{}}
+	s := &Server{core: core, log: log, sessions: map[string]*sessionInfo{}, maxWait: bridge.DefaultMaxWait}
+	if core != nil {
+		s.maxWait = core.Config().MaxWait // the tool descriptions state it
+	}
 	hooks := &server.Hooks{}
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
 		if gid, ok := EntityFrom(ctx); ok {
