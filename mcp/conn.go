@@ -139,6 +139,12 @@ func (s *Server) ServeConnWith(ctx context.Context, gid string, r io.Reader, w i
 		if probe.Method == "" {
 			continue // a response to a server request; none are sent on this transport
 		}
+		if v := unservedRevision(raw); v != "" { // 2026-07-28: negotiate down (revisions.go)
+			if len(probe.ID) > 0 {
+				_ = write(unservedError(probe.ID, v))
+			}
+			continue
+		}
 		if len(probe.ID) == 0 { // notification: in order, inline
 			if probe.Method == ResultNotice {
 				s.confirmed(sess.id, raw)

@@ -97,6 +97,16 @@ func New(core *bridge.Core, log *slog.Logger) *Server {
 		s.maxWait = core.Config().MaxWait // the tool descriptions state it
 	}
 	hooks := &server.Hooks{}
+	hooks.AddOnRequestInitialization(func(_ context.Context, _ any, msg any) error {
+		// the transports answer a revision they do not serve (HTTP: its
+		// option, the socket: ServeConn); this is SSE's backstop
+		if raw, ok := msg.(json.RawMessage); ok {
+			if v := unservedRevision(raw); v != "" {
+				return fmt.Errorf("MCP revision %s is not served here: use one of %s (initialize)", v, strings.Join(Revisions, ", "))
+			}
+		}
+		return nil
+	})
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
 		if gid, ok := EntityFrom(ctx); ok {
 			s.track(cs, gid)
@@ -337,6 +347,7 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 	s.events = events
 	streamable := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
+		server.WithStreamableHTTPProtocolVersions(Revisions...),
 		server.WithEventStore(events),
 		server.WithSessionIdleTTL(opts.SessionIdleTTL),
 		server.WithStreamableHTTPLogger(s.log),
