@@ -252,6 +252,10 @@ func (c *Core) Stopping() {
 	c.lifeMu.Unlock()
 }
 
+// IsStopping reports whether the gateway is stopping (Stopping or Close
+// was called): a call cut now was cut by the stop, not by its client.
+func (c *Core) IsStopping() bool { return c.isStopping() }
+
 // isStopping reports whether Stopping (or Close) was called.
 func (c *Core) isStopping() bool {
 	c.lifeMu.Lock()

@@ -79,7 +79,8 @@ const ResultNotice = "notifications/herdbridge/result"
 // ServeConnWith is ServeConn with options.
 func (s *Server) ServeConnWith(ctx context.Context, gid string, r io.Reader, w io.Writer, opts ConnOptions) error {
 	sess := &connSession{id: "sock-" + uuid.NewString(), notes: make(chan mcpgo.JSONRPCNotification, 256)}
-	ctx, cancel := context.WithCancel(WithEntity(ctx, gid))
+	ctx, cancelCause := context.WithCancelCause(WithEntity(ctx, gid))
+	cancel := func() { cancelCause(errSessionClosed) } // every end of the stream closes the session
 	defer cancel()
 	if err := s.mcp.RegisterSession(ctx, sess); err != nil {
 		return err

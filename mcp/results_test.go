@@ -206,3 +206,54 @@ func waiting(c *bridge.Core, name string) bool {
 	}
 	return false
 }
+
+// TestCutCallSaysWhy: a call whose context ends before its body says why
+// — its client cancelled it (Codex does at 300 s), its session closed,
+// the gateway is stopping — never blaming a restart that did not happen.
+func TestCutCallSaysWhy(t *testing.T) {
+	s, c := testServer(t, 5*time.Second)
+	lead := entity(t, c, "lead", bridge.RolePrimary)
+	cut := func(what string, ctx context.Context, end func()) string {
+		t.Helper()
+		got := make(chan *mcpgo.CallToolResult, 1)
+		go func() {
+			r, _ := handle(s, ctx, "bridge_poll", map[string]any{"wait_s": 5})
+			got <- r
+		}()
+		for !waiting(c, "lead") {
+			time.Sleep(10 * time.Millisecond)
+		}
+		end()
+		r := <-got
+		if r == nil || !r.IsError {
+			t.Fatalf("%s: %+v, want a tool error", what, r)
+		}
+		sc := says(t, what, r)
+		return sc["reason"].(string)
+	}
+
+	ctx, cancel := context.WithCancel(lead)
+	if why := cut("client cancel", ctx, cancel); !strings.Contains(why, "client cancelled") || strings.Contains(why, "restart") {
+		t.Errorf("a call its client cancelled says %q", why)
+	}
+
+	sess := &connSession{id: "sock-t", notes: make(chan mcpgo.JSONRPCNotification, 8)}
+	s.track(sess, mustGID(t, lead))
+	if why := cut("session closed", s.mcp.WithContext(lead, sess), func() { s.untrack(sess.id) }); !strings.Contains(why, "session closed") {
+		t.Errorf("a call whose session closed says %q", why)
+	}
+
+	ctx, cancel = context.WithCancel(lead)
+	if why := cut("gateway stop", ctx, func() { c.Stopping(); cancel() }); !strings.Contains(why, "gateway is stopping") {
+		t.Errorf("a call cut by the gateway's stop says %q", why)
+	}
+}
+
+func mustGID(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	gid, ok := EntityFrom(ctx)
+	if !ok {
+		t.Fatal("no entity in ctx")
+	}
+	return gid
+}

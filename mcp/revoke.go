@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 
@@ -60,6 +61,10 @@ func (s *Server) authenticate(ctx context.Context, token string) (bridge.Entity,
 	return e, ctx, done, true
 }
 
+// errTokenRevoked is why a call's context ends when its entity's tokens
+// are revoked.
+var errTokenRevoked = errors.New("the entity's tokens were revoked")
+
 // CancelHTTPCalls cuts off gid's HTTP side once its tokens were revoked:
 // every bearer-authenticated request in flight (a long poll, an SSE stream,
 // a streamable HTTP GET stream) is cancelled, and so are the calls still
@@ -81,7 +86,7 @@ func (s *Server) CancelHTTPCalls(gid string) int {
 			continue
 		}
 		for _, cancel := range si.cancels {
-			cancels = append(cancels, cancel)
+			cancels = append(cancels, func() { cancel(errTokenRevoked) })
 		}
 	}
 	s.mu.Unlock()

@@ -9,6 +9,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -63,7 +64,7 @@ type sessionInfo struct {
 	// cs is the session as mcp-go registered it: nudges are queued on
 	// its notification channel (see notify).
 	cs      server.ClientSession
-	cancels map[int64]context.CancelFunc
+	cancels map[int64]context.CancelCauseFunc
 	next    int64
 	// level is the least severe log level the client asked for with
 	// logging/setLevel ("" until it does: then info and above are sent).
@@ -178,11 +179,15 @@ func (s *Server) track(cs server.ClientSession, gid string) {
 		s.mu.Unlock()
 		return
 	}
-	s.sessions[sid] = &sessionInfo{gid: gid, cs: cs, cancels: map[int64]context.CancelFunc{}, subs: map[string]bool{}, listens: map[string]int{}}
+	s.sessions[sid] = &sessionInfo{gid: gid, cs: cs, cancels: map[int64]context.CancelCauseFunc{}, subs: map[string]bool{}, listens: map[string]int{}}
 	s.mu.Unlock()
 	s.core.Attach(gid)
 	s.log.Debug("mcp session attached", "session", sid, bridge.LogGID, gid)
 }
+
+// errSessionClosed is why a call's context ends when its session closes
+// (the client went, the relay's socket ended): its tool error says so.
+var errSessionClosed = errors.New("the MCP session closed")
 
 // untrack forgets a closed session and cancels its calls still running:
 // mcp-go's SSE transport does not cancel handlers when the client goes.
@@ -190,7 +195,7 @@ func (s *Server) untrack(sid string) {
 	s.mu.Lock()
 	si := s.sessions[sid]
 	delete(s.sessions, sid)
-	var cancels []context.CancelFunc
+	var cancels []context.CancelCauseFunc
 	if si != nil {
 		for _, cancel := range si.cancels { // copied under the lock: calls ending now delete from it
 			cancels = append(cancels, cancel)
@@ -202,7 +207,7 @@ func (s *Server) untrack(sid string) {
 		return
 	}
 	for _, cancel := range cancels {
-		cancel()
+		cancel(errSessionClosed)
 	}
 	s.core.Detach(si.gid)
 	s.log.Debug("mcp session closed", "session", sid, bridge.LogGID, si.gid, "cancelledCalls", len(cancels))
@@ -212,7 +217,8 @@ func (s *Server) untrack(sid string) {
 // cancels it; the returned func releases it.
 func (s *Server) callContext(ctx context.Context, gid string) (context.Context, func()) {
 	cs := server.ClientSessionFromContext(ctx)
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(nil) }
 	if cs == nil {
 		return ctx, cancel
 	}
@@ -228,7 +234,7 @@ func (s *Server) callContext(ctx context.Context, gid string) (context.Context, 
 	}
 	si.next++
 	id := si.next
-	si.cancels[id] = cancel
+	si.cancels[id] = cancelCause
 	s.mu.Unlock()
 	return ctx, func() {
 		s.mu.Lock()

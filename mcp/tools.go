@@ -153,12 +153,27 @@ func (s *Server) callError(ctx context.Context, tool, gid string, err error) *mc
 		return errorResult(ue.Msg, errorNext(tool))
 	}
 	if ctx.Err() != nil {
-		// the client cancelled (then nobody reads this) or the
-		// gateway is shutting down: say what to do
-		return errorResult("herdbridge: the call was interrupted (gateway restarting or session closed)", "call it again: "+tool+" with the same arguments")
+		return errorResult(s.cutReason(ctx), "call it again: "+tool+" with the same arguments")
 	}
 	s.log.Error("tool call failed", "tool", tool, bridge.LogGID, gid, "err", err)
 	return errorResult("herdbridge: "+err.Error(), "call "+tool+" again; if it fails the same way, `herdbridge doctor` checks the gateway")
+}
+
+// cutReason says why a call's context ended before its body did: the
+// gateway stopping, its session closing, or the client cancelling it
+// (notifications/cancelled, its own timeout — Codex cancels at 300 s —, or
+// the HTTP request dropped). Nobody may read it but a log; it must not
+// blame a restart that did not happen.
+func (s *Server) cutReason(ctx context.Context) string {
+	switch {
+	case s.core != nil && s.core.IsStopping():
+		return "herdbridge: the call was cut because the gateway is stopping or restarting"
+	case errors.Is(context.Cause(ctx), errSessionClosed):
+		return "herdbridge: the call was cut because its MCP session closed"
+	case errors.Is(context.Cause(ctx), errTokenRevoked):
+		return "herdbridge: the call was cut because this entity's tokens were revoked (herdbridge register issues a new one)"
+	}
+	return "herdbridge: the client cancelled the call before it ended (a cancel request, its own timeout, or a dropped connection)"
 }
 
 // waitLimit is the longest a call made with ctx may wait: --max-wait, or
