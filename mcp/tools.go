@@ -227,7 +227,7 @@ func withArgs[A any](body func(ctx context.Context, gid string, a A, prog bridge
 func (s *Server) sendTool() toolDef {
 	t := newTool[sendArgs, bridge.Result]("bridge_send", "Send a brief, reply or answer", effect{},
 		"Send a message to another coding agent on the herdbridge fabric: brief a worker, report back to your primary, or answer a worker's question (turn_id). "+
-			"To a worker it is a brief: returns once its pane has it (submitted, uncertain; queued when the worker is busy: the receipt is held for you), "+
+			"To a worker it is a brief: returns once it is delivered (confirmed for a worker that pulls; submitted or uncertain once typed into its pane; queued when the worker is busy: the receipt is held for you), "+
 			"and with wait_s stays open until the worker replies (replied), asks you something (asked: answer with bridge_send(turn_id, message)), or the wait runs out "+
 			"(pending after at most "+s.capText()+": bridge_poll(target) later). To a primary or orchestrator it is a report (confirmed). "+
 			"With turn_id it answers that open ask (delivered, too_late, abandoned, already_answered). Every result says what to call next (next).")
