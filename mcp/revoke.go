@@ -71,8 +71,8 @@ var errTokenRevoked = errors.New("the entity's tokens were revoked")
 // running on its HTTP sessions (SSE runs them off the POST that carried
 // them). A cancelled call puts what it had claimed back to held; the next
 // request with a revoked token gets 401. Socket sessions (`herdbridge mcp`),
-// which authenticate by the socket, are left alone. It returns how many
-// requests and calls it cancelled.
+// which authenticate by the socket, are left alone; the HTTP sessions end.
+// It returns how many requests and calls it cancelled.
 func (s *Server) CancelHTTPCalls(gid string) int {
 	var cancels []context.CancelFunc
 	s.reqs.mu.Lock()
@@ -80,11 +80,13 @@ func (s *Server) CancelHTTPCalls(gid string) int {
 		cancels = append(cancels, cancel)
 	}
 	s.reqs.mu.Unlock()
+	var ended []string
 	s.mu.Lock()
 	for sid, si := range s.sessions {
 		if si.gid != gid || strings.HasPrefix(sid, sockSessionPrefix) {
 			continue
 		}
+		ended = append(ended, sid)
 		for _, cancel := range si.cancels {
 			cancels = append(cancels, func() { cancel(errTokenRevoked) })
 		}
@@ -92,6 +94,13 @@ func (s *Server) CancelHTTPCalls(gid string) int {
 	s.mu.Unlock()
 	for _, cancel := range cancels {
 		cancel()
+	}
+	// the sessions themselves end too: their next request is a 401 anyway,
+	// and a streamable HTTP session with no request open (a 2025-11-25
+	// client between calls) would otherwise keep the entity attached until
+	// its idle timeout
+	for _, sid := range ended {
+		s.mcp.UnregisterSession(context.Background(), sid)
 	}
 	return len(cancels)
 }
