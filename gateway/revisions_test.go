@@ -176,3 +176,56 @@ func TestRevision20260728Refused(t *testing.T) {
 		t.Fatalf("2026-07-28 server/discover: %d %s, want 400 with supported %v", resp.StatusCode, raw, mcp.Revisions)
 	}
 }
+
+// TestRevision20260728RefusedOverSSE: the SSE transport refuses a
+// 2026-07-28 request too (a request hook: mcp-go's SSE server would serve
+// it), answering on the session's stream with an error naming the
+// revisions served.
+func TestRevision20260728RefusedOverSSE(t *testing.T) {
+	g := gatewaytest.StartLocal(t, "")
+	_, tok := gatewaytest.Register(t, g, "lead", "primary")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.URL()+"/sse", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /sse: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	endpoint := ""
+	for endpoint == "" && lines.Scan() {
+		if e, ok := strings.CutPrefix(lines.Text(), "data: "); ok && strings.Contains(e, "sessionId=") {
+			endpoint = e
+		}
+	}
+	if !strings.HasPrefix(endpoint, "http") {
+		endpoint = g.URL() + endpoint
+	}
+	body := `{"jsonrpc":"2.0","id":9,"method":"server/discover","params":{"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}}}`
+	post, _ := http.NewRequestWithContext(ctx, "POST", endpoint, strings.NewReader(body))
+	post.Header.Set("Authorization", "Bearer "+tok)
+	post.Header.Set("Content-Type", "application/json")
+	pr, err := http.DefaultClient.Do(post)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.Body.Close()
+	for lines.Scan() {
+		data, ok := strings.CutPrefix(lines.Text(), "data: ")
+		if !ok || !strings.Contains(data, `"id":9`) {
+			continue
+		}
+		var m struct {
+			Error struct{ Message string } `json:"error"`
+		}
+		if json.Unmarshal([]byte(data), &m) != nil || !strings.Contains(m.Error.Message, "not served") || !strings.Contains(m.Error.Message, "2025-11-25") {
+			t.Fatalf("2026-07-28 over SSE answered %s, want an error naming the revisions served", data)
+		}
+		return
+	}
+	t.Fatal("no answer to the 2026-07-28 request on the SSE stream")
+}
