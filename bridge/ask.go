@@ -137,7 +137,7 @@ func resumedTurn(st *entState, resumed *store.Request) *askTurn {
 // turn_id). A cancelled call abandons the turn.
 func (c *Core) awaitAnswer(ctx context.Context, st *entState, t *askTurn, wait time.Duration, prog Progress) (*Result, error) {
 	if wait <= 0 {
-		wait = c.cfg.MaxWait
+		wait = c.maxWait(ctx)
 	}
 	res := &Result{MsgID: t.msgID, TurnID: t.turnID, TraceID: t.traceID, Target: c.addrOf(t.target)}
 	ended := func() bool {
@@ -145,7 +145,7 @@ func (c *Core) awaitAnswer(ctx context.Context, st *entState, t *askTurn, wait t
 		defer st.mu.Unlock()
 		return t.status != ""
 	}
-	_, err := c.await(ctx, waitSpec{st: st, d: c.capWait(wait), done: ended, wake: t.wake, prog: prog, what: "waiting for an answer from " + res.Target})
+	_, err := c.await(ctx, waitSpec{st: st, d: c.capWait(ctx, wait), done: ended, wake: t.wake, prog: prog, what: "waiting for an answer from " + res.Target})
 	if err != nil {
 		if !c.isStopping() { // cut by a gateway stop, the ask is resumed after it
 			c.abandonAsk(st, t, "the asking call was cancelled")

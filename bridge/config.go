@@ -93,7 +93,7 @@ func (c *Config) defaults() {
 			*p = v
 		}
 	}
-	d(&c.MaxWait, 45*time.Second)
+	d(&c.MaxWait, DefaultMaxWait)
 	d(&c.ProgressEvery, 10*time.Second)
 	d(&c.ReceiptWait, 10*time.Second)
 	d(&c.DeliveryLease, DefaultDeliveryLease)

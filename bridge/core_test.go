@@ -264,7 +264,7 @@ func openAsk(ctx context.Context, t *testing.T, h *harness, p, w bridge.Entity, 
 		return h.c.Ask(ctx, w.GID, bridge.AskRequest{Question: "which db?", Target: p.GID, Timeout: timeout, Wait: 3 * time.Second}, nil)
 	})
 	got := awaitOK(t, "poll for the ask", pl)
-	wantStatus(t, "poll for the ask", got, bridge.StatusDrained)
+	wantStatus(t, "poll for the ask", got, bridge.StatusAsked) // README "Semantics": an ASK to an open poll returns asked
 	if len(got.Messages) != 1 || got.Messages[0].Kind != bridge.KindAsk || got.TurnID == "" || got.Messages[0].TurnID != got.TurnID {
 		t.Fatalf("poll returned %+v, want the one ASK with its turn", got)
 	}

@@ -40,8 +40,11 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 	for _, hm := range taken {
 		res.Messages = append(res.Messages, c.handedMessage(hm))
 		if hm.head.kind == KindAsk {
-			res.TurnID = hm.env.TurnID
-			res.Next = "answer with bridge_send(target, message, turn_id=" + hm.env.TurnID + ")"
+			// an ASK only reaches a poll that waited for it (with nobody
+			// waiting it is answered NO_WAITER): the poll was the asker's
+			// waiter, as an open send is, and says so the same way
+			res.Status, res.TurnID = StatusAsked, hm.env.TurnID
+			res.Next = "answer with bridge_send(turn_id=" + hm.env.TurnID + ", message)"
 		}
 	}
 	c.dropBodies(st, taken)
@@ -49,16 +52,26 @@ func (c *Core) Poll(ctx context.Context, gid string, req PollRequest, prog Progr
 	c.drained(resultCost(taken))
 	if len(taken) == 0 {
 		res.Status = StatusEmpty
-		if wait := c.capWait(req.Wait); req.Wait > wait { // the cap cut the wait short: say so, and how to go on
+		again := pollCall(req.Target, c.maxWait(ctx))
+		if wait := c.capWait(ctx, req.Wait); req.Wait > wait { // the cap cut the wait short: say so, and how to go on
 			res.Status = StatusPending
-			res.Next = "nothing yet: call bridge_poll again to keep waiting"
-		} else if wait > 0 {
-			res.Next = "nothing yet: call bridge_poll again"
+			res.Next = "nothing yet: call " + again + " to keep waiting"
+		} else {
+			res.Next = "nothing held: " + again + " waits for the next message"
 		}
 	}
 	c.sayMore(res, more, req.Target)
 	res.Held = c.heldBesides(st, taken)
 	return res, nil
+}
+
+// pollCall is the bridge_poll call that waits as long as the caller may
+// for what target (or anyone) sends next.
+func pollCall(target string, wait time.Duration) string {
+	if target == "" {
+		return "bridge_poll(" + waitArg(wait) + ")"
+	}
+	return "bridge_poll(target=" + target + ", " + waitArg(wait) + ")"
 }
 
 // sayMore tells a result how many more messages matching its poll stay
@@ -134,7 +147,7 @@ func (c *Core) peek(st *entState, filter func(*Envelope) bool, req PollRequest) 
 // held.
 func (c *Core) drain(ctx context.Context, st *entState, filter func(*Envelope) bool, req PollRequest, prog Progress) ([]*heldMsg, int, error) {
 	var w *waiter
-	wait := c.capWait(req.Wait)
+	wait := c.capWait(ctx, req.Wait)
 	b := c.newBudget()
 	st.mu.Lock()
 	taken, more := st.claimHeld(filter, req.Max, b)

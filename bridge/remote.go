@@ -24,7 +24,7 @@ type SpawnBody struct {
 // message, so it is published, and signed, by the caller's gateway).
 func (c *Core) spawnRemote(ctx context.Context, caller string, req SpawnRequest) (*Result, error) {
 	ph := newPhases(c.cfg.Now)
-	res, err := c.remoteSpawn(ctx, caller, req.Host, SpawnBody{Profile: req.Profile, Name: req.Name, SpawnChoice: req.Choice}, req.SpawnID, c.cfg.MaxWait, ph)
+	res, err := c.remoteSpawn(ctx, caller, req.Host, SpawnBody{Profile: req.Profile, Name: req.Name, SpawnChoice: req.Choice}, req.SpawnID, c.maxWait(ctx), ph)
 	if err != nil || res.Status != StatusConfirmed || req.Brief == "" {
 		return res, err
 	}
@@ -79,7 +79,7 @@ func (c *Core) remoteSpawn(ctx context.Context, caller, host string, body SpawnB
 		}
 		return f.Kind == KindFailed
 	}
-	if _, err := c.await(ctx, waitSpec{st: st, d: c.capWait(wait), done: ready, every: 50 * time.Millisecond, receipts: receipts, onReceipt: failed}); err != nil {
+	if _, err := c.await(ctx, waitSpec{st: st, d: c.capWait(ctx, wait), done: ready, every: 50 * time.Millisecond, receipts: receipts, onReceipt: failed}); err != nil {
 		return nil, err
 	}
 	res.Phases = ph.all()

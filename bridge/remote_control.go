@@ -93,7 +93,7 @@ func (c *Core) controlCall(ctx context.Context, st *entState, target Entity, kin
 		}
 		return false
 	}
-	if _, err := c.await(ctx, waitSpec{st: st, d: c.cfg.MaxWait, receipts: receipts, onReceipt: onReceipt, what: "waiting for " + target.Host + " to " + what + " " + target.Name}); err != nil {
+	if _, err := c.await(ctx, waitSpec{st: st, d: c.maxWait(ctx), receipts: receipts, onReceipt: onReceipt, what: "waiting for " + target.Host + " to " + what + " " + target.Name}); err != nil {
 		return nil, err
 	}
 	if refused != nil {

@@ -28,7 +28,7 @@ func (c *Core) repeatSend(ctx context.Context, st *entState, call *reqCall, req 
 	if err != nil {
 		return res, nil // the worker is gone: what is known is all there is
 	}
-	s := &openSend{st: st, target: target, wait: c.capWait(req.Wait), nudged: make(chan struct{}, 1),
+	s := &openSend{st: st, target: target, wait: c.capWait(ctx, req.Wait), limit: c.maxWait(ctx), nudged: make(chan struct{}, 1),
 		env: &Envelope{Kind: KindSend, MsgID: rec.MsgID, TraceID: rec.TraceID}}
 	// its receipt is still to come — soon, unless the brief waits in its
 	// pane's queue (then the wait is the caller's, not stretched for it)
@@ -67,7 +67,7 @@ func (c *Core) dedupResult(st *entState, rec store.Request) *Result {
 	if statusRank(rec.Status) < 3 {
 		switch Kind(rec.Kind) {
 		case KindSend:
-			res.Next = "bridge_poll(target=" + res.Target + ", wait_s=45) for the reply"
+			res.Next = "bridge_poll(target=" + res.Target + ", " + waitArg(c.cfg.MaxWait) + ") for the reply"
 		case KindAsk:
 			res.Next = "bridge_ask(turn_id=" + rec.TurnID + ") to keep waiting on the same ask"
 		}

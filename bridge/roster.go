@@ -43,6 +43,10 @@ type HostView struct {
 type RosterView struct {
 	Hosts    []HostView   `json:"hosts"`
 	Entities []EntityView `json:"entities"`
+	// Reason (a refused call) and Next (what to call next) are the MCP
+	// layer's: what the model reads besides the roster.
+	Reason string `json:"reason,omitempty"`
+	Next   string `json:"next,omitempty"`
 }
 
 // Roster is the federated presence view: this host's entities first-hand,

@@ -34,6 +34,7 @@ type openSend struct {
 	receipts  <-chan *Envelope
 	done      func()
 	wait      time.Duration
+	limit     time.Duration // the longest this caller may wait (its next step says so)
 }
 
 // Send is bridge_send for the entity gid (SPEC §2): a SEND into a worker
@@ -99,7 +100,7 @@ func (c *Core) openSend(ctx context.Context, st *entState, target Entity, req Se
 	if target.Role == RoleWorker {
 		kind = KindSend
 	}
-	s := &openSend{st: st, target: target, wait: c.capWait(req.Wait), nudged: make(chan struct{}, 1)}
+	s := &openSend{st: st, target: target, wait: c.capWait(ctx, req.Wait), limit: c.maxWait(ctx), nudged: make(chan struct{}, 1)}
 	s.env = c.newEnv(kind, st.GID, target.GID, []byte(req.Message), c.cfg.MessageTTL)
 	resumed := resumedFor(ctx, kind) // a retry of a send whose publish is not known to have completed
 	if resumed != nil {
@@ -210,7 +211,7 @@ func (c *Core) awaitSend(ctx context.Context, s *openSend, res *Result, prog Pro
 	// a forwarded brief's receipt comes within the worker's inject bound
 	// plus its travel time (else the sweeper reports it FAILED)
 	wait := s.wait
-	if bound := min(c.cfg.InjectWait+c.cfg.ReceiptWait+2*c.cfg.SweepEvery, c.cfg.MaxWait); s.forwarded && wait < bound {
+	if bound := min(c.cfg.InjectWait+c.cfg.ReceiptWait+2*c.cfg.SweepEvery, s.limit); s.forwarded && wait < bound {
 		wait = bound
 	}
 	over := false
@@ -274,7 +275,7 @@ func (c *Core) sendAnswered(ctx context.Context, st *entState, res *Result, hm *
 	res.Held = c.heldBesides(st, []*heldMsg{hm})
 	if hm.env.Kind == KindAsk {
 		res.Status, res.TurnID = StatusAsked, hm.env.TurnID
-		res.Next = "answer with bridge_send(target, message, turn_id=" + hm.env.TurnID + ")"
+		res.Next = "answer with bridge_send(turn_id=" + hm.env.TurnID + ", message)"
 	} else {
 		res.Status = StatusReplied
 	}
@@ -297,7 +298,7 @@ func (c *Core) sendTimedOut(s *openSend, res *Result) *Result {
 		return res
 	}
 	res.Reason = "no reply yet"
-	res.Next = "bridge_poll(target=" + s.target.Name + ", wait_s=45) later"
+	res.Next = "bridge_poll(target=" + s.target.Name + ", " + waitArg(s.limit) + ") later"
 	if res.Status == StatusConfirmed || res.Status == StatusInjected {
 		res.Status = StatusPending
 	}

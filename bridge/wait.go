@@ -102,11 +102,3 @@ func (c *Core) endWait(st *entState, w *waiter, cause error) (*heldMsg, error) {
 		return nil, cause
 	}
 }
-
-// capWait bounds a wait by MaxWait.
-func (c *Core) capWait(d time.Duration) time.Duration {
-	if d > c.cfg.MaxWait {
-		return c.cfg.MaxWait
-	}
-	return d
-}

@@ -258,10 +258,11 @@ func TestResourceUpdatesOnlyToSubscribers(t *testing.T) {
 // TestSetLevelHonoured: logging/setLevel is kept per session: a session at
 // "warning" gets no info nudge (its resource update still comes), another
 // session at the default gets it, and lowering the level again brings the
-// log messages back. (Over SSE and streamable HTTP: on the 2026-07-28
-// revision, which the stdio test client speaks, setLevel no longer exists.)
+// log messages back, on every transport (the stdio client, which probes
+// 2026-07-28 first, negotiates down to a revision that has setLevel: see
+// "MCP revisions").
 func TestSetLevelHonoured(t *testing.T) {
-	for _, tr := range transports[1:] {
+	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			t.Parallel()
 			testSetLevel(t, tr.dial)

@@ -38,7 +38,7 @@ func TestAskSurvivesGatewayRestart(t *testing.T) {
 		asked <- outcome{r, err}
 	}()
 	got := <-polled
-	if got.Status != "drained" || got.TurnID == "" {
+	if got.Status != "asked" || got.TurnID == "" {
 		t.Fatalf("lead polled %+v (%s)", got.Result, got.Text)
 	}
 	turn := got.TurnID

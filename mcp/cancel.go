@@ -9,35 +9,29 @@ import (
 	"github.com/herdbridge/herdbridge/bridge"
 )
 
-// The causes herdbridge cancels a call's context with, so that its result
-// and the log say why the call ended. A cancel without one of these (or
-// the gateway's stop, told by the core) came from the client: mcp-go
-// cancels a call on the client's notifications/cancelled, and net/http
-// when the client closes the request.
-var (
-	errSessionClosed = errors.New("the client's session closed while the call was open")
-	errTokenRevoked  = errors.New("the entity's tokens were revoked while the call was open")
-)
-
-// cancelReason is why ctx (a tool call's) ended.
-func (s *Server) cancelReason(ctx context.Context) string {
-	cause := context.Cause(ctx)
+// cutReason says why a call's context ended before its body did: the
+// gateway stopping, its session closing, its tokens revoked, or the client
+// cancelling it (notifications/cancelled, its own timeout — Codex cancels
+// at 300 s —, or the HTTP request dropped). herdbridge cancels its own cuts
+// with a cause (errSessionClosed, errTokenRevoked), so a cancel without one
+// came from the client; it must never blame a restart that did not happen.
+func (s *Server) cutReason(ctx context.Context) string {
 	switch {
 	case s.core != nil && s.core.IsStopping():
-		return "the gateway is stopping (a restart or shutdown): call it again once it is back"
-	case errors.Is(cause, errSessionClosed), errors.Is(cause, errTokenRevoked):
-		return cause.Error()
-	case errors.Is(cause, context.DeadlineExceeded):
-		return "the call ran past its deadline"
+		return "herdbridge: the call was cut because the gateway is stopping or restarting"
+	case errors.Is(context.Cause(ctx), errSessionClosed):
+		return "herdbridge: the call was cut because its MCP session closed"
+	case errors.Is(context.Cause(ctx), errTokenRevoked):
+		return "herdbridge: the call was cut because this entity's tokens were revoked (herdbridge register issues a new one)"
 	}
-	return "the client cancelled the call (MCP notifications/cancelled or a closed request, e.g. at the client's own tool timeout); call it again to keep waiting"
+	return "herdbridge: the client cancelled the call before it ended (a cancel request, its own timeout, or a dropped connection)"
 }
 
 // cancelled is the result of a call whose context ended before its body
 // returned, with the true reason; the reason is logged too, since a client
 // that cancelled reads no result.
 func (s *Server) cancelled(ctx context.Context, tool, gid string) *mcpgo.CallToolResult {
-	why := s.cancelReason(ctx)
+	why := s.cutReason(ctx)
 	s.log.Info("tool call cancelled", "tool", tool, bridge.LogGID, gid, "reason", why)
-	return mcpgo.NewToolResultError("herdbridge: " + tool + " ended early: " + why)
+	return errorResult(why, "call it again: "+tool+" with the same arguments")
 }

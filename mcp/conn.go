@@ -28,10 +28,11 @@ const maxLine = 4 << 20
 // `herdbridge mcp` relays its stdio to). Unlike mcp-go's stdio server it
 // has a unique id, so any number of them share one MCPServer.
 type connSession struct {
-	id    string
-	notes chan mcpgo.JSONRPCNotification
-	init  atomic.Bool
-	level atomic.Value // mcpgo.LoggingLevel
+	id         string
+	notes      chan mcpgo.JSONRPCNotification
+	init       atomic.Bool
+	level      atomic.Value // mcpgo.LoggingLevel
+	clientInfo              // the client's clientInfo, for its wait ceiling (clients.go)
 }
 
 func (c *connSession) SessionID() string                                     { return c.id }
@@ -47,8 +48,9 @@ func (c *connSession) GetLogLevel() mcpgo.LoggingLevel {
 }
 
 var (
-	_ server.ClientSession      = (*connSession)(nil)
-	_ server.SessionWithLogging = (*connSession)(nil)
+	_ server.ClientSession         = (*connSession)(nil)
+	_ server.SessionWithLogging    = (*connSession)(nil)
+	_ server.SessionWithClientInfo = (*connSession)(nil)
 )
 
 // ServeConn runs one MCP session for entity gid over r/w (newline-delimited
@@ -137,6 +139,12 @@ func (s *Server) ServeConnWith(ctx context.Context, gid string, r io.Reader, w i
 		}
 		if probe.Method == "" {
 			continue // a response to a server request; none are sent on this transport
+		}
+		if v := unservedRevision(raw); v != "" { // 2026-07-28: negotiate down (revisions.go)
+			if len(probe.ID) > 0 {
+				_ = write(unservedError(probe.ID, v))
+			}
+			continue
 		}
 		if len(probe.ID) == 0 { // notification: in order, inline
 			if probe.Method == ResultNotice {

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 
@@ -60,14 +61,18 @@ func (s *Server) authenticate(ctx context.Context, token string) (bridge.Entity,
 	return e, ctx, done, true
 }
 
+// errTokenRevoked is why a call's context ends when its entity's tokens
+// are revoked.
+var errTokenRevoked = errors.New("the entity's tokens were revoked")
+
 // CancelHTTPCalls cuts off gid's HTTP side once its tokens were revoked:
 // every bearer-authenticated request in flight (a long poll, an SSE stream,
 // a streamable HTTP GET stream) is cancelled, and so are the calls still
 // running on its HTTP sessions (SSE runs them off the POST that carried
 // them). A cancelled call puts what it had claimed back to held; the next
 // request with a revoked token gets 401. Socket sessions (`herdbridge mcp`),
-// which authenticate by the socket, are left alone. It returns how many
-// requests and calls it cancelled.
+// which authenticate by the socket, are left alone; the HTTP sessions end.
+// It returns how many requests and calls it cancelled.
 func (s *Server) CancelHTTPCalls(gid string) int {
 	var cancels []context.CancelCauseFunc
 	s.reqs.mu.Lock()
@@ -75,11 +80,13 @@ func (s *Server) CancelHTTPCalls(gid string) int {
 		cancels = append(cancels, cancel)
 	}
 	s.reqs.mu.Unlock()
+	var ended []string
 	s.mu.Lock()
 	for sid, si := range s.sessions {
 		if si.gid != gid || strings.HasPrefix(sid, sockSessionPrefix) {
 			continue
 		}
+		ended = append(ended, sid)
 		for _, cancel := range si.cancels {
 			cancels = append(cancels, cancel)
 		}
@@ -87,6 +94,13 @@ func (s *Server) CancelHTTPCalls(gid string) int {
 	s.mu.Unlock()
 	for _, cancel := range cancels {
 		cancel(errTokenRevoked)
+	}
+	// the sessions themselves end too: their next request is a 401 anyway,
+	// and a streamable HTTP session with no request open (a 2025-11-25
+	// client between calls) would otherwise keep the entity attached until
+	// its idle timeout
+	for _, sid := range ended {
+		s.mcp.UnregisterSession(context.Background(), sid)
 	}
 	return len(cancels)
 }

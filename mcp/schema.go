@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"strings"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 )
@@ -23,6 +24,19 @@ func plainSchemas(t mcpgo.Tool) mcpgo.Tool {
 		}
 	}
 	plainTypes(t.OutputSchema.Properties)
+	return t
+}
+
+// fillCap writes the configured wait cap where t's argument descriptions
+// say {cap}: struct tags are constant, --max-wait is not.
+func fillCap(t mcpgo.Tool, cap string) mcpgo.Tool {
+	for _, p := range t.InputSchema.Properties {
+		if m, ok := p.(map[string]any); ok {
+			if d, ok := m["description"].(string); ok {
+				m["description"] = strings.ReplaceAll(d, "{cap}", cap)
+			}
+		}
+	}
 	return t
 }
 

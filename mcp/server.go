@@ -9,6 +9,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -46,6 +47,10 @@ type Server struct {
 	core *bridge.Core
 	log  *slog.Logger
 	mcp  *server.MCPServer
+
+	// maxWait is the gateway's --max-wait: the longest any call waits
+	// (less for a client whose ceiling is lower: clients.go).
+	maxWait time.Duration
 
 	mu       sync.Mutex
 	sessions map[string]*sessionInfo // MCP session id -> whose, and its open calls
@@ -88,8 +93,21 @@ func New(core *bridge.Core, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{core: core, log: log, sessions: map[string]*sessionInfo{}}
+	s := &Server{core: core, log: log, sessions: map[string]*sessionInfo{}, maxWait: bridge.DefaultMaxWait}
+	if core != nil {
+		s.maxWait = core.Config().MaxWait // the tool descriptions state it
+	}
 	hooks := &server.Hooks{}
+	hooks.AddOnRequestInitialization(func(_ context.Context, _ any, msg any) error {
+		// the transports answer a revision they do not serve (HTTP: its
+		// option, the socket: ServeConn); this is SSE's backstop
+		if raw, ok := msg.(json.RawMessage); ok {
+			if v := unservedRevision(raw); v != "" {
+				return fmt.Errorf("MCP revision %s is not served here: use one of %s (initialize)", v, strings.Join(Revisions, ", "))
+			}
+		}
+		return nil
+	})
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
 		if gid, ok := EntityFrom(ctx); ok {
 			s.track(cs, gid)
@@ -166,6 +184,10 @@ func (s *Server) track(cs server.ClientSession, gid string) {
 	s.core.Attach(gid)
 	s.log.Debug("mcp session attached", "session", sid, bridge.LogGID, gid)
 }
+
+// errSessionClosed is why a call's context ends when its session closes
+// (the client went, the relay's socket ended): its tool error says so.
+var errSessionClosed = errors.New("the MCP session closed")
 
 // untrack forgets a closed session and cancels its calls still running:
 // mcp-go's SSE transport does not cancel handlers when the client goes.
@@ -331,6 +353,7 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 	s.events = events
 	streamable := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
+		server.WithStreamableHTTPProtocolVersions(Revisions...),
 		server.WithEventStore(events),
 		server.WithSessionIdleTTL(opts.SessionIdleTTL),
 		server.WithStreamableHTTPLogger(s.log),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 type sendArgs struct {
 	Target    string   `json:"target" jsonschema:"Entity to send to: name, name@host or gid (bridge_roster lists them)"`
 	Message   string   `json:"message" jsonschema:"The brief, reply or answer text"`
-	WaitS     *float64 `json:"wait_s,omitempty" jsonschema:"Seconds to stay open for the worker's reply (capped at 45; 0 returns at once)"`
+	WaitS     *float64 `json:"wait_s,omitempty" jsonschema:"Seconds to stay open for the worker's reply (capped at {cap}, less for a client that cuts calls sooner; 0 returns at once)"`
 	TurnID    string   `json:"turn_id,omitempty" jsonschema:"Answer the open ask with this turn_id instead of sending a new message"`
 	RequestID string   `json:"request_id,omitempty" jsonschema:"Makes a retry safe: a repeat with the same request_id within 24 h sends nothing and returns the first call's msgId and current status with deduped=true (at most 128 bytes, e.g. a UUID)"`
 	Priority  string   `json:"priority,omitempty" jsonschema:"\"next\": the brief jumps the worker's queue of waiting briefs and is typed as soon as the worker is idle (it does not interrupt a running turn: bridge_interrupt does)"`
@@ -46,7 +47,7 @@ type askArgs struct {
 
 type pollArgs struct {
 	Target string   `json:"target,omitempty" jsonschema:"Only messages from this entity; others stay held"`
-	WaitS  *float64 `json:"wait_s,omitempty" jsonschema:"Long-poll up to this many seconds when nothing is held (capped at 45)"`
+	WaitS  *float64 `json:"wait_s,omitempty" jsonschema:"Long-poll up to this many seconds when nothing is held (capped at {cap}, less for a client that cuts calls sooner: then pending, call again)"`
 	Max    *int     `json:"max,omitempty" jsonschema:"Most messages to return (default 50, at most 500)"`
 	Peek   bool     `json:"peek,omitempty" jsonschema:"Read without consuming"`
 }
@@ -99,48 +100,78 @@ type toolDef struct {
 func (s *Server) tools() []toolDef {
 	ts := []toolDef{s.sendTool(), s.askTool(), s.pollTool(), s.broadcastTool(), s.rosterTool(), s.spawnTool(), s.stopTool(), s.interruptTool(), s.historyTool()}
 	for i := range ts {
-		ts[i].Tool = plainSchemas(ts[i].Tool)
+		ts[i].Tool = fillCap(plainSchemas(ts[i].Tool), s.capText())
 	}
 	return ts
 }
 
-// call wraps a tool body with identity, session-bound cancellation,
-// progress and the error policy: UserError → tool error, else a Go error.
+// call wraps a tool body with identity, session-bound cancellation, the
+// caller's wait ceiling, progress and the error policy: UserError → tool
+// error, else a Go error; every result gets its next step (next.go).
 func (s *Server) call(body func(ctx context.Context, gid string, req mcpgo.CallToolRequest, prog bridge.Progress) (*bridge.Result, error)) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		tool := req.Params.Name
 		gid, ok := EntityFrom(ctx)
 		if !ok {
-			return mcpgo.NewToolResultError("this connection is not registered as an entity: connect with a token or through herdbridge mcp --name"), nil
+			return errorResult("this connection is not registered as an entity", "connect with a token or through herdbridge mcp --name"), nil
 		}
 		ctx, done := s.callContext(ctx, gid)
 		defer done()
 		defer s.leaseOnReturn(ctx) // SSE: the result is queued for the stream
-		var prog bridge.Progress
-		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
-			tok := req.Params.Meta.ProgressToken
-			cs := server.ClientSessionFromContext(ctx)
-			prog = func(waited, of time.Duration, msg string) {
-				s.queue(cs, mcpgo.MethodNotificationProgress, map[string]any{
-					"progressToken": tok, "progress": waited.Seconds(), "total": of.Seconds(), "message": msg,
-				})
-			}
-		}
-		res, err := body(ctx, gid, req, prog)
+		hasToken := req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil
+		ctx = bridge.WithWaitCap(ctx, clientWaitCap(clientName(ctx), hasToken))
+		res, err := body(ctx, gid, req, s.progress(ctx, req))
 		if err != nil {
-			var ue *bridge.UserError
-			if errors.As(err, &ue) {
-				return mcpgo.NewToolResultError(ue.Msg), nil
-			}
-			if ctx.Err() != nil {
-				return s.cancelled(ctx, req.Params.Name, gid), nil
-			}
-			s.log.Error("tool call failed", "tool", req.Params.Name, bridge.LogGID, gid, "err", err)
-			return mcpgo.NewToolResultError("herdbridge: " + err.Error()), nil
+			return s.callError(ctx, tool, gid, err), nil
 		}
+		fillNext(tool, res, s.waitLimit(ctx))
 		text, at := summaryAt(res)
 		shareBodies(res.Messages, text, at)
 		return mcpgo.NewToolResultStructured(res, text), nil
 	}
+}
+
+// progress is the progress callback of a call whose client asked for
+// progress (a progress token), else nil.
+func (s *Server) progress(ctx context.Context, req mcpgo.CallToolRequest) bridge.Progress {
+	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+		return nil
+	}
+	tok := req.Params.Meta.ProgressToken
+	cs := server.ClientSessionFromContext(ctx)
+	return func(waited, of time.Duration, msg string) {
+		s.queue(cs, mcpgo.MethodNotificationProgress, map[string]any{
+			"progressToken": tok, "progress": waited.Seconds(), "total": of.Seconds(), "message": msg,
+		})
+	}
+}
+
+// callError is the tool error for a call whose body failed.
+func (s *Server) callError(ctx context.Context, tool, gid string, err error) *mcpgo.CallToolResult {
+	var ue *bridge.UserError
+	if errors.As(err, &ue) {
+		return errorResult(ue.Msg, errorNext(tool))
+	}
+	if ctx.Err() != nil {
+		return s.cancelled(ctx, tool, gid)
+	}
+	s.log.Error("tool call failed", "tool", tool, bridge.LogGID, gid, "err", err)
+	return errorResult("herdbridge: "+err.Error(), "call "+tool+" again; if it fails the same way, `herdbridge doctor` checks the gateway")
+}
+
+// waitLimit is the longest a call made with ctx may wait: --max-wait, or
+// its client's ceiling when lower (WithWaitCap).
+func (s *Server) waitLimit(ctx context.Context) time.Duration {
+	d := s.maxWait
+	if c := bridge.WaitCapFrom(ctx); c > 0 && c < d {
+		d = c
+	}
+	return d
+}
+
+// capText is --max-wait as the descriptions state it ("45 s").
+func (s *Server) capText() string {
+	return strconv.FormatFloat(s.maxWait.Seconds(), 'f', -1, 64) + " s"
 }
 
 func argErr(err error) error { return &bridge.UserError{Msg: err.Error()} }
@@ -178,10 +209,11 @@ func withArgs[A any](body func(ctx context.Context, gid string, a A, prog bridge
 
 func (s *Server) sendTool() toolDef {
 	t := newTool[sendArgs, bridge.Result]("bridge_send", "Send a brief, reply or answer", effect{},
-		"Send a message. To a worker it is a brief: returns once the transport has it (status confirmed/injected), "+
-			"or once it waits in the queue of a busy worker's pane (queued: its receipt, INJECTED or FAILED, is held for you later), "+
-			"and with wait_s stays open until the worker replies (replied), asks you something (asked, with turn_id), or wait_s runs out (pending: bridge_poll(target) later). "+
-			"To a primary or orchestrator it is a reply (confirmed). With turn_id it answers that open ask (delivered, too_late, abandoned, already_answered).")
+		"Send a message to another coding agent on the herdbridge fabric: brief a worker, report back to your primary, or answer a worker's question (turn_id). "+
+			"To a worker it is a brief: returns once it is delivered (confirmed for a worker that pulls; submitted or uncertain once typed into its pane; queued when the worker is busy: the receipt is held for you), "+
+			"and with wait_s stays open until the worker replies (replied), asks you something (asked: answer with bridge_send(turn_id, message)), or the wait runs out "+
+			"(pending after at most "+s.capText()+": bridge_poll(target) later). To a primary or orchestrator it is a report (confirmed). "+
+			"With turn_id it answers that open ask (delivered, too_late, abandoned, already_answered). Every result says what to call next (next).")
 	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a sendArgs, prog bridge.Progress) (*bridge.Result, error) {
 		wait, err := seconds(a.WaitS, "wait_s", 3600)
 		if err != nil {
@@ -196,8 +228,9 @@ func (s *Server) sendTool() toolDef {
 
 func (s *Server) askTool() toolDef {
 	t := newTool[askArgs, bridge.Result]("bridge_ask", "Ask your primary a question", effect{},
-		"Ask a question mid-turn, by default of whoever sent you your current brief, and wait for the answer (answered). "+
-			"Returns no_waiter at once if nobody is listening, expired after timeout_s, or pending after 45 s: call bridge_ask(turn_id) to keep waiting on the same ask.")
+		"Ask the agent that briefed you a question and wait for its answer: use it mid-task when you need a decision from your primary instead of guessing. "+
+			"Returns answered (the answer in messages), no_waiter at once if nobody is listening, expired after timeout_s, or pending after "+s.capText()+
+			": call bridge_ask(turn_id) to keep waiting on the same ask.")
 	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a askArgs, prog bridge.Progress) (*bridge.Result, error) {
 		timeout, err := seconds(a.TimeoutS, "timeout_s", 86400)
 		if err != nil {
@@ -214,9 +247,10 @@ func (s *Server) pollTool() toolDef {
 	// not destructive: draining hands the caller its own messages, and one
 	// whose result the client never confirms is held again (redelivered)
 	t := newTool[pollArgs, bridge.Result]("bridge_poll", "Collect held messages", effect{},
-		"Drain messages held for you (replies, briefs, broadcasts, failures). With target, only those from that entity; the rest stay held. "+
-			"With wait_s, long-polls when nothing is held (over 45 s: pending, call again). peek reads without consuming. Status drained, peeked, empty or pending. "+
-			"A result carries at most max messages and a byte budget of bodies (2 MiB by default): more says how many others are held, next to call again.")
+		"Collect the messages other agents sent you (replies, briefs, questions, receipts, failures): use it after bridge_send returned pending, or when told messages are held for you. "+
+			"Draining consumes them; with target, only those from that entity (the rest stay held); peek reads without consuming. "+
+			"With wait_s, long-polls when nothing is held (pending after "+s.capText()+": call again). Status drained, asked (a worker's question: answer with bridge_send(turn_id, message)), peeked, empty or pending. "+
+			"A result carries at most max messages and a byte budget of bodies (2 MiB by default): more says how many others are held, next what to call.")
 	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a pollArgs, prog bridge.Progress) (*bridge.Result, error) {
 		wait, err := seconds(a.WaitS, "wait_s", 3600)
 		if err != nil {
@@ -235,7 +269,8 @@ func (s *Server) pollTool() toolDef {
 
 func (s *Server) broadcastTool() toolDef {
 	t := newTool[broadcastArgs, bridge.Result]("bridge_broadcast", "Broadcast to everyone or a group", effect{},
-		"Tell every entity (or one group) something, in one publish; everyone bound gets a copy but you. Status confirmed.")
+		"Tell every agent on the fabric (or one group) the same thing in one message: use it for announcements that concern everyone, not to brief one worker (bridge_send). "+
+			"Everyone bound gets a copy but you. Status confirmed.")
 	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a broadcastArgs, prog bridge.Progress) (*bridge.Result, error) {
 		return s.core.Broadcast(ctx, gid, bridge.BroadcastRequest{Message: a.Message, Group: a.Group, RequestID: a.RequestID})
 	}))}
@@ -243,15 +278,16 @@ func (s *Server) broadcastTool() toolDef {
 
 func (s *Server) rosterTool() toolDef {
 	t := newTool[rosterArgs, bridge.RosterView]("bridge_roster", "List entities and hosts", effect{readOnly: true, idempotent: true},
-		"Who is here: hosts, and entities with role, groups, status, how many messages they hold and whether they are waiting. "+
+		"List the agents and hosts on the herdbridge fabric: use it to find who to send to (names for bridge_send, profiles for bridge_spawn) or to check that a worker is alive. "+
+			"Entities come with role, groups, status, how many messages they hold and whether they are waiting. "+
 			"A host's trust is one-way when it does not trust this host (a send there fails at once with the reason), untrusted when this host does not trust it, unknown for an older gateway.")
 	h := func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		if _, ok := EntityFrom(ctx); !ok {
-			return mcpgo.NewToolResultError("this connection is not registered as an entity"), nil
+			return rosterError("this connection is not registered as an entity", "connect with a token or through herdbridge mcp --name"), nil
 		}
 		var a rosterArgs
 		if err := decodeArgs(req, &a); err != nil {
-			return mcpgo.NewToolResultError(err.Error()), nil
+			return rosterError(err.Error(), errorNext("bridge_roster")), nil
 		}
 		v := s.core.Roster()
 		if a.Host != "" {
@@ -263,28 +299,51 @@ func (s *Server) rosterTool() toolDef {
 			}
 			v.Entities = es
 		}
-		var b strings.Builder
-		for _, h := range v.Hosts {
-			fmt.Fprintf(&b, "host %s  profiles: %s", h.Host, strings.Join(h.Profiles, ", "))
-			if h.Trust != "" && h.Trust != bridge.TrustBoth {
-				fmt.Fprintf(&b, "  trust: %s", h.Trust)
-				if h.Why != "" {
-					fmt.Fprintf(&b, " (%s)", h.Why)
-				}
-			}
-			b.WriteString("\n")
-		}
-		for _, e := range v.Entities {
-			fmt.Fprintf(&b, "%s@%s  %s  %s  held=%d groups=%s\n", e.Name, e.Host, e.Role, e.Status, e.Held, strings.Join(e.Groups, ","))
-		}
-		return mcpgo.NewToolResultStructured(v, b.String()), nil
+		v.Next = rosterNext
+		return mcpgo.NewToolResultStructured(v, rosterText(v)), nil
 	}
 	return toolDef{t, h}
 }
 
+// rosterNext is what to do with a roster.
+const rosterNext = "bridge_send(target=<name>, message) briefs a worker or reports to a primary; bridge_spawn(profile) starts a worker from a host's profile"
+
+// rosterText is the roster as text: a line per host and per entity, and
+// the next step.
+func rosterText(v bridge.RosterView) string {
+	var b strings.Builder
+	for _, h := range v.Hosts {
+		fmt.Fprintf(&b, "host %s  profiles: %s", h.Host, strings.Join(h.Profiles, ", "))
+		if h.Trust != "" && h.Trust != bridge.TrustBoth {
+			fmt.Fprintf(&b, "  trust: %s", h.Trust)
+			if h.Why != "" {
+				fmt.Fprintf(&b, " (%s)", h.Why)
+			}
+		}
+		b.WriteString("\n")
+	}
+	for _, e := range v.Entities {
+		fmt.Fprintf(&b, "%s@%s  %s  %s  held=%d groups=%s\n", e.Name, e.Host, e.Role, e.Status, e.Held, strings.Join(e.Groups, ","))
+	}
+	if v.Reason != "" {
+		fmt.Fprintf(&b, "status: error — %s\n", v.Reason)
+	}
+	fmt.Fprintf(&b, "next: %s", v.Next)
+	return b.String()
+}
+
+// rosterError is bridge_roster's tool error, shaped as its output schema
+// says (hosts and entities, empty).
+func rosterError(reason, next string) *mcpgo.CallToolResult {
+	v := bridge.RosterView{Hosts: []bridge.HostView{}, Entities: []bridge.EntityView{}, Reason: reason, Next: next}
+	r := mcpgo.NewToolResultStructured(v, rosterText(v))
+	r.IsError = true
+	return r
+}
+
 func (s *Server) spawnTool() toolDef {
 	t := newTool[spawnArgs, bridge.Result]("bridge_spawn", "Spawn a worker", effect{},
-		"Start a new worker from a spawn profile of a host (profiles are defined in that gateway's configuration; you name one, never a command). "+
+		"Start a new worker agent from a spawn profile of a host, and brief it: use it when you need another agent to work in parallel (profiles are defined in that gateway's configuration; you name one, never a command). "+
 			"Returns when the worker's agent is ready and registered (spawnId = its gid), then delivers brief through the forward path: status submitted, uncertain or failed (with the reason), or confirmed without a brief; phases lists the steps it went through with their times. "+
 			"A spawn past the host's or profile's maxWorkers is refused at once, naming the limit and the count.")
 	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a spawnArgs, prog bridge.Progress) (*bridge.Result, error) {
@@ -295,7 +354,7 @@ func (s *Server) spawnTool() toolDef {
 
 func (s *Server) historyTool() toolDef {
 	t := newTool[historyArgs, bridge.Result]("bridge_history", "Re-read your message history", effect{readOnly: true, idempotent: true},
-		"Re-read the messages you sent and received (bodies included), oldest first, from your own history: it consumes nothing and changes nothing. "+
+		"Re-read the messages you sent and received, bodies included, oldest first: use it to recall an earlier brief, reply or answer; it consumes nothing and changes nothing. "+
 			"History is opt-in (the gateway's --history, or registering with --history) and capped by size and age. Status history.")
 	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a historyArgs, prog bridge.Progress) (*bridge.Result, error) {
 		max := 0
@@ -311,8 +370,8 @@ func (s *Server) historyTool() toolDef {
 
 func (s *Server) stopTool() toolDef {
 	t := newTool[stopArgs, bridge.Result]("bridge_stop", "Stop a worker", effect{destructive: true, idempotent: true},
-		"End a worker (here or on another host): its herdr pane is closed (by default for workers bridge_spawn started), "+
-			"whoever waited on it hears ABANDONED, briefs still queued for it are reported FAILED to their senders, and it leaves the roster. "+
+		"Stop a worker agent (here or on another host) and close its herdr pane: use it when a worker's job is done or must be abandoned. "+
+			"Its pane is closed by default for workers bridge_spawn started; whoever waited on it hears ABANDONED, briefs still queued for it are reported FAILED to their senders, and it leaves the roster. "+
 			"A primary or orchestrator may stop any worker; a worker only itself. Status stopped, or pending when the worker's host has not answered yet.") // with stop_id
 	return toolDef{t, s.call(func(ctx context.Context, gid string, req mcpgo.CallToolRequest, _ bridge.Progress) (*bridge.Result, error) {
 		var a stopArgs
@@ -325,8 +384,8 @@ func (s *Server) stopTool() toolDef {
 
 func (s *Server) interruptTool() toolDef {
 	t := newTool[interruptArgs, bridge.Result]("bridge_interrupt", "Interrupt a worker", effect{destructive: true},
-		"Interrupt a worker's current turn by pressing Escape once in its herdr pane. Status interrupted (it was seen going from working to idle), "+
-			"uncertain (Escape pressed, no change seen), not_working (nothing to interrupt: no key pressed) or failed. "+
+		"Interrupt a worker agent's current turn (one Escape in its herdr pane), optionally with its next brief: use it to redirect a worker busy on the wrong thing. "+
+			"Status interrupted (it was seen going from working to idle), uncertain (Escape pressed, no change seen), not_working (nothing to interrupt: no key pressed) or failed. "+
 			"With message, that message is its next brief, typed as soon as it is idle, before any brief that was waiting. "+
 			"A primary or orchestrator may interrupt any worker; a worker only itself.")
 	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a interruptArgs, prog bridge.Progress) (*bridge.Result, error) {
