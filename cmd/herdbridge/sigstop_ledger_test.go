@@ -101,6 +101,22 @@ func (l *tagLedger) msgID(tag string) string {
 	return l.accepted[tag]
 }
 
+// unknowns is up to n sends whose outcome the client never got, with
+// why: not confirmed, so no promise, but worth seeing.
+func (l *tagLedger) unknowns(n int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for tag, why := range l.unknown {
+		if len(out) == n {
+			break
+		}
+		out = append(out, tag+": "+why)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // tally is the run's count, for the log and the checks.
 type tally struct {
 	sent, accepted, unknown, refused         int
