@@ -90,6 +90,9 @@ func (c *Core) unclaim(st *entState, hms []*heldMsg) {
 // answering it, and an unanswered turn still ends for the asker, when it
 // expires.
 func (c *Core) returnHanded(st *entState, hms []*heldMsg, seen bool) {
+	// the one trace of a result its client never confirmed: a stalled
+	// gateway's cancelled polls show here (TestSigstopUnderLoad counts them)
+	c.log.Debug("handed-over messages back to held", LogGID, st.GID, "messages", len(hms), "seen", seen)
 	if !seen {
 		c.returnToHeld(st, hms, "the question was handed to a call whose client never got it")
 		return

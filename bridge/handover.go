@@ -44,6 +44,10 @@ func WithHandover(ctx context.Context, h *Handover) context.Context {
 	return context.WithValue(ctx, handoverKey{}, h)
 }
 
+// HandoverOf is the Handover a transport put in ctx, or nil: what a
+// call's own code hands over with OnSettle settles with the call's result.
+func HandoverOf(ctx context.Context) *Handover { return handoverFrom(ctx) }
+
 func handoverFrom(ctx context.Context) *Handover {
 	h, _ := ctx.Value(handoverKey{}).(*Handover)
 	return h

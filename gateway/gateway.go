@@ -221,6 +221,7 @@ func (g *Gateway) open(ctx context.Context) error {
 	// live for the whole session. A silent new connection is closed after
 	// ReadHeaderTimeout, an idle keep-alive one after IdleTimeout.
 	g.http = &http.Server{Handler: handler,
+		ConnContext:       mcp.ConnContext, // the ack rule checks whether a client closed its connection
 		ReadHeaderTimeout: time.Duration(g.net.ReadHeaderTimeout),
 		IdleTimeout:       time.Duration(g.net.IdleTimeout),
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)} // TLS handshake errors and the like, structured

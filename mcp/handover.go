@@ -44,7 +44,9 @@ func (s *Server) streamableHandover(next http.Handler, writeTimeout time.Duratio
 		}
 		s.leases.arrived(key, raw)
 		h := &bridge.Handover{}
-		ew := &errWriter{rw: w, timeout: writeTimeout}
+		// a client that closed the connection before the first byte of
+		// the result gave up on the call: nothing is written
+		ew := &errWriter{rw: w, timeout: writeTimeout, left: func() bool { return clientLeft(r) }}
 		// in the book before the call runs: the client may have read all
 		// of the result, and sent its next request, before we return
 		l := s.leases.open(key, requestID(raw), h, ew.started)
@@ -124,6 +126,8 @@ type errWriter struct {
 	mu            sync.Mutex
 	rw            http.ResponseWriter // nil once finished
 	timeout       time.Duration
+	left          func() bool // whether the client closed the connection (clientleft.go)
+	gone          bool        // it had before the first byte: the response is discarded
 	wrote, failed bool
 }
 
@@ -152,6 +156,12 @@ func (w *errWriter) Write(p []byte) (int, error) {
 	if w.rw == nil {
 		return 0, errResponseDone
 	}
+	if !w.wrote && !w.gone && w.left != nil && w.left() {
+		w.gone, w.failed = true, true // nothing goes out: the messages return unseen
+	}
+	if w.gone { // discarded without an error: mcp-go would log one for every client timeout
+		return len(p), nil
+	}
 	w.deadline()
 	n, err := w.rw.Write(p)
 	if n > 0 { // part of a result that then failed may have been read
@@ -172,7 +182,7 @@ func (w *errWriter) Flush() {
 // flush pushes buffered bytes to the connection (mu held): an error there
 // is a write that failed.
 func (w *errWriter) flush() {
-	if w.rw == nil {
+	if w.rw == nil || w.gone {
 		return
 	}
 	w.deadline()

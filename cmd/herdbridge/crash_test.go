@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,10 +66,17 @@ func startGatewayProc(t testing.TB, bin, dir string) *gatewayProc {
 
 func startGatewayProcArgs(t testing.TB, bin, dir, host string, extra ...string) *gatewayProc {
 	t.Helper()
+	return startGatewayProcLog(t, bin, dir, host, os.Stderr, extra...)
+}
+
+// startGatewayProcLog is startGatewayProcArgs with the gateway's log
+// written to stderr.
+func startGatewayProcLog(t testing.TB, bin, dir, host string, stderr io.Writer, extra ...string) *gatewayProc {
+	t.Helper()
 	_ = os.Remove(filepath.Join(dir, gateway.InfoName))
 	args := append([]string{"gateway", "--listen", "127.0.0.1:0", "--state-dir", dir, "--host-id", host, "--log-level", "warn"}, extra...)
 	cmd := exec.Command(bin, args...)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
