@@ -22,21 +22,14 @@ type entState struct {
 	// sentence its counterparts' ABANDONED carries instead of the generic one.
 	goneWhy string
 
-	held     []*heldMsg // arrival order
-	heldByID map[msgKey]*heldMsg
-	// unwritten: held messages not yet queued for the store, in arrival
-	// order (settled ones are skipped lazily); stored: how many held are
-	// written or being written (spill.go)
-	unwritten []*heldMsg
-	stored    int
-	froms     map[string]string // interned senders of held messages (internFrom)
-	waiters   []*waiter
-	receipts  map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
-	asks      map[string]*askTurn       // turns this entity asked, by turnId
-	askByMsg  map[string]*askTurn       // the same, by the ASK's msgId
-	turns     map[string]*recvTurn      // asks this entity received and may answer, by turnId
-	brief     briefRef                  // the brief it is working on: default target of bridge_ask
-	book      *turnBook                 // persists asks and turns; nil: kept in memory only
+	heldSet  // held messages (heldset.go)
+	waiters  []*waiter
+	receipts map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
+	asks     map[string]*askTurn       // turns this entity asked, by turnId
+	askByMsg map[string]*askTurn       // the same, by the ASK's msgId
+	turns    map[string]*recvTurn      // asks this entity received and may answer, by turnId
+	brief    briefRef                  // the brief it is working on: default target of bridge_ask
+	book     *turnBook                 // persists asks and turns; nil: kept in memory only
 
 	sessions   int
 	paneStatus string // live herdr agent status, for the roster
@@ -54,7 +47,7 @@ func newEntState(e Entity, book *turnBook) *entState {
 	st := &entState{
 		Entity:   e,
 		book:     book,
-		heldByID: map[msgKey]*heldMsg{},
+		heldSet:  newHeldSet(),
 		receipts: map[string]chan *Envelope{},
 		asks:     map[string]*askTurn{},
 		askByMsg: map[string]*askTurn{},
@@ -189,87 +182,6 @@ func (st *entState) expectReceiptKept(msgID string) (receipts <-chan *Envelope, 
 			}
 		}
 	}
-}
-
-func (st *entState) findHeld(msgID string) *heldMsg { return st.heldByID[keyOf(msgID)] }
-
-// addHeld appends hm to the held set (mu held).
-func (st *entState) addHeld(hm *heldMsg) {
-	st.held = append(st.held, hm)
-	st.heldByID[hm.head.id] = hm
-	if hm.seq != 0 {
-		st.stored++
-	} else {
-		st.unwritten = append(st.unwritten, hm)
-	}
-}
-
-// heldReceipt reports whether a receipt for msgID is held (mu held).
-func (st *entState) heldReceipt(msgID string) bool {
-	key := keyOf(msgID)
-	for _, hm := range st.held {
-		if k := hm.head.kind; hm.head.corr == key && (k == KindInjected || k == KindFailed || k == KindAbandoned) {
-			return true
-		}
-	}
-	return false
-}
-
-func (st *entState) dropHeld(set map[*heldMsg]bool) {
-	out := st.held[:0]
-	for _, hm := range st.held {
-		if !set[hm] {
-			out = append(out, hm)
-			continue
-		}
-		hm.settled = true
-		if hm.seq != 0 || hm.spilling {
-			st.stored--
-		}
-		if st.heldByID[hm.head.id] == hm {
-			delete(st.heldByID, hm.head.id)
-		}
-	}
-	if len(out) == 0 {
-		st.froms = nil // senders are interned for held messages only
-	}
-	for i := len(out); i < len(st.held); i++ {
-		st.held[i] = nil
-	}
-	st.held = out
-}
-
-// claimHeld marks up to max unclaimed held messages accepted by f as
-// claimed, in arrival order, while they fit in b (the first one always
-// does); more is how many others f accepts that stay unclaimed (mu held).
-// It stops at the first that does not fit: a later, smaller message never
-// overtakes it.
-func (st *entState) claimHeld(f func(*Envelope) bool, max int, b *budget) (out []*heldMsg, more int) {
-	var scratch Envelope
-	full := false
-	for _, hm := range st.held {
-		if hm.claimed || !f(hm.view(&scratch)) {
-			continue
-		}
-		if full = full || len(out) >= max || !b.fits(int(hm.cost)); full {
-			more++
-			continue
-		}
-		hm.claimed = true
-		out = append(out, hm)
-	}
-	return out, more
-}
-
-// unclaimedHeld counts the held messages no call has taken (mu held).
-func (st *entState) unclaimedHeld() int {
-	n := 0
-	for _, hm := range st.held {
-		if !hm.claimed {
-			n++
-		}
-	}
-	return n
 }
 
 // summary says what is held for st (mu held).
