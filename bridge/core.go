@@ -280,9 +280,7 @@ func (c *Core) Close() error {
 			subs = append(subs, st.sub)
 			st.sub = nil
 		}
-		for _, w := range st.waiters {
-			w.gone = true
-		}
+		st.endWaiters()
 		st.mu.Unlock()
 	}
 	for _, s := range append(subs, host...) { // inboxes first, then the host's own consumers

@@ -22,8 +22,8 @@ type entState struct {
 	// sentence its counterparts' ABANDONED carries instead of the generic one.
 	goneWhy string
 
-	heldSet  // held messages (heldset.go)
-	waiters  []*waiter
+	heldSet                            // held messages (heldset.go)
+	waitList                           // open waiters and the last nudge (waiters.go)
 	receipts map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
 	asks     map[string]*askTurn       // turns this entity asked, by turnId
 	askByMsg map[string]*askTurn       // the same, by the ASK's msgId
@@ -36,7 +36,6 @@ type entState struct {
 	detachedAt time.Time
 	lastSeen   time.Time // last activity: a session open or ending, a tool call, a registration (reap.go)
 	savedSeen  time.Time // lastSeen as the state file has it
-	lastNudge  time.Time
 }
 
 type briefRef struct {
@@ -86,45 +85,6 @@ func (st *entState) bound(key string) bool {
 		}
 	}
 	return false
-}
-
-// waiter is an open blocking call of an entity that one arriving message
-// resolves.
-type waiter struct {
-	accept func(*Envelope) bool
-	ch     chan *heldMsg // capacity 1: exactly one message resolves a waiter
-	gone   bool
-	isSend bool
-	onHeld func() // an open send is told when something else is held
-}
-
-// match hands hm to the first waiter that accepts it (mu held).
-func (st *entState) match(hm *heldMsg) bool {
-	var scratch Envelope
-	for i, w := range st.waiters {
-		if w.gone || !w.accept(hm.view(&scratch)) {
-			continue
-		}
-		st.waiters = append(st.waiters[:i], st.waiters[i+1:]...)
-		w.gone = true
-		hm.claimed = true
-		w.ch <- hm
-		return true
-	}
-	return false
-}
-
-// addWaiter opens w (mu held).
-func (st *entState) addWaiter(w *waiter) { st.waiters = append(st.waiters, w) }
-
-func (st *entState) removeWaiter(w *waiter) {
-	for i, x := range st.waiters {
-		if x == w {
-			st.waiters = append(st.waiters[:i], st.waiters[i+1:]...)
-			break
-		}
-	}
-	w.gone = true
 }
 
 // close ends w if nothing resolved it yet and reports whether a message
@@ -237,11 +197,8 @@ func (c *Core) Held(gid string) (HeldSummary, bool) {
 // heldNoWaiter nudges (mu held): an open send is told at once; otherwise
 // the entity's sessions are nudged by the nudge loop.
 func (c *Core) heldNoWaiter(st *entState) {
-	for _, w := range st.waiters {
-		if w.isSend && w.onHeld != nil {
-			w.onHeld()
-			return
-		}
+	if st.tellSend() {
+		return
 	}
 	c.nudges.want(st.GID)
 }

@@ -109,7 +109,7 @@ func (c *Core) nudge(gid string, now time.Time) {
 		st.mu.Unlock()
 		return
 	}
-	st.lastNudge = now
+	st.nudged(now)
 	e := st.snapshot()
 	st.mu.Unlock()
 	if c.cfg.Nudger != nil {

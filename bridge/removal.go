@@ -132,10 +132,7 @@ func (c *Core) markRemoved(st *entState, cause string, decide decideRemoval) ([]
 	}
 	st.removed = true
 	c.reg.drop(st, st.tokens)
-	for _, w := range st.waiters {
-		w.gone = true // open calls run out on their own timers
-	}
-	st.waiters = nil
+	st.dropWaiters() // open calls run out on their own timers
 	rec := st.record()
 	rec.RemovingCause, rec.Removing = cause, why
 	st.mu.Unlock()
