@@ -22,14 +22,14 @@ type entState struct {
 	// sentence its counterparts' ABANDONED carries instead of the generic one.
 	goneWhy string
 
-	heldSet                            // held messages (heldset.go)
-	waitList                           // open waiters and the last nudge (waiters.go)
-	receipts map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
-	asks     map[string]*askTurn       // turns this entity asked, by turnId
-	askByMsg map[string]*askTurn       // the same, by the ASK's msgId
-	turns    map[string]*recvTurn      // asks this entity received and may answer, by turnId
-	brief    briefRef                  // the brief it is working on: default target of bridge_ask
-	book     *turnBook                 // persists asks and turns; nil: kept in memory only
+	heldSet                         // held messages (heldset.go)
+	waitList                        // open waiters and the last nudge (waiters.go)
+	receiptBox                      // the receipts its calls wait for (receipts.go)
+	asks       map[string]*askTurn  // turns this entity asked, by turnId
+	askByMsg   map[string]*askTurn  // the same, by the ASK's msgId
+	turns      map[string]*recvTurn // asks this entity received and may answer, by turnId
+	brief      briefRef             // the brief it is working on: default target of bridge_ask
+	book       *turnBook            // persists asks and turns; nil: kept in memory only
 
 	sessions   int
 	paneStatus string // live herdr agent status, for the roster
@@ -44,13 +44,13 @@ type briefRef struct {
 
 func newEntState(e Entity, book *turnBook) *entState {
 	st := &entState{
-		Entity:   e,
-		book:     book,
-		heldSet:  newHeldSet(),
-		receipts: map[string]chan *Envelope{},
-		asks:     map[string]*askTurn{},
-		askByMsg: map[string]*askTurn{},
-		turns:    map[string]*recvTurn{},
+		Entity:     e,
+		book:       book,
+		heldSet:    newHeldSet(),
+		receiptBox: receiptBox{receipts: map[string]chan *Envelope{}},
+		asks:       map[string]*askTurn{},
+		askByMsg:   map[string]*askTurn{},
+		turns:      map[string]*recvTurn{},
 	}
 	st.histOn.Store(e.History)
 	return st
@@ -97,51 +97,6 @@ func (st *entState) close(w *waiter) (claimed bool) {
 	}
 	st.removeWaiter(w)
 	return false
-}
-
-// expectReceipt opens a channel for the receipts of msgID, one of st's
-// outgoing messages; done closes it.
-func (st *entState) expectReceipt(msgID string) (receipts <-chan *Envelope, done func()) {
-	ch := st.openReceipts(msgID)
-	return ch, func() {
-		st.mu.Lock()
-		delete(st.receipts, msgID)
-		st.mu.Unlock()
-	}
-}
-
-// openReceipts registers the channel msgID's receipts are handed to.
-func (st *entState) openReceipts(msgID string) chan *Envelope {
-	ch := make(chan *Envelope, 4)
-	st.mu.Lock()
-	st.receipts[msgID] = ch
-	st.mu.Unlock()
-	return ch
-}
-
-// expectReceiptKept is expectReceipt for a call whose receipts its entity
-// must learn even when the call stops reading before they come: done
-// moves what reached the channel unread into the held set, to be drained
-// like a receipt that arrived after the call. (A receipt put in the
-// channel is acked in its transport at once: dropped here, it would have
-// no fate its sender sees.)
-func (st *entState) expectReceiptKept(msgID string) (receipts <-chan *Envelope, done func()) {
-	ch := st.openReceipts(msgID)
-	return ch, func() {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		delete(st.receipts, msgID)
-		for {
-			select {
-			case env := <-ch:
-				if env.Kind != KindNoWaiter {
-					st.addHeld(newHeld(env, nil)) // acked already: spilled without an ack (spill.go)
-				}
-			default:
-				return
-			}
-		}
-	}
 }
 
 // summary says what is held for st (mu held).
