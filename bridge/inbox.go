@@ -22,14 +22,10 @@ type entState struct {
 	// sentence its counterparts' ABANDONED carries instead of the generic one.
 	goneWhy string
 
-	heldSet                         // held messages (heldset.go)
-	waitList                        // open waiters and the last nudge (waiters.go)
-	receiptBox                      // the receipts its calls wait for (receipts.go)
-	asks       map[string]*askTurn  // turns this entity asked, by turnId
-	askByMsg   map[string]*askTurn  // the same, by the ASK's msgId
-	turns      map[string]*recvTurn // asks this entity received and may answer, by turnId
-	brief      briefRef             // the brief it is working on: default target of bridge_ask
-	book       *turnBook            // persists asks and turns; nil: kept in memory only
+	heldSet    // held messages (heldset.go)
+	waitList   // open waiters and the last nudge (waiters.go)
+	turnState  // asks sent and received, the brief (turns.go)
+	receiptBox // the receipts its calls wait for (receipts.go)
 
 	sessions   int
 	paneStatus string // live herdr agent status, for the roster
@@ -38,19 +34,13 @@ type entState struct {
 	savedSeen  time.Time // lastSeen as the state file has it
 }
 
-type briefRef struct {
-	from, msgID, traceID string
-}
-
 func newEntState(e Entity, book *turnBook) *entState {
 	st := &entState{
 		Entity:     e,
-		book:       book,
 		heldSet:    newHeldSet(),
+		waitList:   waitList{},
+		turnState:  newTurnState(e.GID, book),
 		receiptBox: receiptBox{receipts: map[string]chan *Envelope{}},
-		asks:       map[string]*askTurn{},
-		askByMsg:   map[string]*askTurn{},
-		turns:      map[string]*recvTurn{},
 	}
 	st.histOn.Store(e.History)
 	return st
