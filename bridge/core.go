@@ -183,7 +183,7 @@ func (c *Core) load() (int, error) {
 		}
 		st := newEntState(entityOf(se), c.turns)
 		st.tokens = se.Tokens
-		st.lastSeen, st.savedSeen = c.seenAtLoad(se.LastSeen), se.LastSeen
+		st.loadSeen(c.seenAtLoad(se.LastSeen), se.LastSeen)
 		c.reg.put(st, se.Tokens)
 		if se.Profile != "" { // a spawned worker: it holds its slot across the restart
 			c.slots.bind(se.GID, se.Profile)

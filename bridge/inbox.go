@@ -4,7 +4,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // entState is one local entity: what it is, and its inbox as the gateway
@@ -26,12 +25,7 @@ type entState struct {
 	waitList   // open waiters and the last nudge (waiters.go)
 	turnState  // asks sent and received, the brief (turns.go)
 	receiptBox // the receipts its calls wait for (receipts.go)
-
-	sessions   int
-	paneStatus string // live herdr agent status, for the roster
-	detachedAt time.Time
-	lastSeen   time.Time // last activity: a session open or ending, a tool call, a registration (reap.go)
-	savedSeen  time.Time // lastSeen as the state file has it
+	activity   // sessions, last activity, pane status (activity.go)
 }
 
 func newEntState(e Entity, book *turnBook) *entState {

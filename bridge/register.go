@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 )
@@ -88,14 +87,14 @@ func (c *Core) register(ctx context.Context, req RegisterRequest, check func(gid
 	if len(st.tokens) > maxTokensPerEntity {
 		st.tokens = st.tokens[len(st.tokens)-maxTokensPerEntity:]
 	}
-	st.lastSeen = c.cfg.Now()
+	st.seen(c.cfg.Now())
 	rec, tokens := st.record(), append([]string(nil), st.tokens...)
 	st.mu.Unlock()
 	if err := c.st.PutEntity(rec); err != nil {
 		return Entity{}, "", fmt.Errorf("bridge: persist entity %s: %w", req.Name, err)
 	}
 	st.mu.Lock()
-	st.savedSeen = rec.LastSeen
+	st.saved(rec.LastSeen)
 	st.mu.Unlock()
 	c.reg.put(st, tokens)
 	if rec.Profile != "" {
@@ -221,7 +220,7 @@ func (c *Core) Authenticate(token string) (Entity, bool) {
 	if st.removed || !st.hasTokenHash(h) {
 		return Entity{}, false
 	}
-	st.lastSeen = c.cfg.Now() // a token entity may have no session between calls
+	st.seen(c.cfg.Now()) // a token entity may have no session between calls
 	return st.snapshot(), true
 }
 
@@ -238,9 +237,7 @@ func (c *Core) Entity(gid string) (Entity, bool) {
 func (c *Core) Attach(gid string) {
 	if st := c.reg.get(gid); st != nil {
 		st.mu.Lock()
-		st.sessions++
-		st.detachedAt = time.Time{}
-		st.lastSeen = c.cfg.Now()
+		st.attach(c.cfg.Now())
 		st.mu.Unlock()
 	}
 }
@@ -251,13 +248,7 @@ func (c *Core) Attach(gid string) {
 func (c *Core) Detach(gid string) {
 	if st := c.reg.get(gid); st != nil {
 		st.mu.Lock()
-		if st.sessions > 0 {
-			st.sessions--
-			if st.sessions == 0 {
-				st.detachedAt = c.cfg.Now()
-			}
-			st.lastSeen = c.cfg.Now()
-		}
+		st.detach(c.cfg.Now())
 		st.mu.Unlock()
 	}
 }
@@ -268,7 +259,7 @@ func (c *Core) PaneStatus(pane, status string) {
 	for _, st := range c.reg.all() {
 		st.mu.Lock()
 		if st.PaneID == pane {
-			st.paneStatus = status
+			st.setPaneStatus(status)
 		}
 		st.mu.Unlock()
 	}

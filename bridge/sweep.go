@@ -62,8 +62,7 @@ func (c *Core) sweepEntity(st *entState, now time.Time) {
 		}
 	}
 	st.expireTurns(now)
-	if st.sessions == 0 && !st.detachedAt.IsZero() && now.Sub(st.detachedAt) >= c.cfg.ReattachGrace {
-		st.detachedAt = time.Time{}
+	if st.graceOver(now, c.cfg.ReattachGrace) {
 		out = append(out, c.abandonTurns(st)...)
 	}
 	st.mu.Unlock()

@@ -101,7 +101,7 @@ func (c *Core) loadTurns(now time.Time) error {
 		} else {
 			st.loadRecv(recvTurnOf(r))
 		}
-		st.detachedAt = now
+		st.detachedAtLoad(now)
 		st.mu.Unlock()
 	}
 	return nil
