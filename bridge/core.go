@@ -276,9 +276,8 @@ func (c *Core) Close() error {
 	var subs []Subscription
 	for _, st := range c.reg.all() {
 		st.mu.Lock()
-		if st.sub != nil {
-			subs = append(subs, st.sub)
-			st.sub = nil
+		if sub := st.takeSub(); sub != nil {
+			subs = append(subs, sub)
 		}
 		st.endWaiters()
 		st.mu.Unlock()
@@ -313,7 +312,7 @@ func (c *Core) attachInbox(st *entState) error {
 		return fmt.Errorf("bridge: consume inbox of %s: %w", e.Addr(), err)
 	}
 	st.mu.Lock()
-	st.sub = sub
+	st.setSub(sub)
 	st.mu.Unlock()
 	return nil
 }

@@ -13,13 +13,9 @@ import (
 type entState struct {
 	mu sync.Mutex
 	Entity
-	histOn  atomic.Bool // Entity.History, read without mu by the publish path
-	tokens  []string
-	sub     Subscription
-	removed bool // dropped from the registry: deliveries treat it as gone
-	// goneWhy, when set, is why it is being removed (bridge_stop): the
-	// sentence its counterparts' ABANDONED carries instead of the generic one.
-	goneWhy string
+	histOn    atomic.Bool // Entity.History, read without mu by the publish path
+	tokens    []string
+	lifecycle // the inbox's consumer, removed, why (lifecycle.go)
 
 	heldSet    // held messages (heldset.go)
 	waitList   // open waiters and the last nudge (waiters.go)

@@ -117,7 +117,7 @@ func (c *Core) markRemoved(st *entState, cause string, decide decideRemoval) ([]
 		st.mu.Unlock()
 		return nil, "", false, nil
 	}
-	st.goneWhy = why
+	st.setGoneWhy(why)
 	out := c.abandonTurns(st)
 	st.forgetTurns()
 	if b := st.brief; b.from != "" { // the brief it was working on will get no reply
@@ -130,7 +130,7 @@ func (c *Core) markRemoved(st *entState, cause string, decide decideRemoval) ([]
 			held = append(held, hm)
 		}
 	}
-	st.removed = true
+	st.setRemoved()
 	c.reg.drop(st, st.tokens)
 	st.dropWaiters() // open calls run out on their own timers
 	rec := st.record()
@@ -178,8 +178,7 @@ func (c *Core) closeAndDrain(ctx context.Context, st *entState) error {
 // stopConsumer cancels st's consumer, if any.
 func (c *Core) stopConsumer(st *entState) {
 	st.mu.Lock()
-	sub := st.sub
-	st.sub = nil
+	sub := st.takeSub()
 	st.mu.Unlock()
 	if sub != nil {
 		sub.Cancel()
@@ -195,7 +194,7 @@ func (c *Core) restartConsumer(st *entState) error {
 		return err
 	}
 	st.mu.Lock()
-	st.sub = sub
+	st.setSub(sub)
 	st.mu.Unlock()
 	return nil
 }
