@@ -182,7 +182,7 @@ func (c *Core) load() (int, error) {
 			c.resume[se.GID] = [2]string{se.RemovingCause, se.Removing}
 		}
 		st := newEntState(entityOf(se), c.turns)
-		st.tokens = se.Tokens
+		st.loadTokens(se.Tokens)
 		st.loadSeen(c.seenAtLoad(se.LastSeen), se.LastSeen)
 		c.reg.put(st, se.Tokens)
 		if se.Profile != "" { // a spawned worker: it holds its slot across the restart

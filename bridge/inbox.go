@@ -14,8 +14,8 @@ type entState struct {
 	mu sync.Mutex
 	Entity
 	histOn    atomic.Bool // Entity.History, read without mu by the publish path
-	tokens    []string
-	lifecycle // the inbox's consumer, removed, why (lifecycle.go)
+	tokenList             // its token hashes (token.go)
+	lifecycle             // the inbox's consumer, removed, why (lifecycle.go)
 
 	heldSet    // held messages (heldset.go)
 	waitList   // open waiters and the last nudge (waiters.go)

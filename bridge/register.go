@@ -80,13 +80,9 @@ func (c *Core) register(ctx context.Context, req RegisterRequest, check func(gid
 	token, hash := NewToken()
 	st.mu.Lock()
 	if req.NoToken {
-		token = ""
-	} else {
-		st.tokens = append(st.tokens, hash)
+		token, hash = "", ""
 	}
-	if len(st.tokens) > maxTokensPerEntity {
-		st.tokens = st.tokens[len(st.tokens)-maxTokensPerEntity:]
-	}
+	st.addToken(hash) // "" adds none; either way the newest maxTokensPerEntity stay
 	st.seen(c.cfg.Now())
 	rec, tokens := st.record(), append([]string(nil), st.tokens...)
 	st.mu.Unlock()
