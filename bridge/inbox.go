@@ -48,6 +48,24 @@ func (st *entState) snapshot() Entity {
 	return e
 }
 
+// reregister updates what a registration of the existing name changes
+// (mu held): role and groups always; pane, profile and history when
+// given. History is mirrored in histOn, which the publish path reads
+// without mu.
+func (st *entState) reregister(req RegisterRequest, groups []string) {
+	st.Role, st.Groups = req.Role, groups
+	if req.PaneID != "" {
+		st.PaneID = req.PaneID
+	}
+	if req.Profile != "" {
+		st.Profile = req.Profile
+	}
+	if req.History != nil {
+		st.History = *req.History
+		st.histOn.Store(*req.History)
+	}
+}
+
 // view copies the entity, taking mu.
 func (st *entState) view() Entity {
 	st.mu.Lock()

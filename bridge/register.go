@@ -127,17 +127,7 @@ func (c *Core) entityFor(req RegisterRequest, groups []string) (*entState, error
 			return nil, userErr("name %q is taken on this host by another entity", req.Name)
 		}
 		st.mu.Lock()
-		st.Role, st.Groups = req.Role, groups
-		if req.PaneID != "" {
-			st.PaneID = req.PaneID
-		}
-		if req.Profile != "" {
-			st.Profile = req.Profile
-		}
-		if req.History != nil {
-			st.History = *req.History
-			st.histOn.Store(*req.History)
-		}
+		st.reregister(req, groups)
 		st.mu.Unlock()
 		return st, nil
 	}
