@@ -7,21 +7,34 @@ import (
 )
 
 // entState is one local entity: what it is, and its inbox as the gateway
-// holds it — held messages, open waiters, receipts and turns it waits on.
-// mu guards everything but GID, Name, Host and Registered, which never
-// change. Where it sits in the lock order: the package doc (core.go).
+// holds it. It is made of parts, each a small type in its own file whose
+// methods are the only code that writes its fields (internal/arch checks
+// it), so each part's invariants have one owner:
+//
+//	heldSet     held messages, their index, the spill heads (heldset.go)
+//	waitList    open waiters and the last nudge (waiters.go)
+//	receiptBox  the receipts its calls await (receipts.go)
+//	turnState   asks sent and received, the brief it works on (turns.go)
+//	activity    sessions, the reattach grace, last activity, pane status (activity.go)
+//	lifecycle   the inbox's consumer, removed, why it is stopped (lifecycle.go)
+//	tokenList   its token hashes (token.go)
+//
+// The entity itself (Entity) is changed by reregister only. One lock, mu,
+// guards every part and the entity but GID, Name, Host and Registered,
+// which never change: the parts take no lock, their callers hold mu. Where
+// it sits in the lock order: the package doc (core.go).
 type entState struct {
 	mu sync.Mutex
 	Entity
-	histOn    atomic.Bool // Entity.History, read without mu by the publish path
-	tokenList             // its token hashes (token.go)
-	lifecycle             // the inbox's consumer, removed, why (lifecycle.go)
+	histOn atomic.Bool // Entity.History, read without mu by the publish path
 
-	heldSet    // held messages (heldset.go)
-	waitList   // open waiters and the last nudge (waiters.go)
-	turnState  // asks sent and received, the brief (turns.go)
-	receiptBox // the receipts its calls wait for (receipts.go)
-	activity   // sessions, last activity, pane status (activity.go)
+	heldSet
+	waitList
+	receiptBox
+	turnState
+	activity
+	lifecycle
+	tokenList
 }
 
 func newEntState(e Entity, book *turnBook) *entState {
