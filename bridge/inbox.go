@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"sort"
-	"sync"
 	"sync/atomic"
 )
 
@@ -24,7 +23,7 @@ import (
 // which never change: the parts take no lock, their callers hold mu. Where
 // it sits in the lock order: the package doc (core.go).
 type entState struct {
-	mu sync.Mutex
+	mu entMutex
 	Entity
 	histOn atomic.Bool // Entity.History, read without mu by the publish path
 

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"sync"
 	"time"
 )
 
@@ -48,7 +47,7 @@ type FromCount struct {
 // nudgeSet is the entities something was held for with no waiter, until
 // the nudge loop tells their nudger. Its lock is a leaf.
 type nudgeSet struct {
-	mu   sync.Mutex
+	mu   leafMutex
 	gids map[string]bool
 }
 

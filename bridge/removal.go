@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -43,7 +42,7 @@ const removalPoll = 5 * time.Millisecond
 // leaving remembers why each entity being removed goes, for arrivals that
 // find it gone from the registry. Its lock is a leaf.
 type leaving struct {
-	mu sync.Mutex
+	mu leafMutex
 	m  map[string]departure
 }
 

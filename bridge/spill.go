@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge/store"
@@ -52,7 +51,7 @@ type spillItem struct {
 
 // spiller queues held messages for the spill loop.
 type spiller struct {
-	mu      sync.Mutex
+	mu      leafMutex
 	pending []spillItem
 	bytes   int // body bytes in pending
 	eagerAt int // queue length that is a backlog: min(spillEagerCount, prefetch/2)
