@@ -13,7 +13,10 @@ package bridge
 //     its head (nextUnwritten).
 //
 // froms interns the senders of held messages (internFrom), and is dropped
-// whenever nothing is held.
+// whenever nothing is held. Claiming (a call takes a held message, to hand
+// it over or settle it) goes through claimHeld and claimUnclaimed, and
+// back through unclaim; a waiter a message resolves claims it in match
+// (waiters.go).
 type heldSet struct {
 	held      []*heldMsg // arrival order
 	heldByID  map[msgKey]*heldMsg
@@ -93,6 +96,28 @@ func (s *heldSet) claimHeld(f func(*Envelope) bool, max int, b *budget) (out []*
 		out = append(out, hm)
 	}
 	return out, more
+}
+
+// claimUnclaimed claims, in arrival order, every held message no call has
+// taken that take accepts (nil: every one), for the caller to settle.
+func (s *heldSet) claimUnclaimed(take func(*heldMsg) bool) []*heldMsg {
+	var out []*heldMsg
+	for _, hm := range s.held {
+		if !hm.claimed && (take == nil || take(hm)) {
+			hm.claimed = true
+			out = append(out, hm)
+		}
+	}
+	return out
+}
+
+// unclaim gives hm, claimed by a call that went away, back to the held
+// set; a spilled one keeps only its head in memory again.
+func (s *heldSet) unclaim(hm *heldMsg) {
+	hm.claimed = false
+	if hm.seq != 0 {
+		hm.env = nil // back on disk only
+	}
 }
 
 // unclaimedHeld counts the held messages no call has taken.

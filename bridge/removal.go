@@ -122,13 +122,7 @@ func (c *Core) markRemoved(st *entState, cause string, decide decideRemoval) ([]
 	if b := st.brief; b.from != "" { // the brief it was working on will get no reply
 		out = append(out, c.notice(KindAbandoned, st.GID, b.from, b.msgID, "", b.traceID, why+" before replying"))
 	}
-	var held []*heldMsg
-	for _, hm := range st.held {
-		if !hm.claimed {
-			hm.claimed = true
-			held = append(held, hm)
-		}
-	}
+	held := st.claimUnclaimed(nil)
 	st.setRemoved()
 	c.reg.drop(st, st.tokens)
 	st.dropWaiters() // open calls run out on their own timers

@@ -55,12 +55,7 @@ func (c *Core) sweepEntity(st *entState, now time.Time) {
 		st.mu.Unlock()
 		return
 	}
-	for _, hm := range st.held {
-		if !hm.claimed && !now.Before(hm.head.expiresAt()) {
-			hm.claimed = true
-			exp = append(exp, hm)
-		}
-	}
+	exp = st.claimUnclaimed(func(hm *heldMsg) bool { return !now.Before(hm.head.expiresAt()) })
 	st.expireTurns(now)
 	if st.graceOver(now, c.cfg.ReattachGrace) {
 		out = append(out, c.abandonTurns(st)...)
