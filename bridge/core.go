@@ -14,12 +14,11 @@
 // the nudge set, and the pane queues (briefs waiting for their pane, each
 // typed by its pane's one runner goroutine). An entity's record is made of
 // parts of its own — heldSet (held messages and the spill heads), waitList
-// (open waiters, the last nudge), receiptBox (receipts its calls await),
-// turnState (turns asked and received, the brief), activity (sessions,
-// reattach grace, last activity, pane status), lifecycle (inbox consumer,
-// removed, why) and tokenList — whose methods alone write their fields
-// (internal/arch checks it); they take no lock: the entity's mu guards
-// them all.
+// (open waiters, the last nudge), turnState (turns asked and received, the
+// brief), activity (sessions, reattach grace, last activity, pane status),
+// lifecycle (inbox consumer, removed, why) and tokenList — whose methods
+// alone write their fields (internal/arch checks it); they take no lock:
+// the entity's mu guards them all.
 //
 // Lock order — the only copy; every other comment points here:
 //

@@ -12,13 +12,14 @@ import (
 //
 //	heldSet     held messages, their index, the spill heads (heldset.go)
 //	waitList    open waiters and the last nudge (waiters.go)
-//	receiptBox  the receipts its calls await (receipts.go)
 //	turnState   asks sent and received, the brief it works on (turns.go)
 //	activity    sessions, the reattach grace, last activity, pane status (activity.go)
 //	lifecycle   the inbox's consumer, removed, why it is stopped (lifecycle.go)
 //	tokenList   its token hashes (token.go)
 //
-// The entity itself (Entity) is changed by reregister only. One lock, mu,
+// The entity itself (Entity) is changed by reregister only, and receipts
+// (the calls waiting for their message's receipts) by the expectReceipt
+// methods below. One lock, mu,
 // guards every part and the entity but GID, Name, Host and Registered,
 // which never change: the parts take no lock, their callers hold mu. Where
 // it sits in the lock order: the package doc (core.go).
@@ -29,20 +30,21 @@ type entState struct {
 
 	heldSet
 	waitList
-	receiptBox
 	turnState
 	activity
 	lifecycle
 	tokenList
+
+	receipts map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
 }
 
 func newEntState(e Entity, book *turnBook) *entState {
 	st := &entState{
-		Entity:     e,
-		heldSet:    newHeldSet(),
-		waitList:   waitList{},
-		turnState:  newTurnState(e.GID, book),
-		receiptBox: receiptBox{receipts: map[string]chan *Envelope{}},
+		Entity:    e,
+		heldSet:   newHeldSet(),
+		waitList:  waitList{},
+		turnState: newTurnState(e.GID, book),
+		receipts:  map[string]chan *Envelope{},
 	}
 	st.histOn.Store(e.History)
 	return st
@@ -107,6 +109,51 @@ func (st *entState) close(w *waiter) (claimed bool) {
 	}
 	st.removeWaiter(w)
 	return false
+}
+
+// expectReceipt opens a channel for the receipts of msgID, one of st's
+// outgoing messages; done closes it.
+func (st *entState) expectReceipt(msgID string) (receipts <-chan *Envelope, done func()) {
+	ch := st.openReceipts(msgID)
+	return ch, func() {
+		st.mu.Lock()
+		delete(st.receipts, msgID)
+		st.mu.Unlock()
+	}
+}
+
+// openReceipts registers the channel msgID's receipts are handed to.
+func (st *entState) openReceipts(msgID string) chan *Envelope {
+	ch := make(chan *Envelope, 4)
+	st.mu.Lock()
+	st.receipts[msgID] = ch
+	st.mu.Unlock()
+	return ch
+}
+
+// expectReceiptKept is expectReceipt for a call whose receipts its entity
+// must learn even when the call stops reading before they come: done
+// moves what reached the channel unread into the held set, to be drained
+// like a receipt that arrived after the call. (A receipt put in the
+// channel is acked in its transport at once: dropped here, it would have
+// no fate its sender sees.)
+func (st *entState) expectReceiptKept(msgID string) (receipts <-chan *Envelope, done func()) {
+	ch := st.openReceipts(msgID)
+	return ch, func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		delete(st.receipts, msgID)
+		for {
+			select {
+			case env := <-ch:
+				if env.Kind != KindNoWaiter {
+					st.addHeld(newHeld(env, nil)) // acked already: spilled without an ack (spill.go)
+				}
+			default:
+				return
+			}
+		}
+	}
 }
 
 // summary says what is held for st (mu held).
