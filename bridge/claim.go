@@ -85,7 +85,7 @@ type claimHold struct {
 
 // nameClaims are the live holds, by gid.
 type nameClaims struct {
-	mu    sync.Mutex
+	mu    leafMutex
 	byGID map[string]map[*claimHold]struct{}
 }
 

@@ -7,13 +7,18 @@
 // nothing of MCP, HTTP or herdr: those call into Core.
 //
 // Core composes parts, each with its own state and lock: the registry
-// (entities by gid, name, token), each entity's inbox state (entState:
-// held, waiters, receipts, turns), the gate (verification and messages
-// waiting for presence), memory (the seen-set and sender bindings), the
-// ledger (briefs awaiting receipts), the requests (idempotent calls by
-// request_id), presence (other hosts), the nudge set, and the pane queues
-// (briefs waiting for their pane, each typed by its pane's one runner
-// goroutine).
+// (entities by gid, name, token), each entity's record (entState), the
+// gate (verification and messages waiting for presence), memory (the
+// seen-set and sender bindings), the ledger (briefs awaiting receipts),
+// the requests (idempotent calls by request_id), presence (other hosts),
+// the nudge set, and the pane queues (briefs waiting for their pane, each
+// typed by its pane's one runner goroutine). An entity's record is made of
+// parts of its own — heldSet (held messages and the spill heads), waitList
+// (open waiters, the last nudge), turnState (turns asked and received, the
+// brief), activity (sessions, reattach grace, last activity, pane status),
+// lifecycle (inbox consumer, removed, why) and tokenList — whose methods
+// alone write their fields (internal/arch checks it); they take no lock:
+// the entity's mu guards them all.
 //
 // Lock order — the only copy; every other comment points here:
 //
@@ -24,9 +29,20 @@
 // turn book's and the store's own (turn records are written under an
 // entity's mu), presence's, the nudge set's, spawn claims', spawn slots',
 // name claims' (nameClaims.mu), the pane queues', the spiller's
-// (spiller.mu: spillNext pushes under an entity's mu), history's, trace
-// waits', lifeMu (the core's start/stop state) and the removals in
-// progress (leaving.mu). No two entities' locks are ever held at once.
+// (spiller.mu: spillNext pushes under an entity's mu), history's
+// (historyLog.io), trace waits', lifeMu (the core's start/stop state), the
+// removals in progress (leaving.mu), the dead-letter backlog's
+// (deadBacklog.mu) and the drain release's (drainRelease.mu). No two
+// entities' locks are ever held at once.
+//
+// The order is checked in -race builds: each of those locks is a regMutex,
+// pubMutex, entMutex or leafMutex (lockorder.go), which is a plain
+// sync.Mutex in an ordinary build and, with -race (lockorder_race.go),
+// records the levels each goroutine holds and panics on an inversion
+// before it can deadlock. The store's lock is in its own package and is
+// not checked; neither are the audit log's (outside the core: the gateway
+// writes it) and the locks private to one call (Handover's, a spawn's
+// phases, ackAll's).
 package bridge
 
 import (
@@ -70,9 +86,9 @@ type Core struct {
 	resume   map[string][2]string // removals to finish at Start: gid -> cause, why (set by load)
 	unmapped time.Time            // when the sweeper last released the state file's pages (sweep goroutine only)
 
-	regMu sync.Mutex // serializes Register, Remove and RevokeTokens (they do transport and store I/O)
+	regMu regMutex // serializes Register, Remove and RevokeTokens (they do transport and store I/O)
 
-	lifeMu    sync.Mutex
+	lifeMu    leafMutex
 	started   bool
 	stopping  bool // the gateway cuts every call now: cut asks stay open (Stopping)
 	closed    bool
@@ -182,8 +198,8 @@ func (c *Core) load() (int, error) {
 			c.resume[se.GID] = [2]string{se.RemovingCause, se.Removing}
 		}
 		st := newEntState(entityOf(se), c.turns)
-		st.tokens = se.Tokens
-		st.lastSeen, st.savedSeen = c.seenAtLoad(se.LastSeen), se.LastSeen
+		st.loadTokens(se.Tokens)
+		st.loadSeen(c.seenAtLoad(se.LastSeen), se.LastSeen)
 		c.reg.put(st, se.Tokens)
 		if se.Profile != "" { // a spawned worker: it holds its slot across the restart
 			c.slots.bind(se.GID, se.Profile)
@@ -280,13 +296,10 @@ func (c *Core) Close() error {
 	var subs []Subscription
 	for _, st := range c.reg.all() {
 		st.mu.Lock()
-		if st.sub != nil {
-			subs = append(subs, st.sub)
-			st.sub = nil
+		if sub := st.takeSub(); sub != nil {
+			subs = append(subs, sub)
 		}
-		for _, w := range st.waiters {
-			w.gone = true
-		}
+		st.endWaiters()
 		st.mu.Unlock()
 	}
 	for _, s := range append(subs, host...) { // inboxes first, then the host's own consumers
@@ -319,7 +332,7 @@ func (c *Core) attachInbox(st *entState) error {
 		return fmt.Errorf("bridge: consume inbox of %s: %w", e.Addr(), err)
 	}
 	st.mu.Lock()
-	st.sub = sub
+	st.setSub(sub)
 	st.mu.Unlock()
 	return nil
 }

@@ -129,10 +129,7 @@ func (c *Core) returnToHeld(st *entState, hms []*heldMsg, askWhy string) {
 			orphans = append(orphans, hm) // stays claimed: nobody else takes it
 			continue
 		}
-		hm.claimed = false
-		if hm.seq != 0 {
-			hm.env = nil // back on disk only
-		}
+		st.unclaim(hm)
 		if !st.match(hm) {
 			c.heldNoWaiter(st)
 		}

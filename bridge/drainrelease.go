@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"sync"
 	"time"
 )
 
@@ -14,7 +13,7 @@ import (
 // releaseAfterBytes of bodies drained, at most once per releaseDrainEvery,
 // the poll that crossed it releases both before it returns.
 type drainRelease struct {
-	mu    sync.Mutex
+	mu    leafMutex
 	bytes int       // body bytes drained since the last release
 	last  time.Time // when the last release was
 }

@@ -1,7 +1,5 @@
 package bridge
 
-import "sync"
-
 // Fates (issue 20). A message the fabric accepted ends in exactly one fate
 // its sender can see: delivered — its recipient has it (a drain handed over
 // and acked, a reply resolving an open send, a brief typed into its pane) —
@@ -86,7 +84,7 @@ const deadBacklogMax = 10000
 // deadBacklog holds dead-letter records the store could not take, until
 // the sweeper writes them (its lock is a leaf).
 type deadBacklog struct {
-	mu      sync.Mutex
+	mu      leafMutex
 	recs    []DeadLetterRecord
 	dropped int // past deadBacklogMax: counted and logged, never silent
 }

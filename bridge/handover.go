@@ -143,7 +143,7 @@ func (c *Core) handOver(ctx context.Context, st *entState, hms []*heldMsg) {
 	st.mu.Lock()
 	for _, hm := range hms {
 		if hm.env.Kind == KindSend {
-			st.brief = briefRef{from: hm.env.From, msgID: hm.env.MsgID, traceID: hm.env.TraceID}
+			st.setBrief(briefRef{from: hm.env.From, msgID: hm.env.MsgID, traceID: hm.env.TraceID})
 		}
 	}
 	st.mu.Unlock()

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -80,7 +79,7 @@ type historyLog struct {
 	dropped atomic.Uint64
 	stopped chan struct{} // closed when run returns: nothing is written any more
 
-	io    sync.Mutex
+	io    leafMutex
 	files map[string]*histFile // by name (io held)
 }
 

@@ -2,63 +2,49 @@ package bridge
 
 import (
 	"sort"
-	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // entState is one local entity: what it is, and its inbox as the gateway
-// holds it — held messages, open waiters, receipts and turns it waits on.
-// mu guards everything but GID, Name, Host and Registered, which never
-// change. Where it sits in the lock order: the package doc (core.go).
+// holds it. It is made of parts, each a small type in its own file whose
+// methods are the only code that writes its fields (internal/arch checks
+// it), so each part's invariants have one owner:
+//
+//	heldSet     held messages, their index, the spill heads (heldset.go)
+//	waitList    open waiters and the last nudge (waiters.go)
+//	turnState   asks sent and received, the brief it works on (turns.go)
+//	activity    sessions, the reattach grace, last activity, pane status (activity.go)
+//	lifecycle   the inbox's consumer, removed, why it is stopped (lifecycle.go)
+//	tokenList   its token hashes (token.go)
+//
+// The entity itself (Entity) is changed by reregister only, and receipts
+// (the calls waiting for their message's receipts) by the expectReceipt
+// methods below. One lock, mu,
+// guards every part and the entity but GID, Name, Host and Registered,
+// which never change: the parts take no lock, their callers hold mu. Where
+// it sits in the lock order: the package doc (core.go).
 type entState struct {
-	mu sync.Mutex
+	mu entMutex
 	Entity
-	histOn  atomic.Bool // Entity.History, read without mu by the publish path
-	tokens  []string
-	sub     Subscription
-	removed bool // dropped from the registry: deliveries treat it as gone
-	// goneWhy, when set, is why it is being removed (bridge_stop): the
-	// sentence its counterparts' ABANDONED carries instead of the generic one.
-	goneWhy string
+	histOn atomic.Bool // Entity.History, read without mu by the publish path
 
-	held     []*heldMsg // arrival order
-	heldByID map[msgKey]*heldMsg
-	// unwritten: held messages not yet queued for the store, in arrival
-	// order (settled ones are skipped lazily); stored: how many held are
-	// written or being written (spill.go)
-	unwritten []*heldMsg
-	stored    int
-	froms     map[string]string // interned senders of held messages (internFrom)
-	waiters   []*waiter
-	receipts  map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
-	asks      map[string]*askTurn       // turns this entity asked, by turnId
-	askByMsg  map[string]*askTurn       // the same, by the ASK's msgId
-	turns     map[string]*recvTurn      // asks this entity received and may answer, by turnId
-	brief     briefRef                  // the brief it is working on: default target of bridge_ask
-	book      *turnBook                 // persists asks and turns; nil: kept in memory only
+	heldSet
+	waitList
+	turnState
+	activity
+	lifecycle
+	tokenList
 
-	sessions   int
-	paneStatus string // live herdr agent status, for the roster
-	detachedAt time.Time
-	lastSeen   time.Time // last activity: a session open or ending, a tool call, a registration (reap.go)
-	savedSeen  time.Time // lastSeen as the state file has it
-	lastNudge  time.Time
-}
-
-type briefRef struct {
-	from, msgID, traceID string
+	receipts map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
 }
 
 func newEntState(e Entity, book *turnBook) *entState {
 	st := &entState{
-		Entity:   e,
-		book:     book,
-		heldByID: map[msgKey]*heldMsg{},
-		receipts: map[string]chan *Envelope{},
-		asks:     map[string]*askTurn{},
-		askByMsg: map[string]*askTurn{},
-		turns:    map[string]*recvTurn{},
+		Entity:    e,
+		heldSet:   newHeldSet(),
+		waitList:  waitList{},
+		turnState: newTurnState(e.GID, book),
+		receipts:  map[string]chan *Envelope{},
 	}
 	st.histOn.Store(e.History)
 	return st
@@ -74,6 +60,24 @@ func (st *entState) snapshot() Entity {
 	e := st.Entity
 	e.Groups = append([]string(nil), st.Groups...)
 	return e
+}
+
+// reregister updates what a registration of the existing name changes
+// (mu held): role and groups always; pane, profile and history when
+// given. History is mirrored in histOn, which the publish path reads
+// without mu.
+func (st *entState) reregister(req RegisterRequest, groups []string) {
+	st.Role, st.Groups = req.Role, groups
+	if req.PaneID != "" {
+		st.PaneID = req.PaneID
+	}
+	if req.Profile != "" {
+		st.Profile = req.Profile
+	}
+	if req.History != nil {
+		st.History = *req.History
+		st.histOn.Store(*req.History)
+	}
 }
 
 // view copies the entity, taking mu.
@@ -93,45 +97,6 @@ func (st *entState) bound(key string) bool {
 		}
 	}
 	return false
-}
-
-// waiter is an open blocking call of an entity that one arriving message
-// resolves.
-type waiter struct {
-	accept func(*Envelope) bool
-	ch     chan *heldMsg // capacity 1: exactly one message resolves a waiter
-	gone   bool
-	isSend bool
-	onHeld func() // an open send is told when something else is held
-}
-
-// match hands hm to the first waiter that accepts it (mu held).
-func (st *entState) match(hm *heldMsg) bool {
-	var scratch Envelope
-	for i, w := range st.waiters {
-		if w.gone || !w.accept(hm.view(&scratch)) {
-			continue
-		}
-		st.waiters = append(st.waiters[:i], st.waiters[i+1:]...)
-		w.gone = true
-		hm.claimed = true
-		w.ch <- hm
-		return true
-	}
-	return false
-}
-
-// addWaiter opens w (mu held).
-func (st *entState) addWaiter(w *waiter) { st.waiters = append(st.waiters, w) }
-
-func (st *entState) removeWaiter(w *waiter) {
-	for i, x := range st.waiters {
-		if x == w {
-			st.waiters = append(st.waiters[:i], st.waiters[i+1:]...)
-			break
-		}
-	}
-	w.gone = true
 }
 
 // close ends w if nothing resolved it yet and reports whether a message
@@ -191,87 +156,6 @@ func (st *entState) expectReceiptKept(msgID string) (receipts <-chan *Envelope, 
 	}
 }
 
-func (st *entState) findHeld(msgID string) *heldMsg { return st.heldByID[keyOf(msgID)] }
-
-// addHeld appends hm to the held set (mu held).
-func (st *entState) addHeld(hm *heldMsg) {
-	st.held = append(st.held, hm)
-	st.heldByID[hm.head.id] = hm
-	if hm.seq != 0 {
-		st.stored++
-	} else {
-		st.unwritten = append(st.unwritten, hm)
-	}
-}
-
-// heldReceipt reports whether a receipt for msgID is held (mu held).
-func (st *entState) heldReceipt(msgID string) bool {
-	key := keyOf(msgID)
-	for _, hm := range st.held {
-		if k := hm.head.kind; hm.head.corr == key && (k == KindInjected || k == KindFailed || k == KindAbandoned) {
-			return true
-		}
-	}
-	return false
-}
-
-func (st *entState) dropHeld(set map[*heldMsg]bool) {
-	out := st.held[:0]
-	for _, hm := range st.held {
-		if !set[hm] {
-			out = append(out, hm)
-			continue
-		}
-		hm.settled = true
-		if hm.seq != 0 || hm.spilling {
-			st.stored--
-		}
-		if st.heldByID[hm.head.id] == hm {
-			delete(st.heldByID, hm.head.id)
-		}
-	}
-	if len(out) == 0 {
-		st.froms = nil // senders are interned for held messages only
-	}
-	for i := len(out); i < len(st.held); i++ {
-		st.held[i] = nil
-	}
-	st.held = out
-}
-
-// claimHeld marks up to max unclaimed held messages accepted by f as
-// claimed, in arrival order, while they fit in b (the first one always
-// does); more is how many others f accepts that stay unclaimed (mu held).
-// It stops at the first that does not fit: a later, smaller message never
-// overtakes it.
-func (st *entState) claimHeld(f func(*Envelope) bool, max int, b *budget) (out []*heldMsg, more int) {
-	var scratch Envelope
-	full := false
-	for _, hm := range st.held {
-		if hm.claimed || !f(hm.view(&scratch)) {
-			continue
-		}
-		if full = full || len(out) >= max || !b.fits(int(hm.cost)); full {
-			more++
-			continue
-		}
-		hm.claimed = true
-		out = append(out, hm)
-	}
-	return out, more
-}
-
-// unclaimedHeld counts the held messages no call has taken (mu held).
-func (st *entState) unclaimedHeld() int {
-	n := 0
-	for _, hm := range st.held {
-		if !hm.claimed {
-			n++
-		}
-	}
-	return n
-}
-
 // summary says what is held for st (mu held).
 func (c *Core) summary(st *entState) HeldSummary {
 	counts := map[string]int{}
@@ -325,11 +209,8 @@ func (c *Core) Held(gid string) (HeldSummary, bool) {
 // heldNoWaiter nudges (mu held): an open send is told at once; otherwise
 // the entity's sessions are nudged by the nudge loop.
 func (c *Core) heldNoWaiter(st *entState) {
-	for _, w := range st.waiters {
-		if w.isSend && w.onHeld != nil {
-			w.onHeld()
-			return
-		}
+	if st.tellSend() {
+		return
 	}
 	c.nudges.want(st.GID)
 }

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge/store"
@@ -21,7 +20,7 @@ type ledger struct {
 	st  *store.Store
 	log *slog.Logger
 
-	mu     sync.Mutex
+	mu     leafMutex
 	awaits map[string]store.Await // by the brief's msgId
 }
 

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge/store"
@@ -18,7 +17,7 @@ type memory struct {
 	ttl  time.Duration // how long a silent sender's binding lasts (MessageTTL)
 	skew time.Duration // added to a message's expiry for its seen key
 
-	mu           sync.Mutex
+	mu           leafMutex
 	seen         *seenSet
 	bindings     map[string]*binding // sender gid -> its host, from signed presence
 	dirtySeen    []store.Seen

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"sync"
 	"time"
 )
 
@@ -48,7 +47,7 @@ type FromCount struct {
 // nudgeSet is the entities something was held for with no waiter, until
 // the nudge loop tells their nudger. Its lock is a leaf.
 type nudgeSet struct {
-	mu   sync.Mutex
+	mu   leafMutex
 	gids map[string]bool
 }
 
@@ -109,7 +108,7 @@ func (c *Core) nudge(gid string, now time.Time) {
 		st.mu.Unlock()
 		return
 	}
-	st.lastNudge = now
+	st.nudged(now)
 	e := st.snapshot()
 	st.mu.Unlock()
 	if c.cfg.Nudger != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge/store"
@@ -26,7 +25,7 @@ import (
 
 // paneQueues tracks which panes have a running runner. Its lock is a leaf.
 type paneQueues struct {
-	mu      sync.Mutex
+	mu      leafMutex
 	runners map[string]*paneRunner
 	holds   map[string]time.Time // pane -> until when only next-lane briefs are typed (interrupt.go)
 

@@ -189,6 +189,6 @@ func (c *Core) workingOn(gid string, env *Envelope) {
 		return
 	}
 	st.mu.Lock()
-	st.brief = briefRef{from: env.From, msgID: env.MsgID, traceID: env.TraceID}
+	st.setBrief(briefRef{from: env.From, msgID: env.MsgID, traceID: env.TraceID})
 	st.mu.Unlock()
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 )
 
@@ -50,10 +49,10 @@ type presence struct {
 	// pub serializes publishing: a removal's Gone goes out after any
 	// heartbeat built before it, never before one that would revive it.
 	// It is taken before any entity's lock.
-	pub  sync.Mutex
+	pub  pubMutex
 	sent map[string]int64 // ts (Unix ms) of the last heartbeat published per gid (under pub)
 
-	mu     sync.Mutex
+	mu     leafMutex
 	fresh  map[string]bool         // entities whose heartbeat is wanted now (kickPresence)
 	full   bool                    // every heartbeat is wanted now
 	remote map[string]*remoteEntry // entities of other hosts, by gid

@@ -53,9 +53,7 @@ func (c *Core) idle(st *entState, now time.Time, d time.Duration) bool {
 // activity if the state file's is older than seenSaveEvery.
 func (c *Core) reapOrSave(st *entState, now time.Time) {
 	st.mu.Lock()
-	if st.sessions > 0 {
-		st.lastSeen = now // a session is open: active now
-	}
+	st.seenIfAttached(now) // a session is open: active now
 	reap := !st.removed && c.idle(st, now, c.cfg.ReapAfter)
 	save := !st.removed && st.lastSeen.Sub(st.savedSeen) >= seenSaveEvery
 	st.mu.Unlock()
@@ -83,7 +81,7 @@ func (c *Core) saveSeen(st *entState) {
 		return
 	}
 	st.mu.Lock()
-	st.savedSeen = rec.LastSeen
+	st.saved(rec.LastSeen)
 	st.mu.Unlock()
 }
 

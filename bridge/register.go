@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 )
@@ -81,21 +80,17 @@ func (c *Core) register(ctx context.Context, req RegisterRequest, check func(gid
 	token, hash := NewToken()
 	st.mu.Lock()
 	if req.NoToken {
-		token = ""
-	} else {
-		st.tokens = append(st.tokens, hash)
+		token, hash = "", ""
 	}
-	if len(st.tokens) > maxTokensPerEntity {
-		st.tokens = st.tokens[len(st.tokens)-maxTokensPerEntity:]
-	}
-	st.lastSeen = c.cfg.Now()
+	st.addToken(hash) // "" adds none; either way the newest maxTokensPerEntity stay
+	st.seen(c.cfg.Now())
 	rec, tokens := st.record(), append([]string(nil), st.tokens...)
 	st.mu.Unlock()
 	if err := c.st.PutEntity(rec); err != nil {
 		return Entity{}, "", fmt.Errorf("bridge: persist entity %s: %w", req.Name, err)
 	}
 	st.mu.Lock()
-	st.savedSeen = rec.LastSeen
+	st.saved(rec.LastSeen)
 	st.mu.Unlock()
 	c.reg.put(st, tokens)
 	if rec.Profile != "" {
@@ -132,17 +127,7 @@ func (c *Core) entityFor(req RegisterRequest, groups []string) (*entState, error
 			return nil, userErr("name %q is taken on this host by another entity", req.Name)
 		}
 		st.mu.Lock()
-		st.Role, st.Groups = req.Role, groups
-		if req.PaneID != "" {
-			st.PaneID = req.PaneID
-		}
-		if req.Profile != "" {
-			st.Profile = req.Profile
-		}
-		if req.History != nil {
-			st.History = *req.History
-			st.histOn.Store(*req.History)
-		}
+		st.reregister(req, groups)
 		st.mu.Unlock()
 		return st, nil
 	}
@@ -221,7 +206,7 @@ func (c *Core) Authenticate(token string) (Entity, bool) {
 	if st.removed || !st.hasTokenHash(h) {
 		return Entity{}, false
 	}
-	st.lastSeen = c.cfg.Now() // a token entity may have no session between calls
+	st.seen(c.cfg.Now()) // a token entity may have no session between calls
 	return st.snapshot(), true
 }
 
@@ -238,9 +223,7 @@ func (c *Core) Entity(gid string) (Entity, bool) {
 func (c *Core) Attach(gid string) {
 	if st := c.reg.get(gid); st != nil {
 		st.mu.Lock()
-		st.sessions++
-		st.detachedAt = time.Time{}
-		st.lastSeen = c.cfg.Now()
+		st.attach(c.cfg.Now())
 		st.mu.Unlock()
 	}
 }
@@ -251,13 +234,7 @@ func (c *Core) Attach(gid string) {
 func (c *Core) Detach(gid string) {
 	if st := c.reg.get(gid); st != nil {
 		st.mu.Lock()
-		if st.sessions > 0 {
-			st.sessions--
-			if st.sessions == 0 {
-				st.detachedAt = c.cfg.Now()
-			}
-			st.lastSeen = c.cfg.Now()
-		}
+		st.detach(c.cfg.Now())
 		st.mu.Unlock()
 	}
 }
@@ -268,7 +245,7 @@ func (c *Core) PaneStatus(pane, status string) {
 	for _, st := range c.reg.all() {
 		st.mu.Lock()
 		if st.PaneID == pane {
-			st.paneStatus = status
+			st.setPaneStatus(status)
 		}
 		st.mu.Unlock()
 	}

@@ -1,13 +1,11 @@
 package bridge
 
-import "sync"
-
 // registry indexes the local entities: by gid, by name, and by the hash
 // of each bearer token. It owns only the indexes; an entity's own state is
 // guarded by the entity's lock. Its lock is a leaf: it is never held while
 // an entity's lock is taken.
 type registry struct {
-	mu     sync.Mutex
+	mu     leafMutex
 	byGID  map[string]*entState
 	byName map[string]string // name -> gid
 	tokens map[string]string // token hash -> gid

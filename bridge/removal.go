@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -43,7 +42,7 @@ const removalPoll = 5 * time.Millisecond
 // leaving remembers why each entity being removed goes, for arrivals that
 // find it gone from the registry. Its lock is a leaf.
 type leaving struct {
-	mu sync.Mutex
+	mu leafMutex
 	m  map[string]departure
 }
 
@@ -117,25 +116,16 @@ func (c *Core) markRemoved(st *entState, cause string, decide decideRemoval) ([]
 		st.mu.Unlock()
 		return nil, "", false, nil
 	}
-	st.goneWhy = why
+	st.setGoneWhy(why)
 	out := c.abandonTurns(st)
 	st.forgetTurns()
 	if b := st.brief; b.from != "" { // the brief it was working on will get no reply
 		out = append(out, c.notice(KindAbandoned, st.GID, b.from, b.msgID, "", b.traceID, why+" before replying"))
 	}
-	var held []*heldMsg
-	for _, hm := range st.held {
-		if !hm.claimed {
-			hm.claimed = true
-			held = append(held, hm)
-		}
-	}
-	st.removed = true
+	held := st.claimUnclaimed(nil)
+	st.setRemoved()
 	c.reg.drop(st, st.tokens)
-	for _, w := range st.waiters {
-		w.gone = true // open calls run out on their own timers
-	}
-	st.waiters = nil
+	st.dropWaiters() // open calls run out on their own timers
 	rec := st.record()
 	rec.RemovingCause, rec.Removing = cause, why
 	st.mu.Unlock()
@@ -181,8 +171,7 @@ func (c *Core) closeAndDrain(ctx context.Context, st *entState) error {
 // stopConsumer cancels st's consumer, if any.
 func (c *Core) stopConsumer(st *entState) {
 	st.mu.Lock()
-	sub := st.sub
-	st.sub = nil
+	sub := st.takeSub()
 	st.mu.Unlock()
 	if sub != nil {
 		sub.Cancel()
@@ -198,7 +187,7 @@ func (c *Core) restartConsumer(st *entState) error {
 		return err
 	}
 	st.mu.Lock()
-	st.sub = sub
+	st.setSub(sub)
 	st.mu.Unlock()
 	return nil
 }

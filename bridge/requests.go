@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -101,7 +100,7 @@ type requests struct {
 	st  *store.Store
 	log *slog.Logger
 
-	mu     sync.Mutex
+	mu     leafMutex
 	byKey  map[reqKey]*reqEntry
 	byMsg  map[string]reqKey // msgId → its call, so a receipt finds it
 	pruned time.Time

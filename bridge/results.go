@@ -91,7 +91,7 @@ func (c *Core) message(env *Envelope) Message {
 func (c *Core) caller(gid string) (*entState, error) {
 	if st := c.reg.get(gid); st != nil {
 		st.mu.Lock()
-		st.lastSeen = c.cfg.Now()
+		st.seen(c.cfg.Now())
 		st.mu.Unlock()
 		return st, nil
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/google/uuid"
 )
@@ -74,7 +73,7 @@ type SpawnRequest struct {
 
 // spawnClaims serializes spawns of one spawnId or name. Its lock is a leaf.
 type spawnClaims struct {
-	mu       sync.Mutex
+	mu       leafMutex
 	inflight map[string]chan struct{} // spawnId or name -> closed when that spawn ends
 }
 

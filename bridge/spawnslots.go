@@ -1,7 +1,5 @@
 package bridge
 
-import "sync"
-
 // spawnSlots counts the spawned workers of this host against the limits:
 // every registered entity a spawn made (by gid, with its profile) and every
 // spawn under way (a reservation, taken before its pane is opened). A spawn
@@ -11,7 +9,7 @@ import "sync"
 // from the registry at start, so a restart keeps the count. Its lock is a
 // leaf.
 type spawnSlots struct {
-	mu       sync.Mutex
+	mu       leafMutex
 	live     map[string]string // gid -> profile
 	reserved map[int]string    // reservation -> profile
 	next     int

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge/store"
@@ -52,7 +51,7 @@ type spillItem struct {
 
 // spiller queues held messages for the spill loop.
 type spiller struct {
-	mu      sync.Mutex
+	mu      leafMutex
 	pending []spillItem
 	bytes   int // body bytes in pending
 	eagerAt int // queue length that is a backlog: min(spillEagerCount, prefetch/2)
@@ -79,18 +78,13 @@ func (s *spiller) push(it spillItem) {
 // to InboxMaxLength written (st.mu held). Past that cap a message stays in
 // its transport, where the inbox's own cap and TTL act on what comes after.
 func (c *Core) spillNext(st *entState) {
-	for len(st.unwritten) > 0 {
-		hm := st.unwritten[0]
-		if !hm.settled && hm.seq == 0 && !hm.spilling {
-			if hm.claimed || hm.env == nil || st.removed || st.stored >= c.cfg.InboxMaxLength {
-				return
-			}
-			hm.spilling = true
-			st.stored++
-			c.spills.push(spillItem{st: st, hm: hm, size: len(hm.env.Body)})
+	for {
+		hm := st.nextUnwritten()
+		if hm == nil || hm.claimed || hm.env == nil || st.removed || st.stored >= c.cfg.InboxMaxLength {
+			return
 		}
-		st.unwritten[0] = nil
-		st.unwritten = st.unwritten[1:]
+		st.startSpill(hm)
+		c.spills.push(spillItem{st: st, hm: hm, size: len(hm.env.Body)})
 	}
 }
 
@@ -188,15 +182,7 @@ func (c *Core) unqueue(items []spillItem) {
 	}
 	for _, st := range order {
 		st.mu.Lock()
-		var back []*heldMsg
-		for _, hm := range byEnt[st] {
-			if hm.spilling && !hm.settled && hm.seq == 0 {
-				hm.spilling = false
-				st.stored--
-				back = append(back, hm)
-			}
-		}
-		st.unwritten = append(back, st.unwritten...)
+		st.unspill(byEnt[st])
 		st.mu.Unlock()
 	}
 }
@@ -305,19 +291,6 @@ func (c *Core) encodeSpills(batch []spillItem) ([]spillItem, []store.HeldPut) {
 		puts = append(puts, store.HeldPut{GID: it.st.GID, Env: raw})
 	}
 	return live, puts
-}
-
-// internFrom returns the entity's one copy of sender gid from (mu held):
-// a backlog from one chatty sender keeps one string, not one per message.
-func (st *entState) internFrom(from string) string {
-	if s, ok := st.froms[from]; ok {
-		return s
-	}
-	if st.froms == nil {
-		st.froms = map[string]string{}
-	}
-	st.froms[from] = from
-	return from
 }
 
 // loadHeld restores every entity's held set from the store, before the

@@ -142,13 +142,13 @@ func (c *Core) stopLocal(ctx context.Context, by, gid string, req StopRequest) (
 		closePane = *req.ClosePane
 	}
 	st.mu.Lock()
-	st.goneWhy = why // whoever removes it now (this stop, or the pane watcher seeing the pane close) says why
+	st.setGoneWhy(why) // whoever removes it now (this stop, or the pane watcher seeing the pane close) says why
 	st.mu.Unlock()
 	if closePane && e.PaneID != "" {
 		note, err := c.closeWorkerPane(ctx, e, req.StopID)
 		if err != nil {
 			st.mu.Lock()
-			st.goneWhy = ""
+			st.setGoneWhy("")
 			st.mu.Unlock()
 			return nil, err
 		}

@@ -55,15 +55,9 @@ func (c *Core) sweepEntity(st *entState, now time.Time) {
 		st.mu.Unlock()
 		return
 	}
-	for _, hm := range st.held {
-		if !hm.claimed && !now.Before(hm.head.expiresAt()) {
-			hm.claimed = true
-			exp = append(exp, hm)
-		}
-	}
+	exp = st.claimUnclaimed(func(hm *heldMsg) bool { return !now.Before(hm.head.expiresAt()) })
 	st.expireTurns(now)
-	if st.sessions == 0 && !st.detachedAt.IsZero() && now.Sub(st.detachedAt) >= c.cfg.ReattachGrace {
-		st.detachedAt = time.Time{}
+	if st.graceOver(now, c.cfg.ReattachGrace) {
 		out = append(out, c.abandonTurns(st)...)
 	}
 	st.mu.Unlock()

@@ -28,11 +28,40 @@ import (
 // the authority rather than the index. It stays O(1) in the number of
 // entities (at most maxTokensPerEntity comparisons).
 
-// hasTokenHash reports whether h is one of st's token hashes. Every stored
+// tokenList is the part of an entity's record that holds its token
+// hashes: the list revocation clears and the store persists, at most
+// maxTokensPerEntity, newest last. Its entState's mu guards it; every
+// method runs with mu held.
+type tokenList struct {
+	tokens []string
+}
+
+// addToken adds hash ("" adds none) and keeps the newest
+// maxTokensPerEntity.
+func (l *tokenList) addToken(hash string) {
+	if hash != "" {
+		l.tokens = append(l.tokens, hash)
+	}
+	if len(l.tokens) > maxTokensPerEntity {
+		l.tokens = l.tokens[len(l.tokens)-maxTokensPerEntity:]
+	}
+}
+
+// loadTokens sets the list as the state file has it.
+func (l *tokenList) loadTokens(hashes []string) { l.tokens = hashes }
+
+// clearTokens forgets every token hash and returns them.
+func (l *tokenList) clearTokens() []string {
+	old := l.tokens
+	l.tokens = nil
+	return old
+}
+
+// hasTokenHash reports whether h is one of the token hashes. Every stored
 // hash is compared, in constant time, with no early exit.
-func (st *entState) hasTokenHash(h string) bool {
+func (l *tokenList) hasTokenHash(h string) bool {
 	found := 0
-	for _, t := range st.tokens {
+	for _, t := range l.tokens {
 		found |= subtle.ConstantTimeCompare([]byte(t), []byte(h))
 	}
 	return found == 1
@@ -75,9 +104,9 @@ func (c *Core) RevokeTokens(name string) (Entity, int, error) {
 	}
 	// in memory first: the tokens stop working now, whatever the disk does
 	st.mu.Lock()
-	n := len(st.tokens)
-	c.reg.dropTokens(st.GID, st.tokens)
-	st.tokens = nil
+	old := st.clearTokens()
+	n := len(old)
+	c.reg.dropTokens(st.GID, old)
 	e, rec := st.snapshot(), st.record()
 	st.mu.Unlock()
 	if err := c.st.PutEntity(rec); err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,7 +61,7 @@ func (r *TraceReport) Found() int {
 // traceWaits are the TRACEs this gateway waits answers for, by msgId. Its
 // lock is a leaf.
 type traceWaits struct {
-	mu sync.Mutex
+	mu leafMutex
 	m  map[string]traceWait
 }
 

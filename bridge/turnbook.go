@@ -97,11 +97,11 @@ func (c *Core) loadTurns(now time.Time) error {
 		st.mu.Lock()
 		if r.Asked {
 			t := askTurnOf(r)
-			st.asks[t.turnID], st.askByMsg[t.msgID] = t, t
+			st.loadAsk(t)
 		} else {
-			st.turns[r.TurnID] = recvTurnOf(r)
+			st.loadRecv(recvTurnOf(r))
 		}
-		st.detachedAt = now
+		st.detachedAtLoad(now)
 		st.mu.Unlock()
 	}
 	return nil

@@ -46,14 +46,55 @@ type recvTurn struct {
 	missed bool
 }
 
+// turnState is the part of an entity's record that holds its
+// conversations: the asks it sent (by turnId and by the ASK's msgId), the
+// asks it received and may answer, and the brief it works on. Its
+// entState's mu guards it; every method runs with mu held. It owns the
+// rule that every turn it holds is in its book (persisted) from when it
+// opens until it is forgotten, and that asks and askByMsg list the same
+// asks.
+type turnState struct {
+	owner    string               // the entity's gid, the key of its book's records
+	book     *turnBook            // persists asks and turns; nil: kept in memory only
+	asks     map[string]*askTurn  // turns this entity asked, by turnId
+	askByMsg map[string]*askTurn  // the same, by the ASK's msgId
+	turns    map[string]*recvTurn // asks this entity received and may answer, by turnId
+	brief    briefRef             // the brief it is working on: default target of bridge_ask
+}
+
+// briefRef names a brief an entity works on: who sent it, its msgId and trace.
+type briefRef struct {
+	from, msgID, traceID string
+}
+
+func newTurnState(owner string, book *turnBook) turnState {
+	return turnState{owner: owner, book: book, asks: map[string]*askTurn{}, askByMsg: map[string]*askTurn{}, turns: map[string]*recvTurn{}}
+}
+
 // openAsk records t as asked by st.
 func (st *entState) openAsk(t *askTurn) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.asks[t.turnID] = t
-	st.askByMsg[t.msgID] = t
-	st.book.putAsk(st.GID, t)
+	st.addAsk(t)
 }
+
+// addAsk holds t, an ask just sent, and puts it in the book.
+func (ts *turnState) addAsk(t *askTurn) {
+	ts.loadAsk(t)
+	ts.book.putAsk(ts.owner, t)
+}
+
+// loadAsk holds t, an ask already in the book.
+func (ts *turnState) loadAsk(t *askTurn) {
+	ts.asks[t.turnID] = t
+	ts.askByMsg[t.msgID] = t
+}
+
+// loadRecv holds rt, a received ask already in the book.
+func (ts *turnState) loadRecv(rt *recvTurn) { ts.turns[rt.turnID] = rt }
+
+// setBrief records the brief the entity now works on.
+func (ts *turnState) setBrief(b briefRef) { ts.brief = b }
 
 // forgetAsk drops t (its ASK was never published).
 func (st *entState) forgetAsk(t *askTurn) {
@@ -62,33 +103,33 @@ func (st *entState) forgetAsk(t *askTurn) {
 	st.dropAsk(t)
 }
 
-// dropAsk forgets t (mu held).
-func (st *entState) dropAsk(t *askTurn) {
-	delete(st.asks, t.turnID)
-	delete(st.askByMsg, t.msgID)
-	st.book.drop(true, st.GID, t.turnID)
+// dropAsk forgets t.
+func (ts *turnState) dropAsk(t *askTurn) {
+	delete(ts.asks, t.turnID)
+	delete(ts.askByMsg, t.msgID)
+	ts.book.drop(true, ts.owner, t.turnID)
 }
 
-// endAsk ends t, an ask of st's, and records how (mu held).
-func (st *entState) endAsk(t *askTurn, status, reason string) {
+// endAsk ends t, one of its asks, and records how.
+func (ts *turnState) endAsk(t *askTurn, status, reason string) {
 	if t.finish(status, reason) {
-		st.book.putAsk(st.GID, t)
+		ts.book.putAsk(ts.owner, t)
 	}
 }
 
-// receive records rt, an ask st received (mu held).
-func (st *entState) receive(rt *recvTurn) {
-	st.turns[rt.turnID] = rt
-	st.book.putRecv(st.GID, rt)
+// receive holds rt, an ask it received, and puts it in the book.
+func (ts *turnState) receive(rt *recvTurn) {
+	ts.turns[rt.turnID] = rt
+	ts.book.putRecv(ts.owner, rt)
 }
 
-// noteRecv records a change of rt, an ask st received (mu held).
-func (st *entState) noteRecv(rt *recvTurn) { st.book.putRecv(st.GID, rt) }
+// noteRecv records a change of rt, an ask it received.
+func (ts *turnState) noteRecv(rt *recvTurn) { ts.book.putRecv(ts.owner, rt) }
 
-// dropRecv forgets the ask st received in turn id (mu held).
-func (st *entState) dropRecv(id string) {
-	delete(st.turns, id)
-	st.book.drop(false, st.GID, id)
+// dropRecv forgets the ask it received in turn id.
+func (ts *turnState) dropRecv(id string) {
+	delete(ts.turns, id)
+	ts.book.drop(false, ts.owner, id)
 }
 
 // abandonTurns turns what is pending on st into ABANDONED for the
@@ -119,29 +160,29 @@ func (c *Core) abandonTurns(st *entState) []outMsg {
 }
 
 // expireTurns closes asks past expiresAt and forgets turns turnLinger
-// after they expired (mu held).
-func (st *entState) expireTurns(now time.Time) {
-	for _, t := range st.asks {
+// after they expired.
+func (ts *turnState) expireTurns(now time.Time) {
+	for _, t := range ts.asks {
 		if t.status == "" && !now.Before(t.expiresAt) {
-			st.endAsk(t, StatusExpired, "no answer before expiresAt")
+			ts.endAsk(t, StatusExpired, "no answer before expiresAt")
 		}
 		if t.status != "" && now.Sub(t.expiresAt) > turnLinger {
-			st.dropAsk(t)
+			ts.dropAsk(t)
 		}
 	}
-	for id, rt := range st.turns {
+	for id, rt := range ts.turns {
 		if now.Sub(rt.expiresAt) > turnLinger {
-			st.dropRecv(id)
+			ts.dropRecv(id)
 		}
 	}
 }
 
-// forgetTurns drops every turn of st, which is being removed (mu held).
-func (st *entState) forgetTurns() {
-	for _, t := range st.asks {
-		st.dropAsk(t)
+// forgetTurns drops every turn, the entity being removed.
+func (ts *turnState) forgetTurns() {
+	for _, t := range ts.asks {
+		ts.dropAsk(t)
 	}
-	for id := range st.turns {
-		st.dropRecv(id)
+	for id := range ts.turns {
+		ts.dropRecv(id)
 	}
 }

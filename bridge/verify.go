@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -56,7 +55,7 @@ func GatewayGID(host string) string { return uuid.NewSHA1(gatewayNS, []byte(host
 // order, the deliveries waiting for their sender's presence, and the
 // refusals counted by reason. Its lock is a leaf.
 type gate struct {
-	mu       sync.Mutex
+	mu       leafMutex
 	pending  map[string][]pendingMsg // deliveries waiting for their sender's presence, by from
 	pendingN map[string]int          // how many wait, by queue
 	ids      map[string]bool         // msgIds waiting
