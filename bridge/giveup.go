@@ -65,7 +65,8 @@ func (c *Core) overdueBrief(a store.Await, now time.Time) (failNow bool) {
 		return true // an older record, or nothing can type it any more
 	case a.ToHost == c.cfg.Host:
 		if c.decideGiveUp(a.MsgID, a.TraceID, c.cfg.Host, giveUpOf(a)) == giveUpClaimed {
-			c.ledger.queued(a.MsgID, c.cfg.ReceiptWait) // its queue settles it
+			c.ledger.later(a.MsgID, now.Add((c.cfg.InjectWait+c.cfg.ReceiptWait)<<min(a.Asks, giveUpBackoffMax)))
+			c.ledger.queued(a.MsgID, c.cfg.ReceiptWait) // its queue settles it: wait until its expiry
 			return false
 		}
 	case !c.takesGiveUps(a.ToHost):

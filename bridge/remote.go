@@ -186,7 +186,7 @@ func controlBodyOK(env *Envelope) bool {
 		return err == nil
 	case KindGiveUp:
 		var b GiveUpBody
-		return json.Unmarshal(env.Body, &b) == nil && isUUID(b.Target) && isUUID(b.Sender)
+		return env.From == GatewayGID(env.Host) && json.Unmarshal(env.Body, &b) == nil && isUUID(b.Target) && isUUID(b.Sender)
 	}
 	var b SpawnBody
 	return json.Unmarshal(env.Body, &b) == nil && b.Profile != ""
