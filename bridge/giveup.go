@@ -162,7 +162,7 @@ func (c *Core) decideGiveUp(msgID, traceID, host string, b GiveUpBody) giveUpRes
 	}
 	c.log.Warn("overdue brief given up: never queued here, reported failed", LogMsgID, msgID, LogTraceID, traceID, LogFrom, b.Sender, LogTo, b.Target)
 	c.reportUndelivered([]undelivered{{msgID: msgID, traceID: traceID, from: b.Sender, kind: KindSend, to: b.Target,
-		queue: InboxQueueName(b.Target), cause: "given up", reason: reason}})
+		queue: InboxQueueName(b.Target), cause: "not typed", reason: reason}})
 	return giveUpGiven
 }
 
