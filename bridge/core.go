@@ -83,8 +83,9 @@ type Core struct {
 
 	drains drainRelease // the memory big drains leave behind (drainrelease.go)
 
-	resume   map[string][2]string // removals to finish at Start: gid -> cause, why (set by load)
-	unmapped time.Time            // when the sweeper last released the state file's pages (sweep goroutine only)
+	resume       map[string][2]string // removals to finish at Start: gid -> cause, why (set by load)
+	unmapped     time.Time            // when the sweeper last released the state file's pages (sweep goroutine only)
+	claimsPruned time.Time            // when the sweeper last pruned the give-up claims (giveup.go)
 
 	regMu regMutex // serializes Register, Remove and RevokeTokens (they do transport and store I/O)
 

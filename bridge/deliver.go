@@ -122,7 +122,7 @@ func (c *Core) verifyDelivery(gid string, d Delivery) bool {
 	if reason == "" {
 		reason, detail = missedAskFromElsewhere(d.Env, c.cfg.Host)
 	}
-	if reason == "" && (isTraceKind(d.Env.Kind) || d.Env.Kind == KindDeadLetter) { // never an entity's message
+	if reason == "" && (isTraceKind(d.Env.Kind) || d.Env.Kind == KindDeadLetter || d.Env.Kind == KindGiveUp) { // never an entity's message
 		reason, detail = RefuseBadKind, "a "+string(d.Env.Kind)+" in an inbox (it belongs on the control queue)"
 	}
 	if reason == "" {
@@ -243,6 +243,12 @@ func (c *Core) onNotice(st *entState, env *Envelope) arrival {
 	if env.Kind == KindInjected {
 		rung, reason = injectedRung(string(env.Body))
 	}
+	if env.Kind == KindFailed && !awaited && strings.HasPrefix(string(env.Body), GivenUpMark) {
+		// a worker's gateway answering a GIVE_UP again: the first answer
+		// (or the receipt before it) already settled the brief
+		c.log.Debug("repeated give-up FAILED dropped", LogMsgID, env.MsgID, "corr", env.Corr, LogGID, st.GID)
+		return a
+	}
 	if rung == StatusQueued {
 		// waiting at the worker's pane is no loss: its deadline is its expiry
 		c.ledger.queued(env.Corr, c.cfg.ReceiptWait)
@@ -262,7 +268,7 @@ func (c *Core) onNotice(st *entState, env *Envelope) arrival {
 		return a
 	}
 	a.hold = heldKinds[env.Kind]
-	if env.Kind == KindInjected && (awaited || rung == StatusUncertain || rung == StatusQueued || strings.HasPrefix(reason, LateReceipt)) {
+	if env.Kind == KindInjected && (awaited || rung == StatusUncertain || rung == StatusQueued || strings.HasPrefix(reason, LateReceipt) || c.mem.has(overdueKey(env.Corr))) {
 		a.hold = true // the sender's call is gone, but it must learn how its brief landed (or why it waits)
 	}
 	if !a.hold {

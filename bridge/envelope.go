@@ -56,6 +56,12 @@ const (
 	// signed envelope (corr = its msgId): the sender's gateway checks its own
 	// signature and reports it (deadnotice.go).
 	KindDeadLetter Kind = "DEAD_LETTER"
+	// KindGiveUp is a sender's gateway asking a worker's gateway to give
+	// up a brief whose receipt is overdue (control.<host>, corr = the
+	// brief): the worker's gateway decides — FAILED if it never queued the
+	// brief (and it never will), nothing if it did (its receipt follows).
+	// From gateway to gateway (giveup.go).
+	KindGiveUp Kind = "GIVE_UP"
 )
 
 var kinds = map[Kind]bool{
@@ -63,11 +69,11 @@ var kinds = map[Kind]bool{
 	KindNoWaiter: true, KindAbandoned: true, KindFailed: true, KindInjected: true,
 	KindBroadcast: true, KindPresence: true, KindSpawn: true, KindMissedAsk: true,
 	KindStop: true, KindInterrupt: true,
-	KindTrace: true, KindTraceAnswer: true, KindDeadLetter: true,
+	KindTrace: true, KindTraceAnswer: true, KindDeadLetter: true, KindGiveUp: true,
 }
 
 // controlKinds are the kinds addressed to a host's control queue.
-var controlKinds = map[Kind]bool{KindSpawn: true, KindStop: true, KindInterrupt: true, KindDeadLetter: true}
+var controlKinds = map[Kind]bool{KindSpawn: true, KindStop: true, KindInterrupt: true, KindDeadLetter: true, KindGiveUp: true}
 
 // Known reports whether k is one of the kinds of SPEC §3 (a refused
 // message may carry any string as its kind).
@@ -76,7 +82,7 @@ func (k Kind) Known() bool { return kinds[k] }
 // needsCorr lists the kinds that answer another message and so must name it.
 var needsCorr = map[Kind]bool{
 	KindInjected: true, KindFailed: true, KindNoWaiter: true, KindTooLate: true,
-	KindAbandoned: true, KindAnswer: true, KindMissedAsk: true, KindTraceAnswer: true, KindDeadLetter: true,
+	KindAbandoned: true, KindAnswer: true, KindMissedAsk: true, KindTraceAnswer: true, KindDeadLetter: true, KindGiveUp: true,
 }
 
 // needsTurn lists the kinds that belong to an ASK/ANSWER conversation.

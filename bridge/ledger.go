@@ -73,6 +73,24 @@ func (l *ledger) queued(corr string, grace time.Duration) {
 	}
 }
 
+// later moves the deadline of the brief corr, just asked to be given up,
+// to until, and counts the ask.
+func (l *ledger) later(corr string, until time.Time) {
+	l.mu.Lock()
+	a, ok := l.awaits[corr]
+	if ok {
+		a.Deadline, a.Asks = until, a.Asks+1
+		l.awaits[corr] = a
+	}
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := l.st.PutAwait(a); err != nil {
+		l.log.Warn("cannot persist the deadline of an overdue brief", LogMsgID, a.MsgID, LogTraceID, a.TraceID, "err", err)
+	}
+}
+
 // awaits reports whether the brief corr still awaits its receipt.
 func (l *ledger) awaiting(corr string) bool {
 	l.mu.Lock()
@@ -178,9 +196,10 @@ func (c *Core) typedBeforeCrash() error {
 	return nil
 }
 
-// overdueReceipts turns briefs whose receipt is past its deadline into a
-// FAILED held for the sender: the worker's gateway crashed between its ack
-// and the inject, or never got the brief. Called by the sweeper.
+// overdueReceipts handles briefs whose receipt is past its deadline: the
+// worker's gateway decides whether each is given up (giveup.go); only a
+// brief no gateway would type any more is reported FAILED by this one
+// alone. Called by the sweeper.
 func (c *Core) overdueReceipts(now time.Time) {
 	if now.Sub(c.startedAt) < c.cfg.ReceiptWait {
 		// just (re)started: receipts that arrived while we were down are
@@ -188,6 +207,13 @@ func (c *Core) overdueReceipts(now time.Time) {
 		return
 	}
 	for _, a := range c.ledger.due(now) {
+		if c.receiptHeld(a) {
+			c.ledger.settle(a.MsgID)
+			continue
+		}
+		if !c.overdueBrief(a, now) {
+			continue
+		}
 		held, took := c.takeOverdue(a)
 		switch {
 		case !took: // its receipt came meanwhile
@@ -195,11 +221,25 @@ func (c *Core) overdueReceipts(now time.Time) {
 			c.ledger.forget(a.MsgID, a.TraceID, "cannot forget a settled brief")
 		default:
 			c.log.Warn("no INJECTED within the bound: brief reported failed", LogMsgID, a.MsgID, LogTraceID, a.TraceID, LogFrom, a.From, LogTo, a.To)
-			c.publishAll([]outMsg{c.notice(KindFailed, a.To, a.From, a.MsgID, "", a.TraceID,
-				"brief "+a.Excerpt+" to "+a.ToName+": no INJECTED receipt within the bound, so it was probably not typed (its gateway may have crashed between taking it and typing it); send it again if it still matters")})
+			c.mem.mark(overdueKey(a.MsgID), now.Add(c.cfg.MessageTTL)) // a receipt after this FAILED is held all the same
+			c.reportUndelivered([]undelivered{{msgID: a.MsgID, traceID: a.TraceID, from: a.From, kind: KindSend, to: a.To,
+				queue: InboxQueueName(a.To), cause: "no receipt", notifier: a.To,
+				reason: "brief " + a.Excerpt + " to " + a.ToName + ": no INJECTED receipt within the bound, so it was probably not typed (its gateway may have crashed between taking it and typing it); send it again if it still matters"}})
 			c.ledger.forget(a.MsgID, a.TraceID, "cannot forget an overdue brief")
 		}
 	}
+}
+
+// receiptHeld reports whether brief a's receipt is already held for its
+// sender (it came while the sweeper looked).
+func (c *Core) receiptHeld(a store.Await) bool {
+	st := c.reg.get(a.From)
+	if st == nil {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.heldReceipt(a.MsgID)
 }
 
 // takeOverdue removes an overdue brief from the ledger under its sender's

@@ -134,7 +134,14 @@ func (c *Core) enqueue(e Entity, env *Envelope) {
 	if err == nil {
 		// a pane's queue is bounded like the inbox it drains: a worker that
 		// never gets ready must not grow the state file without end
-		ahead, err = c.st.PutQueued(&q, waitsBehind, c.cfg.InboxMaxLength)
+		ahead, err = c.queueBrief(env, &q)
+	}
+	if errors.Is(err, store.ErrGivenUp) {
+		// its sender's gateway gave up on it and its sender was told FAILED
+		// (giveup.go): the one fate is that, so it is never typed
+		c.log.Warn("brief arrived after its sender gave up on it: not typed", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID)
+		c.observeFor(HopExpire, e.GID, env, "given up by its sender before it arrived", 0)
+		return
 	}
 	if err != nil {
 		// acked, so this was its only copy: a loss, told at once
@@ -157,6 +164,16 @@ func (c *Core) enqueue(e Entity, env *Envelope) {
 			e.Name+" has "+strconv.Itoa(ahead)+" earlier brief(s) ahead of this one (its agent is "+c.paneStatusOf(e.GID)+")", ahead+1))})
 	}
 	c.runPane(e.PaneID)
+}
+
+// queueBrief appends q to its pane's queue; a SEND is claimed in the same
+// transaction unless its sender's gateway gave it up first (giveup.go).
+func (c *Core) queueBrief(env *Envelope, q *store.QueuedBrief) (ahead int, err error) {
+	if env.Kind != KindSend {
+		return c.st.PutQueued(q, waitsBehind, c.cfg.InboxMaxLength)
+	}
+	claim := store.Claim{MsgID: env.MsgID, Host: env.Host, Until: env.ExpiresAt.Add(c.cfg.ClockSkew)}
+	return c.st.ClaimAndQueue(claim, q, waitsBehind, c.cfg.InboxMaxLength)
 }
 
 // runPane starts pane's runner unless it runs (then it looks again). After

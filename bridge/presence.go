@@ -38,6 +38,10 @@ type Presence struct {
 	// DEAD_LETTER on its control queue (deadnotice.go). Absent from an
 	// older one, which is told of its dead letters the old way.
 	DeadLetterNotices bool `json:"deadLetterNotices,omitempty"`
+	// GiveUps (the _gateway entry): the host's gateway decides a GIVE_UP
+	// (giveup.go). Absent from an older one: an overdue brief to it is
+	// reported FAILED by its sender's gateway alone, as before.
+	GiveUps bool `json:"giveUps,omitempty"`
 }
 
 // presence is the view of the other hosts, rebuilt from their signed
@@ -332,7 +336,7 @@ func (c *Core) publishPresence(extra []Presence) {
 			}
 		}
 		return append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint,
-			Started: c.startedAt.UnixMilli(), Trusts: c.trustList(), DeadLetterNotices: true})
+			Started: c.startedAt.UnixMilli(), Trusts: c.trustList(), DeadLetterNotices: true, GiveUps: true})
 	})
 }
 

@@ -130,6 +130,8 @@ func (c *Core) onControl(d Delivery) {
 		go c.runRemoteInterrupt(d)
 	case KindDeadLetter:
 		go c.runDeadLetterNotice(d) // deadnotice.go
+	case KindGiveUp:
+		go c.runGiveUp(d) // giveup.go
 	default:
 		go c.runRemoteSpawn(d)
 	}
@@ -182,6 +184,9 @@ func controlBodyOK(env *Envelope) bool {
 	case KindDeadLetter:
 		_, _, err := ParseDeadLetterNotice(env.Body)
 		return err == nil
+	case KindGiveUp:
+		var b GiveUpBody
+		return env.From == GatewayGID(env.Host) && json.Unmarshal(env.Body, &b) == nil && isUUID(b.Target) && isUUID(b.Sender)
 	}
 	var b SpawnBody
 	return json.Unmarshal(env.Body, &b) == nil && b.Profile != ""

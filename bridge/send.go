@@ -174,7 +174,7 @@ func (c *Core) publishSend(ctx context.Context, s *openSend, body string) (spool
 	env := s.env
 	if s.forwarded {
 		c.ledger.expect(store.Await{MsgID: env.MsgID, From: s.st.GID, To: s.target.GID, ToName: s.target.Name, TraceID: env.TraceID, Excerpt: Excerpt(body),
-			Deadline: c.cfg.Now().Add(c.cfg.InjectWait + c.cfg.ReceiptWait), ExpiresAt: env.ExpiresAt})
+			Deadline: c.cfg.Now().Add(c.cfg.InjectWait + c.cfg.ReceiptWait), ExpiresAt: env.ExpiresAt, ToHost: s.target.Host})
 	}
 	if spooled, err = c.publishSpool(ctx, s.target.GID, env, true); err != nil {
 		if s.forwarded {

@@ -30,6 +30,7 @@ func (c *Core) sweep() {
 	c.expirePending(now)
 	c.mem.save(c.st, now, c.log)
 	c.reqs.prune(now)
+	c.pruneClaims(now)
 	for _, st := range c.reg.all() {
 		c.sweepEntity(st, now)
 		c.reapOrSave(st, now)

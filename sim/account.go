@@ -28,6 +28,7 @@ type msgRec struct {
 
 	delivered  map[string]int // recipient name -> times it had it
 	typed      map[string]int // pane -> times typed
+	submitted  int            // times an Enter started the brief's turn (delivered: the agent has it)
 	failed     int            // FAILED notices the sender drained (or the call's own failed status)
 	abandoned  int            // ABANDONED notices the sender drained
 	receipt    bool           // the sender saw the brief's rung (call status or INJECTED)
@@ -123,11 +124,12 @@ func (r *msgRec) merge(p *msgRec) {
 	for k, n := range p.delivered {
 		r.delivered[k] += n
 	}
+	r.submitted += p.submitted
 	r.failed += p.failed
 	r.abandoned += p.abandoned
 	r.receipt = r.receipt || p.receipt
 	r.history = append(p.history, r.history...)
-	p.typed, p.delivered, p.failed, p.abandoned = nil, nil, 0, 0
+	p.typed, p.delivered, p.submitted, p.failed, p.abandoned = nil, nil, 0, 0, 0
 }
 
 // placeholder is the record of a message seen before its call returned.
@@ -164,6 +166,17 @@ func (l *ledger) typed(msgID, pane string) {
 	r := l.placeholder(msgID, "") // typed before its send returned: a placeholder keeps it
 	r.typed[pane]++
 	l.note(r, "typed into %s (%d)", pane, r.typed[pane])
+}
+
+// submitted is the fake pane's: an Enter started msgID's turn. A brief
+// typed but never submitted (its Enters swallowed) sits in the composer:
+// the agent does not have it, and its sender is told so (a late FAILED).
+func (l *ledger) submitted(msgID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.placeholder(msgID, "")
+	r.submitted++
+	l.note(r, "submitted (%d)", r.submitted)
 }
 
 // drained records what entity name drained (delivered: the client has
@@ -277,7 +290,9 @@ func (r *msgRec) settled(receipts bool) bool {
 	case r.Kind == kindBroadcast || r.Tag == "":
 		return true
 	case r.Pane:
-		return (len(r.typed) > 0 && (r.receipt || !receipts)) || r.failed > 0 || r.abandoned > 0
+		// typed but not submitted: own-draft recovery submits it or reports
+		// it FAILED; past the receipts' wait, its "uncertain" stands
+		return (r.submitted > 0 && r.receipt) || (len(r.typed) > 0 && !receipts) || r.failed > 0 || r.abandoned > 0
 	}
 	return len(r.delivered) > 0 || r.failed > 0 || r.abandoned > 0
 }

@@ -13,7 +13,8 @@ import (
 // own-draft Resubmit swallowed too), or herdr not answering (nothing
 // typed, the brief stays queued).
 type panes struct {
-	onTyped func(msgID, pane string)
+	onTyped     func(msgID, pane string)
+	onSubmitted func(msgID string)
 
 	mu      sync.Mutex
 	down    bool
@@ -22,8 +23,8 @@ type panes struct {
 
 var _ bridge.Injector = (*panes)(nil)
 
-func newPanes(onTyped func(msgID, pane string)) *panes {
-	return &panes{onTyped: onTyped, swallow: map[string]int{}}
+func newPanes(onTyped func(msgID, pane string), onSubmitted func(msgID string)) *panes {
+	return &panes{onTyped: onTyped, onSubmitted: onSubmitted, swallow: map[string]int{}}
 }
 
 func (p *panes) setDown(down bool) {
@@ -86,6 +87,7 @@ func (p *panes) Inject(_ context.Context, b bridge.Brief) bridge.InjectReceipt {
 	case !ok:
 		return bridge.InjectReceipt{Status: bridge.StatusUncertain, Reason: "the Enter was swallowed (sim)"}
 	}
+	p.onSubmitted(b.Env.MsgID)
 	return bridge.InjectReceipt{Status: bridge.StatusSubmitted}
 }
 
@@ -98,5 +100,6 @@ func (p *panes) Resubmit(_ context.Context, b bridge.Brief) bridge.InjectReceipt
 	case !ok:
 		return bridge.InjectReceipt{Status: bridge.StatusUncertain, Reason: "the Enter was swallowed again (sim)"}
 	}
+	p.onSubmitted(b.Env.MsgID)
 	return bridge.InjectReceipt{Status: bridge.StatusSubmitted}
 }

@@ -31,6 +31,10 @@ func (r *runner) quiesce() bool {
 			core.PaneStatus("pane"+g.id[1:], "idle")
 		}
 	}
+	if !r.joinStragglers(quiesceWait) {
+		r.log.Warn("sim: actions still running after every fault healed")
+		return false
+	}
 	r.settleStalled(r.step)
 	deadline := time.Now().Add(quiesceWait)
 	receiptDeadline := time.Now().Add(receiptWait)
@@ -116,4 +120,20 @@ func (r *runner) resumableAsks() []ask {
 		}
 	}
 	return out
+}
+
+// joinStragglers waits (at most d) for the actions that outlived their
+// rounds, now that every link is up again.
+func (r *runner) joinStragglers(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		r.stragglers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }

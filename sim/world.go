@@ -143,7 +143,7 @@ func newWorld(s Schedule, disks DiskFaults, log *slog.Logger) (*world, error) {
 			return nil, err
 		}
 		g := &gateway{idx: i, id: hostID(i), dir: dir, key: key}
-		g.panes = newPanes(w.acct.typed)
+		g.panes = newPanes(w.acct.typed, w.acct.submitted)
 		w.gws = append(w.gws, g)
 		for _, e := range []*ent{
 			{name: fmt.Sprintf("p%d", i), host: i, role: bridge.RolePrimary},

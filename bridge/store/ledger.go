@@ -22,6 +22,11 @@ type Await struct {
 	// ExpiresAt is the brief's: a brief queued at its worker's pane waits
 	// until then, so its deadline moves there (zero in older records).
 	ExpiresAt time.Time `json:"expiresAt"`
+	// ToHost is the worker's host: its gateway decides whether an overdue
+	// brief is given up (bridge/giveup.go); "" in older records.
+	ToHost string `json:"toHost,omitempty"`
+	// Asks counts the GIVE_UPs sent for it: each waits twice as long.
+	Asks int `json:"asks,omitempty"`
 }
 
 // PutAwait records a brief awaiting its receipt.

@@ -71,33 +71,39 @@ var ErrQueueFull = errors.New("store: the pane's queue is full")
 // ErrQueueFull.
 func (s *Store) PutQueued(q *QueuedBrief, toldIfBehind string, max int) (ahead int, err error) {
 	err = s.update(func(tx *bolt.Tx) error {
-		normal, err := tx.CreateBucketIfNotExists(bktPaneQueue)
-		if err != nil {
-			return err
-		}
-		next, err := tx.CreateBucketIfNotExists(bktPaneNext)
-		if err != nil {
-			return err
-		}
-		nn, nt := countPane(normal, q.Pane)
-		nx, _ := countPane(next, q.Pane)
-		if max > 0 && nn+nx >= max {
-			return ErrQueueFull
-		}
-		ahead = nn + nx
-		if q.Next {
-			ahead = nx + nt
-		}
-		if ahead > 0 {
-			q.Told = toldIfBehind
-		}
-		b := laneOf(q.Next)
-		if q.Seq, err = tx.Bucket(b).NextSequence(); err != nil {
-			return err
-		}
-		return putQueued(tx.Bucket(b), *q)
+		ahead, err = putQueuedTx(tx, q, toldIfBehind, max)
+		return err
 	})
 	return ahead, err
+}
+
+// putQueuedTx is PutQueued inside tx.
+func putQueuedTx(tx *bolt.Tx, q *QueuedBrief, toldIfBehind string, max int) (ahead int, err error) {
+	normal, err := tx.CreateBucketIfNotExists(bktPaneQueue)
+	if err != nil {
+		return 0, err
+	}
+	next, err := tx.CreateBucketIfNotExists(bktPaneNext)
+	if err != nil {
+		return 0, err
+	}
+	nn, nt := countPane(normal, q.Pane)
+	nx, _ := countPane(next, q.Pane)
+	if max > 0 && nn+nx >= max {
+		return 0, ErrQueueFull
+	}
+	ahead = nn + nx
+	if q.Next {
+		ahead = nx + nt
+	}
+	if ahead > 0 {
+		q.Told = toldIfBehind
+	}
+	b := laneOf(q.Next)
+	if q.Seq, err = tx.Bucket(b).NextSequence(); err != nil {
+		return 0, err
+	}
+	return ahead, putQueued(tx.Bucket(b), *q)
 }
 
 // countPane counts pane's records in one lane, and how many of them typing
