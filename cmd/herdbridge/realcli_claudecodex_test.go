@@ -63,6 +63,12 @@ func TestClaudePrimaryCodexWorker(t *testing.T) {
 	}
 	checkPrimarySeen(t, leadSeen)
 	checkWorkerSeen(t, workerSeen)
+	logPayload(t, "claude", "replied", leadSeen[3].Content)
+	for _, s := range workerSeen {
+		if s.Status == bridge.StatusDrained {
+			logPayload(t, "codex", "drained", s.Raw)
+		}
+	}
 }
 
 // claudePrimaryScript is the primary's model: load the bridge's send,
