@@ -56,6 +56,9 @@ func TestClaudeCodeHeadless(t *testing.T) {
 		t.Errorf("gateway log:\n%s", gw.log())
 		t.Fatalf("claude -p: %v, %d tool results, want 5\nstdout: %s\nstderr: %s\nunknown requests: %v", res.Err, len(seen), res.Stdout, res.Stderr, res.Unknown)
 	}
+	logPayload(t, "claude", "replied", seen[2].Content)
+	logPayload(t, "claude", "drained", seen[3].Content)
+	logPayload(t, "claude", "pending", seen[4].Content)
 	// the bridge tools are deferred (what the README says of 2.1.328):
 	// not in the first request's tools, there once ToolSearch loaded them
 	turns := res.Record.Turns()
@@ -275,6 +278,7 @@ func TestClaudeCodeAnswersAsk(t *testing.T) {
 		t.Errorf("gateway log:\n%s", f.gw.log())
 		t.Fatalf("claude -p: %v, %d tool results, want 4\nstdout: %s\nstderr: %s", res.Err, len(seen), res.Stdout, res.Stderr)
 	}
+	logPayload(t, "claude", "drained", seen[3].Content)
 	for i, want := range map[int]string{1: `"status":"asked"`, 2: `"status":"delivered"`, 3: `"status":"drained"`} {
 		if !strings.Contains(seen[i].Content, want) {
 			t.Errorf("result %d: %s, want %s", i, seen[i].Content, want)

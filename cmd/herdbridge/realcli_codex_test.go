@@ -114,6 +114,9 @@ func TestCodexExecAfterSetup(t *testing.T) {
 			t.Errorf("result %d: %+v", i, s)
 		}
 	}
+	logPayload(t, "codex", "drained", seen[2].Raw)
+	logPayload(t, "codex", "replied", seen[3].Raw)
+	logPayload(t, "codex", "pending", seen[4].Raw)
 	var roster bridge.RosterView
 	if err := json.Unmarshal([]byte(seen[0].Payload), &roster); err != nil || !rosterHas(roster, "lead", "primary") || !rosterHas(roster, "w1", "worker") {
 		t.Errorf("roster as the model saw it (%v): %s", err, seen[0].Payload)

@@ -44,10 +44,16 @@ func TestPiPrimaryGeminiWorker(t *testing.T) {
 	}
 	for _, s := range worker.LastResults() {
 		t.Logf("the Gemini worker's model saw for %s:\n%s", s.Tool, s.Content)
+		if strings.Contains(s.Content, "brief one") {
+			logPayload(t, "gemini", "drained", s.Content)
+		}
 	}
 	seen := primary.LastResults()
 	for _, s := range seen {
 		t.Logf("the pi primary's model saw for %s:\n%s", s.Tool, s.Content)
+	}
+	if len(seen) == 1 {
+		logPayload(t, "pi", "replied", seen[0].Content)
 	}
 	if len(seen) != 1 || !strings.Contains(seen[0].Content, "status: replied") || !strings.Contains(seen[0].Content, "hi from gemini") {
 		t.Errorf("the primary saw %+v, want replied with the worker's words", seen)

@@ -93,6 +93,9 @@ func checkGeminiSeen(t *testing.T, seen []fakemodel.Seen, runErr error) {
 	if runErr != nil || len(seen) != 4 {
 		t.Fatalf("gemini -p: %v; %d tool results, want 4: %+v", runErr, len(seen), seen)
 	}
+	logPayload(t, "gemini", "replied", seen[1].Content)
+	logPayload(t, "gemini", "drained", seen[2].Content)
+	logPayload(t, "gemini", "pending", seen[3].Content)
 	want := []struct{ tool, has string }{
 		{"bridge_roster", "gemlead@"}, {"bridge_send", "hi from peer"}, {"bridge_poll", "a note from peer"}, {"bridge_poll", "pending"},
 	}

@@ -59,3 +59,11 @@ func getenvDefault(k, def string) string {
 	}
 	return def
 }
+
+// logPayload logs one tool result exactly as a CLI's model saw it, under a
+// fixed header ("model payload [<cli> <status>]") so the payloads of a
+// -v run can be cut out verbatim (the note lists them per CLI).
+func logPayload(t *testing.T, cli, status, seen string) {
+	t.Helper()
+	t.Logf("model payload [%s %s]:\n%s", cli, status, seen)
+}

@@ -96,6 +96,9 @@ func TestPiHeadless(t *testing.T) {
 	if err != nil || len(seen) != 4 {
 		t.Fatalf("pi -p: %v; %d tool results, want 4: %+v", err, len(seen), seen)
 	}
+	logPayload(t, "pi", "replied", seen[1].Content)
+	logPayload(t, "pi", "drained", seen[2].Content)
+	logPayload(t, "pi", "pending", seen[3].Content)
 	want := []struct{ tool, has string }{
 		{"bridge_roster", "pilead@"}, {"bridge_send", "hi from peer"}, {"bridge_poll", "a note from peer"}, {"bridge_poll", "pending"},
 	}
