@@ -113,10 +113,11 @@ func TestPiHeadless(t *testing.T) {
 	}
 }
 
-// TestPiLongPoll: a bridge_poll that the gateway lets wait 65 s (its
-// --max-wait raised to 90 s) returns its result in pi. pi-mcp-adapter
-// otherwise cuts every call at the MCP SDK's 60 s and sends no progress
-// token; setup pi's requestTimeoutMs is what lets it wait.
+// TestPiLongPoll: a 65 s bridge_poll on a gateway whose --max-wait is 90 s
+// comes back in pi as `pending` before the MCP SDK's 60 s cut:
+// pi-mcp-adapter sends no progress token and the gateway cannot read its
+// requestTimeoutMs, so it caps a pi-mcp-* client's wait at 54 s. Without
+// the cap the poll would wait 65 s (and be cut by a hand-written entry).
 func TestPiLongPoll(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits 65 s")
@@ -134,7 +135,11 @@ func TestPiLongPoll(t *testing.T) {
 		t.Fatalf("pi -p: %v; %d tool results, want 1: %+v", err, len(seen), seen)
 	}
 	t.Logf("after %v the model saw:\n%s", time.Since(start).Round(time.Second), seen[0].Content)
-	if !strings.Contains(seen[0].Content, "structuredContent") || strings.Contains(strings.ToLower(seen[0].Content), "timed out") {
-		t.Errorf("the 65 s poll did not come back as a bridge result: %q", seen[0].Content)
+	took := time.Since(start)
+	if !strings.Contains(seen[0].Content, `"status": "pending"`) || strings.Contains(strings.ToLower(seen[0].Content), "timed out") {
+		t.Errorf("the 65 s poll did not come back pending: %q", seen[0].Content)
+	}
+	if took >= 65*time.Second {
+		t.Errorf("the poll took %v: the gateway did not cap it below pi's 60 s", took)
 	}
 }
