@@ -234,9 +234,21 @@ func (c *Core) onAnswer(st *entState, env *Envelope) arrival {
 
 // onNotice: a receipt or notice about one of the entity's own messages
 // goes to the call waiting for it, else ends the turn it is about, else is
-// held for the entity to read.
+// held for the entity to read. Only a notice settled here is taken into
+// the seen-set now; a held one is taken when it is drained (settleTaken),
+// like any held message: until then it is still in the transport, and the
+// copy a restart hands back must be held again, not acked as one the
+// entity had (the sim lost the FAILEDs of a removed worker's senders so).
 func (c *Core) onNotice(st *entState, env *Envelope) arrival {
-	c.mem.markEnv(st.GID+env.MsgID, env)
+	a := c.settleNotice(st, env)
+	if !a.hold {
+		c.mem.markEnv(st.GID+env.MsgID, env)
+	}
+	return a
+}
+
+// settleNotice decides onNotice's arrival (st.mu held).
+func (c *Core) settleNotice(st *entState, env *Envelope) arrival {
 	var a arrival
 	awaited := c.ledger.awaiting(env.Corr)
 	rung, reason := "", ""
