@@ -134,6 +134,8 @@ func (w *world) checkOne(rep *Report, m *msgRec, killed map[int]bool, dead map[s
 	switch {
 	case got == 0 && !reported && m.senderGone:
 		rep.Counts["undelivered, sender gone"]++
+	case got == 0 && !reported && w.orphanAnswer(m):
+		rep.Counts["answers in a turn its asker can no longer read"]++
 	case got == 0 && !reported:
 		rep.breach(BreachLost, m.String())
 	case got > 0 && m.failed > 0:
@@ -146,6 +148,25 @@ func (w *world) checkOne(rep *Report, m *msgRec, killed map[int]bool, dead map[s
 			rep.breach(BreachNoDeadLog, m.String())
 		}
 	}
+}
+
+// orphanAnswer reports whether m is an answer delivered into a turn that
+// no asker is left to read: the asker was removed (or came back as a new
+// incarnation, which cannot resume the turn) after the answer landed, or
+// the ask's own call was cut by a restart or kill, so no client ever
+// learned the turn to resume. The answerer was told "delivered" (the
+// turn has it); what becomes of the asker is its own fate, not the
+// answer's. The ledger's lock is held.
+func (w *world) orphanAnswer(m *msgRec) bool {
+	if m.Kind != kindAnswer {
+		return false
+	}
+	a := w.acct.asks[strings.TrimPrefix(m.ID, "answer:")]
+	if a == nil {
+		return true
+	}
+	gid, alive := w.ents[a.Asker].state()
+	return !alive || gid != a.AskerGID
 }
 
 // deadLetters is the union of every running gateway's dead-letter log.
