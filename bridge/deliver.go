@@ -81,7 +81,7 @@ func (c *Core) arrive(st *entState, d Delivery) arrival {
 	case KindAnswer:
 		a = c.onAnswer(st, env)
 	case KindInjected, KindFailed, KindNoWaiter, KindTooLate, KindAbandoned:
-		a = c.onNotice(st, env)
+		a = c.onNotice(st, env, d.Redelivered)
 	case KindMissedAsk: // never typed into a pane: held for every role
 		a = arrival{hold: true}
 	default: // SEND, REPLY, BROADCAST
@@ -239,16 +239,19 @@ func (c *Core) onAnswer(st *entState, env *Envelope) arrival {
 // like any held message: until then it is still in the transport, and the
 // copy a restart hands back must be held again, not acked as one the
 // entity had (the sim lost the FAILEDs of a removed worker's senders so).
-func (c *Core) onNotice(st *entState, env *Envelope) arrival {
-	a := c.settleNotice(st, env)
+func (c *Core) onNotice(st *entState, env *Envelope, redelivered bool) arrival {
+	a := c.settleNotice(st, env, redelivered)
 	if !a.hold {
 		c.mem.markEnv(st.GID+env.MsgID, env)
 	}
 	return a
 }
 
-// settleNotice decides onNotice's arrival (st.mu held).
-func (c *Core) settleNotice(st *entState, env *Envelope) arrival {
+// settleNotice decides onNotice's arrival (st.mu held). A redelivered
+// INJECTED that got past the seen-set was held, not settled, when its
+// gateway went down: its ledger entry was settled by its first arrival, so
+// nothing awaits it now, but its sender has not read it — held again.
+func (c *Core) settleNotice(st *entState, env *Envelope, redelivered bool) arrival {
 	var a arrival
 	awaited := c.ledger.awaiting(env.Corr)
 	rung, reason := "", ""
@@ -274,7 +277,7 @@ func (c *Core) settleNotice(st *entState, env *Envelope) arrival {
 		return a
 	}
 	a.hold = heldKinds[env.Kind]
-	if env.Kind == KindInjected && (awaited || rung == StatusUncertain || rung == StatusQueued || strings.HasPrefix(reason, LateReceipt)) {
+	if env.Kind == KindInjected && (awaited || redelivered || rung == StatusUncertain || rung == StatusQueued || strings.HasPrefix(reason, LateReceipt)) {
 		a.hold = true // the sender's call is gone, but it must learn how its brief landed (or why it waits)
 	}
 	if !a.hold {
