@@ -81,7 +81,7 @@ func (c *Core) arrive(st *entState, d Delivery) arrival {
 	case KindAnswer:
 		a = c.onAnswer(st, env)
 	case KindInjected, KindFailed, KindNoWaiter, KindTooLate, KindAbandoned:
-		a = c.onNotice(st, env, d.Redelivered)
+		a = c.onNotice(st, d)
 	case KindMissedAsk: // never typed into a pane: held for every role
 		a = arrival{hold: true}
 	default: // SEND, REPLY, BROADCAST
@@ -239,10 +239,12 @@ func (c *Core) onAnswer(st *entState, env *Envelope) arrival {
 // like any held message: until then it is still in the transport, and the
 // copy a restart hands back must be held again, not acked as one the
 // entity had (the sim lost the FAILEDs of a removed worker's senders so).
-func (c *Core) onNotice(st *entState, env *Envelope, redelivered bool) arrival {
-	a := c.settleNotice(st, env, redelivered)
-	if !a.hold {
-		c.mem.markEnv(st.GID+env.MsgID, env)
+// A receipt left unacked in a call's kept box (a.keep) is taken when the
+// call reads it (receiptRead).
+func (c *Core) onNotice(st *entState, d Delivery) arrival {
+	a := c.settleNotice(st, d)
+	if !a.hold && !a.keep {
+		c.mem.markEnv(st.GID+d.Env.MsgID, d.Env)
 	}
 	return a
 }
@@ -251,7 +253,8 @@ func (c *Core) onNotice(st *entState, env *Envelope, redelivered bool) arrival {
 // INJECTED that got past the seen-set was held, not settled, when its
 // gateway went down: its ledger entry was settled by its first arrival, so
 // nothing awaits it now, but its sender has not read it — held again.
-func (c *Core) settleNotice(st *entState, env *Envelope, redelivered bool) arrival {
+func (c *Core) settleNotice(st *entState, d Delivery) arrival {
+	env, redelivered := d.Env, d.Redelivered
 	var a arrival
 	awaited := c.ledger.awaiting(env.Corr)
 	rung, reason := "", ""
@@ -266,11 +269,11 @@ func (c *Core) settleNotice(st *entState, env *Envelope, redelivered bool) arriv
 		// check holds: a receipt that came is never also reported FAILED
 		a.after = func() { c.ledger.forget(env.Corr, env.TraceID, "cannot forget a settled brief") }
 	}
-	if ch, ok := st.receipts[env.Corr]; ok {
-		select {
-		case ch <- env:
-		default:
-		}
+	if b, ok := st.receipts[env.Corr]; ok && b.offer(env, d.Acker) {
+		a.keep = b.kept // acked once the call reads it, or held when it ends
+		return a
+	} else if ok {
+		a.hold = true // a kept box is full: held, never dropped
 		return a
 	}
 	if c.endsTurn(st, env) {
