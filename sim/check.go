@@ -58,7 +58,7 @@ func (w *world) check(settled bool, killed map[int]bool, dead map[string]bool) *
 	for _, id := range ids {
 		m := l.byID[id]
 		if m.Tag == "" { // seen, but no call accepted it
-			if sum(m.typed) > 1 {
+			if maxOf(m.typed) > 1 { // per pane: a ghost broadcast is typed once into each
 				rep.breach(BreachTypedTwice, m.String())
 			}
 			if sum(m.typed)+sum(m.delivered) > 0 {
@@ -78,6 +78,14 @@ func (w *world) check(settled bool, killed map[int]bool, dead map[string]bool) *
 		}
 	}
 	return rep
+}
+
+func maxOf(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n = max(n, v)
+	}
+	return n
 }
 
 func sum(m map[string]int) int {
@@ -116,7 +124,10 @@ func (w *world) checkOne(rep *Report, m *msgRec, killed map[int]bool, dead map[s
 		if typed > 1 {
 			rep.breach(BreachTypedTwice, m.String())
 		}
-		if typed > 0 && !m.receipt && m.failed == 0 && !m.senderGone {
+		// an ABANDONED (its worker went before replying to the brief it
+		// was working on) tells the sender it got that far: it may
+		// overtake the INJECTED and settle the brief's receipt
+		if typed > 0 && !m.receipt && m.failed == 0 && m.abandoned == 0 && !m.senderGone {
 			rep.breach(BreachNoReceipt, m.String())
 		}
 	}
