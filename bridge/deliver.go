@@ -77,7 +77,7 @@ func (c *Core) arrive(st *entState, d Delivery) arrival {
 	var a arrival
 	switch env.Kind {
 	case KindAsk:
-		a = c.onAsk(st, env)
+		a = c.onAsk(st, d)
 	case KindAnswer:
 		a = c.onAnswer(st, env)
 	case KindInjected, KindFailed, KindNoWaiter, KindTooLate, KindAbandoned:
@@ -197,14 +197,23 @@ func (c *Core) expiredOnArrival(st *entState, d Delivery) arrival {
 }
 
 // onAsk: an ASK resolves an open waiter, or is answered NO_WAITER at once
-// and leaves a MISSED_ASK (missed.go).
-func (c *Core) onAsk(st *entState, env *Envelope) arrival {
-	c.mem.markEnv(st.GID+env.MsgID, env)
-	rt := &recvTurn{turnID: env.TurnID, askMsgID: env.MsgID, asker: env.From, traceID: env.TraceID, expiresAt: env.ExpiresAt}
-	if st.match(newHeld(env, nil)) {
-		st.receive(rt)
-		return arrival{}
+// and leaves a MISSED_ASK (missed.go). One a waiter takes stays unacked in
+// its transport until the call hands it over (settleTaken) or lets it go
+// (settleAsks): a gateway killed before its client had the question hands
+// it back after the restart, to be shown again (or answered NO_WAITER),
+// instead of leaving its asker to wait out the ask.
+func (c *Core) onAsk(st *entState, d Delivery) arrival {
+	env := d.Env
+	if t := st.turns[env.TurnID]; t != nil && t.answered { // a copy of one its client read and answered
+		c.mem.markEnv(st.GID+env.MsgID, env)
+		return arrival{ack: true}
 	}
+	rt := &recvTurn{turnID: env.TurnID, askMsgID: env.MsgID, asker: env.From, traceID: env.TraceID, expiresAt: env.ExpiresAt}
+	if st.match(newHeld(env, d.Acker)) {
+		st.receive(rt)
+		return arrival{keep: true}
+	}
+	c.mem.markEnv(st.GID+env.MsgID, env)
 	return c.missedAsk(st, env, rt)
 }
 
