@@ -39,6 +39,7 @@ func (r *runner) quiesce() bool {
 		for _, g := range r.gws {
 			r.bootIfDown(g)
 		}
+		r.answerOwed()
 		asks := r.resumableAsks()
 		for _, a := range asks {
 			r.resumeAsk(r.step, a)
