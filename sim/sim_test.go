@@ -22,14 +22,14 @@ var (
 )
 
 // passingFaults are the fault kinds today's code survives: CI runs them.
-// Turn a kind on here once the fix for what it finds is merged.
-var passingFaults = []sim.Fault{"abandon", "stall"}
+// Turn a kind on here once the fix for what it finds is merged. Left out:
+// reap (its clock jump makes a pane brief in flight overdue: FAILED, then
+// typed — the cut link's breach), disk, cut and pane.
+var passingFaults = []sim.Fault{"abandon", "stall", "stop", "remove", "restart", "kill"}
 
-// tolerated are breaches today's code is known to commit without any
-// fault (a race on the forward path: the receipt that lands between a
-// send's "queued" result and the call's end is dropped): CI logs them
-// but does not fail on them. Empty this once the fix is merged.
-var tolerated = map[string]bool{sim.BreachNoReceipt: true}
+// tolerated are breaches today's code is known to commit: CI logs them
+// but does not fail on them (-sim.strict does). Empty: keep it so.
+var tolerated = map[string]bool{}
 
 // ciSeeds always run; a few random ones run besides (printed, to replay).
 var ciSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
