@@ -77,11 +77,11 @@ func (c *Core) arrive(st *entState, d Delivery) arrival {
 	var a arrival
 	switch env.Kind {
 	case KindAsk:
-		a = c.onAsk(st, env)
+		a = c.onAsk(st, d)
 	case KindAnswer:
 		a = c.onAnswer(st, env)
 	case KindInjected, KindFailed, KindNoWaiter, KindTooLate, KindAbandoned:
-		a = c.onNotice(st, env)
+		a = c.onNotice(st, d)
 	case KindMissedAsk: // never typed into a pane: held for every role
 		a = arrival{hold: true}
 	default: // SEND, REPLY, BROADCAST
@@ -197,14 +197,23 @@ func (c *Core) expiredOnArrival(st *entState, d Delivery) arrival {
 }
 
 // onAsk: an ASK resolves an open waiter, or is answered NO_WAITER at once
-// and leaves a MISSED_ASK (missed.go).
-func (c *Core) onAsk(st *entState, env *Envelope) arrival {
-	c.mem.markEnv(st.GID+env.MsgID, env)
-	rt := &recvTurn{turnID: env.TurnID, askMsgID: env.MsgID, asker: env.From, traceID: env.TraceID, expiresAt: env.ExpiresAt}
-	if st.match(newHeld(env, nil)) {
-		st.receive(rt)
-		return arrival{}
+// and leaves a MISSED_ASK (missed.go). One a waiter takes stays unacked in
+// its transport until the call hands it over (settleTaken) or lets it go
+// (settleAsks): a gateway killed before its client had the question hands
+// it back after the restart, to be shown again (or answered NO_WAITER),
+// instead of leaving its asker to wait out the ask.
+func (c *Core) onAsk(st *entState, d Delivery) arrival {
+	env := d.Env
+	if t := st.turns[env.TurnID]; t != nil && t.answered { // a copy of one its client read and answered
+		c.mem.markEnv(st.GID+env.MsgID, env)
+		return arrival{ack: true}
 	}
+	rt := &recvTurn{turnID: env.TurnID, askMsgID: env.MsgID, asker: env.From, traceID: env.TraceID, expiresAt: env.ExpiresAt}
+	if st.match(newHeld(env, d.Acker)) {
+		st.receive(rt)
+		return arrival{keep: true}
+	}
+	c.mem.markEnv(st.GID+env.MsgID, env)
 	return c.missedAsk(st, env, rt)
 }
 
@@ -234,9 +243,27 @@ func (c *Core) onAnswer(st *entState, env *Envelope) arrival {
 
 // onNotice: a receipt or notice about one of the entity's own messages
 // goes to the call waiting for it, else ends the turn it is about, else is
-// held for the entity to read.
-func (c *Core) onNotice(st *entState, env *Envelope) arrival {
-	c.mem.markEnv(st.GID+env.MsgID, env)
+// held for the entity to read. Only a notice settled here is taken into
+// the seen-set now; a held one is taken when it is drained (settleTaken),
+// like any held message: until then it is still in the transport, and the
+// copy a restart hands back must be held again, not acked as one the
+// entity had (the sim lost the FAILEDs of a removed worker's senders so).
+// A receipt left unacked in a call's kept box (a.keep) is taken when the
+// call reads it (receiptRead).
+func (c *Core) onNotice(st *entState, d Delivery) arrival {
+	a := c.settleNotice(st, d)
+	if !a.hold && !a.keep {
+		c.mem.markEnv(st.GID+d.Env.MsgID, d.Env)
+	}
+	return a
+}
+
+// settleNotice decides onNotice's arrival (st.mu held). A redelivered
+// INJECTED that got past the seen-set was held, not settled, when its
+// gateway went down: its ledger entry was settled by its first arrival, so
+// nothing awaits it now, but its sender has not read it — held again.
+func (c *Core) settleNotice(st *entState, d Delivery) arrival {
+	env, redelivered := d.Env, d.Redelivered
 	var a arrival
 	awaited := c.ledger.awaiting(env.Corr)
 	rung, reason := "", ""
@@ -257,18 +284,18 @@ func (c *Core) onNotice(st *entState, env *Envelope) arrival {
 		// check holds: a receipt that came is never also reported FAILED
 		a.after = func() { c.ledger.forget(env.Corr, env.TraceID, "cannot forget a settled brief") }
 	}
-	if ch, ok := st.receipts[env.Corr]; ok {
-		select {
-		case ch <- env:
-		default:
-		}
+	if b, ok := st.receipts[env.Corr]; ok && b.offer(env, d.Acker) {
+		a.keep = b.kept // acked once the call reads it, or held when it ends
+		return a
+	} else if ok {
+		a.hold = true // a kept box is full: held, never dropped
 		return a
 	}
 	if c.endsTurn(st, env) {
 		return a
 	}
 	a.hold = heldKinds[env.Kind]
-	if env.Kind == KindInjected && (awaited || rung == StatusUncertain || rung == StatusQueued || strings.HasPrefix(reason, LateReceipt) || c.mem.has(overdueKey(env.Corr))) {
+	if env.Kind == KindInjected && (awaited || redelivered || rung == StatusUncertain || rung == StatusQueued || strings.HasPrefix(reason, LateReceipt) || c.mem.has(overdueKey(env.Corr))) {
 		a.hold = true // the sender's call is gone, but it must learn how its brief landed (or why it waits)
 	}
 	if !a.hold {

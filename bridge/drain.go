@@ -97,16 +97,40 @@ func (c *Core) returnHanded(st *entState, hms []*heldMsg, seen bool) {
 		c.returnToHeld(st, hms, "the question was handed to a call whose client never got it")
 		return
 	}
-	var back []*heldMsg
+	var back, asks []*heldMsg
 	st.mu.Lock()
 	for _, hm := range hms {
 		if hm.head.kind != KindAsk {
 			hm.redelivered = true
 			back = append(back, hm)
+		} else {
+			asks = append(asks, hm)
 		}
 	}
 	st.mu.Unlock()
 	c.returnToHeld(st, back, "")
+	c.settleAsks(st, asks) // its turn stays open: the ASK itself is settled
+}
+
+// settleAsks takes ASKs a call was handed (and now let go) into the
+// seen-set and acks them in their transport: their turn has its fate
+// (answered, abandoned, or open until it expires), so a copy must not
+// ask again. An ASK handed to a call stays unacked until then (onAsk): a
+// gateway killed first hands it back, to be shown again.
+func (c *Core) settleAsks(st *entState, hms []*heldMsg) {
+	var ackers []Acker
+	st.mu.Lock()
+	for _, hm := range hms {
+		if hm.acks != nil {
+			c.mem.markEnv(st.GID+hm.env.MsgID, hm.env)
+			ackers = append(ackers, hm.acks.all()...)
+			hm.acks = nil
+		}
+	}
+	st.mu.Unlock()
+	for _, a := range ackers {
+		_ = a.Ack() // a stale tag of an earlier consumer fails: its copy comes back, and the seen-set acks it
+	}
 }
 
 // returnToHeld makes hms held again, abandoning a claimed ASK with
@@ -114,7 +138,7 @@ func (c *Core) returnHanded(st *entState, hms []*heldMsg, seen bool) {
 // are reported as the removal reported what it held, never dropped.
 func (c *Core) returnToHeld(st *entState, hms []*heldMsg, askWhy string) {
 	var out []outMsg
-	var orphans []*heldMsg
+	var orphans, asks []*heldMsg
 	st.mu.Lock()
 	removed, goneWhy := st.removed, st.goneWhy
 	for _, hm := range hms {
@@ -123,6 +147,7 @@ func (c *Core) returnToHeld(st *entState, hms []*heldMsg, askWhy string) {
 				st.dropRecv(hm.env.TurnID)
 				out = append(out, c.noticeFor(KindAbandoned, st.GID, hm.env, askWhy))
 			}
+			asks = append(asks, hm)
 			continue
 		}
 		if removed {
@@ -139,6 +164,7 @@ func (c *Core) returnToHeld(st *entState, hms []*heldMsg, askWhy string) {
 	}
 	st.mu.Unlock()
 	c.publishAll(out)
+	c.settleAsks(st, asks) // after its ABANDONED is out
 	c.reportGivenBack(st, orphans, goneWhy)
 }
 

@@ -35,7 +35,7 @@ type entState struct {
 	lifecycle
 	tokenList
 
-	receipts map[string]chan *Envelope // outgoing msgId -> its INJECTED/FAILED/TOO_LATE/ABANDONED
+	receipts map[string]*receiptBox // outgoing msgId -> where its INJECTED/FAILED/TOO_LATE/ABANDONED go
 }
 
 func newEntState(e Entity, book *turnBook) *entState {
@@ -44,7 +44,7 @@ func newEntState(e Entity, book *turnBook) *entState {
 		heldSet:   newHeldSet(),
 		waitList:  waitList{},
 		turnState: newTurnState(e.GID, book),
-		receipts:  map[string]chan *Envelope{},
+		receipts:  map[string]*receiptBox{},
 	}
 	st.histOn.Store(e.History)
 	return st
@@ -111,10 +111,35 @@ func (st *entState) close(w *waiter) (claimed bool) {
 	return false
 }
 
+// receiptBox is where an open call takes the receipts of its message. A
+// kept box's receipts stay unacked in their transport until the call reads
+// one (acked then: receiptRead) or ends without reading it (held then,
+// with its acker, like any arrival): a restart in between hands the copy
+// back instead of losing a receipt that only memory had.
+type receiptBox struct {
+	ch     chan *Envelope
+	kept   bool
+	ackers map[string]Acker // by receipt msgId: in ch, not yet read (kept only)
+}
+
+// offer hands env to the call (st.mu held); false when its buffer is
+// full, and a kept receipt is then held instead of dropped.
+func (b *receiptBox) offer(env *Envelope, acker Acker) bool {
+	select {
+	case b.ch <- env:
+	default:
+		return !b.kept
+	}
+	if b.kept && acker != nil {
+		b.ackers[env.MsgID] = acker
+	}
+	return true
+}
+
 // expectReceipt opens a channel for the receipts of msgID, one of st's
 // outgoing messages; done closes it.
 func (st *entState) expectReceipt(msgID string) (receipts <-chan *Envelope, done func()) {
-	ch := st.openReceipts(msgID)
+	ch := st.openReceipts(msgID, false)
 	return ch, func() {
 		st.mu.Lock()
 		delete(st.receipts, msgID)
@@ -122,36 +147,65 @@ func (st *entState) expectReceipt(msgID string) (receipts <-chan *Envelope, done
 	}
 }
 
-// openReceipts registers the channel msgID's receipts are handed to.
-func (st *entState) openReceipts(msgID string) chan *Envelope {
-	ch := make(chan *Envelope, 4)
+// openReceipts registers the box msgID's receipts are handed to.
+func (st *entState) openReceipts(msgID string, kept bool) chan *Envelope {
+	b := &receiptBox{ch: make(chan *Envelope, 4), kept: kept, ackers: map[string]Acker{}}
 	st.mu.Lock()
-	st.receipts[msgID] = ch
+	st.receipts[msgID] = b
 	st.mu.Unlock()
-	return ch
+	return b.ch
+}
+
+// receiptRead takes the acker of env, a receipt a call just read from its
+// box, if it is still to be acked (kept).
+func (st *entState) receiptRead(env *Envelope) Acker {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	b := st.receipts[env.Corr]
+	if b == nil {
+		return nil
+	}
+	a := b.ackers[env.MsgID]
+	delete(b.ackers, env.MsgID)
+	return a
 }
 
 // expectReceiptKept is expectReceipt for a call whose receipts its entity
 // must learn even when the call stops reading before they come: done
-// moves what reached the channel unread into the held set, to be drained
-// like a receipt that arrived after the call. (A receipt put in the
-// channel is acked in its transport at once: dropped here, it would have
-// no fate its sender sees.)
+// moves what reached the channel unread into the held set, with its
+// acker, to be drained like a receipt that arrived after the call.
 func (st *entState) expectReceiptKept(msgID string) (receipts <-chan *Envelope, done func()) {
-	ch := st.openReceipts(msgID)
+	ch := st.openReceipts(msgID, true)
 	return ch, func() {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		delete(st.receipts, msgID)
-		for {
-			select {
-			case env := <-ch:
-				if env.Kind != KindNoWaiter {
-					st.addHeld(newHeld(env, nil)) // acked already: spilled without an ack (spill.go)
-				}
-			default:
-				return
+		for _, a := range st.closeKept(msgID) {
+			_ = a.Ack() // a NO_WAITER only an ask awaits: settled
+		}
+	}
+}
+
+// closeKept deregisters msgID's kept box and holds what it has unread; it
+// returns the ackers of what needs no holding.
+func (st *entState) closeKept(msgID string) []Acker {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	b := st.receipts[msgID]
+	delete(st.receipts, msgID)
+	if b == nil {
+		return nil
+	}
+	var settled []Acker
+	for {
+		select {
+		case env := <-b.ch:
+			acker := b.ackers[env.MsgID]
+			switch {
+			case env.Kind != KindNoWaiter:
+				st.addHeld(newHeld(env, acker)) // still in its transport until spilled or drained
+			case acker != nil:
+				settled = append(settled, acker)
 			}
+		default:
+			return settled
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package bridge
 
 import (
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -19,7 +21,7 @@ func TestReceiptLeftInAClosedCallIsHeld(t *testing.T) {
 	failed := &Envelope{Kind: KindFailed, MsgID: uuid.NewString(), From: uuid.NewString(), Corr: msgID, Body: []byte("not typed")}
 	noWaiter := &Envelope{Kind: KindNoWaiter, MsgID: uuid.NewString(), From: uuid.NewString(), Corr: msgID}
 	st.mu.Lock()
-	ch := st.receipts[msgID]
+	ch := st.receipts[msgID].ch
 	st.mu.Unlock()
 	ch <- failed // as onNotice does, under the lock, once the call stopped reading
 	ch <- noWaiter
@@ -33,5 +35,43 @@ func TestReceiptLeftInAClosedCallIsHeld(t *testing.T) {
 	}
 	if _, open := st.receipts[msgID]; open {
 		t.Fatal("the channel is still registered")
+	}
+}
+
+// countAcker counts its acks.
+type countAcker struct{ acks int }
+
+func (a *countAcker) Ack() error          { a.acks++; return nil }
+func (a *countAcker) Reject(string) error { return nil }
+
+// TestReceiptLeftInAClosedCallStaysInItsTransport: a receipt that reached
+// an open send's box and that the call never read is held for its entity
+// with its acker, unacked: until it is spilled or drained its transport
+// keeps it, so a restart in between hands it back. It was acked on arrival
+// and held in memory only, and a restart within SpillDelay lost it (the
+// sim's "no receipt" under restart: typed, and the sender never heard).
+func TestReceiptLeftInAClosedCallStaysInItsTransport(t *testing.T) {
+	discard := slog.New(slog.DiscardHandler)
+	c := &Core{cfg: Config{Now: time.Now, ReceiptWait: time.Second}, log: discard, ledger: newLedger(nil, discard),
+		mem: newMemory(64, time.Hour, time.Minute)}
+	st := newEntState(Entity{GID: uuid.NewString(), Name: "boss"}, nil)
+	msgID := uuid.NewString()
+	_, done := st.expectReceiptKept(msgID)
+	env := &Envelope{Kind: KindInjected, MsgID: uuid.NewString(), From: uuid.NewString(), To: st.GID, Corr: msgID,
+		Body: []byte(StatusSubmitted), ExpiresAt: time.Now().Add(time.Hour)}
+	acker := &countAcker{}
+	d := Delivery{Env: env, Acker: acker}
+	c.settleArrival(st, d, c.arrive(st, d)) // the call has stopped reading: it returned queued
+	done()
+	hm := st.findHeld(env.MsgID)
+	switch {
+	case hm == nil:
+		t.Fatal("the receipt left in the call's box is not held")
+	case acker.acks != 0:
+		t.Fatalf("acked %d times while only memory holds it", acker.acks)
+	case hm.acks == nil || hm.acks.acker != acker:
+		t.Fatal("held without its acker: nothing would ack it once it is spilled or drained")
+	case c.mem.has(st.GID + env.MsgID):
+		t.Fatal("taken into the seen-set: a copy a restart hands back would be dropped")
 	}
 }

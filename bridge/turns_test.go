@@ -194,3 +194,34 @@ func markSweep(h *harness, es ...bridge.Entity) {
 		h.heldFor(e.Name, 1)
 	}
 }
+
+// TestAskHandedToACallCutByACrashIsShownAgain: an ASK handed to a poll
+// whose result never reached its client (the gateway died first: the
+// handover never settled) comes back after the restart. It was acked on
+// arrival, so the primary never saw the question again and its asker
+// waited out the ask (the sim's "ask unresolved" under kill); now it is
+// shown again — here, with nobody waiting, answered NO_WAITER and left as
+// a MISSED_ASK.
+func TestAskHandedToACallCutByACrashIsShownAgain(t *testing.T) {
+	h := newHarness(t, nil)
+	p, w := pair(h)
+	cut := &bridge.Handover{} // never settled: the crash took the connection
+	pl := async(func() (*bridge.Result, error) {
+		return h.c.Poll(bridge.WithHandover(context.Background(), cut), p.GID, bridge.PollRequest{Wait: 3 * time.Second}, nil)
+	})
+	h.waitingOn(p.Name)
+	res, err := h.c.Ask(context.Background(), w.GID, bridge.AskRequest{Question: "which db?", Target: p.GID, Wait: time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := awaitOK(t, "poll", pl); got.TurnID != res.TurnID {
+		t.Fatalf("p received turn %q, want %s", got.TurnID, res.TurnID)
+	}
+	h.restartAttached(p, w)
+	got := awaitOK(t, "resumed ask", resume(h, w, res.TurnID))
+	wantStatus(t, "resumed ask", got, bridge.StatusNoWaiter)
+	missed := h.poll(p, bridge.PollRequest{Max: 10})
+	if len(missed.Messages) != 1 || missed.Messages[0].Kind != bridge.KindMissedAsk || missed.Messages[0].TurnID != res.TurnID {
+		t.Fatalf("p drained %+v, want the question again as a MISSED_ASK", missed.Messages)
+	}
+}

@@ -67,6 +67,7 @@ func (c *Core) await(ctx context.Context, spec waitSpec) (*heldMsg, error) {
 			}
 			return hm, nil
 		case r := <-spec.receipts:
+			c.receiptTaken(spec.st, r)
 			if spec.onReceipt(r) {
 				return nil, nil
 			}
@@ -80,6 +81,20 @@ func (c *Core) await(ctx context.Context, spec waitSpec) (*heldMsg, error) {
 			return c.endWait(spec.st, spec.w, ctx.Err())
 		case <-ctx.Done():
 			return c.endWait(spec.st, spec.w, ctx.Err())
+		}
+	}
+}
+
+// receiptTaken settles r, a receipt the call just read from a kept box:
+// the call has it now, so it is taken into the seen-set and acked.
+func (c *Core) receiptTaken(st *entState, r *Envelope) {
+	if st == nil {
+		return
+	}
+	if a := st.receiptRead(r); a != nil {
+		c.mem.markEnv(st.GID+r.MsgID, r)
+		if err := a.Ack(); err != nil {
+			c.log.Debug("ack of a receipt a call read failed: a copy comes back and is dropped as seen", LogMsgID, r.MsgID, "err", err)
 		}
 	}
 }

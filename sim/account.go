@@ -297,13 +297,14 @@ func (r *msgRec) settled(receipts bool) bool {
 	return len(r.delivered) > 0 || r.failed > 0 || r.abandoned > 0
 }
 
-// unsettled counts messages (and asks) still without their fate.
-func (l *ledger) unsettled(receipts bool) int {
+// unsettled counts messages (and asks) still without their fate; excused
+// (called with l.mu held) names those none can come for.
+func (l *ledger) unsettled(receipts bool, excused func(*msgRec) bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for _, r := range l.byID {
-		if !r.settled(receipts) && !r.senderGone {
+		if !r.settled(receipts) && !r.senderGone && !excused(r) {
 			n++
 		}
 	}

@@ -58,7 +58,7 @@ func (w *world) check(settled bool, killed map[int]bool, dead map[string]bool) *
 	for _, id := range ids {
 		m := l.byID[id]
 		if m.Tag == "" { // seen, but no call accepted it
-			if sum(m.typed) > 1 {
+			if maxOf(m.typed) > 1 { // per pane: a ghost broadcast is typed once into each
 				rep.breach(BreachTypedTwice, m.String())
 			}
 			if sum(m.typed)+sum(m.delivered) > 0 {
@@ -78,6 +78,14 @@ func (w *world) check(settled bool, killed map[int]bool, dead map[string]bool) *
 		}
 	}
 	return rep
+}
+
+func maxOf(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n = max(n, v)
+	}
+	return n
 }
 
 func sum(m map[string]int) int {
@@ -122,7 +130,10 @@ func (w *world) checkOne(rep *Report, m *msgRec, killed map[int]bool, dead map[s
 		if typed > 1 {
 			rep.breach(BreachTypedTwice, m.String())
 		}
-		if typed > 0 && !m.receipt && m.failed == 0 && !m.senderGone {
+		// an ABANDONED (its worker went before replying to the brief it
+		// was working on) tells the sender it got that far: it may
+		// overtake the INJECTED and settle the brief's receipt
+		if typed > 0 && !m.receipt && m.failed == 0 && m.abandoned == 0 && !m.senderGone {
 			rep.breach(BreachNoReceipt, m.String())
 		}
 	}
@@ -140,6 +151,8 @@ func (w *world) checkOne(rep *Report, m *msgRec, killed map[int]bool, dead map[s
 	switch {
 	case got == 0 && !reported && m.senderGone:
 		rep.Counts["undelivered, sender gone"]++
+	case got == 0 && !reported && w.orphanAnswer(m):
+		rep.Counts["answers in a turn its asker can no longer read"]++
 	case got == 0 && !reported:
 		rep.breach(BreachLost, m.String())
 	case got > 0 && m.failed > 0:
@@ -152,6 +165,25 @@ func (w *world) checkOne(rep *Report, m *msgRec, killed map[int]bool, dead map[s
 			rep.breach(BreachNoDeadLog, m.String())
 		}
 	}
+}
+
+// orphanAnswer reports whether m is an answer delivered into a turn that
+// no asker is left to read: the asker was removed (or came back as a new
+// incarnation, which cannot resume the turn) after the answer landed, or
+// the ask's own call was cut by a restart or kill, so no client ever
+// learned the turn to resume. The answerer was told "delivered" (the
+// turn has it); what becomes of the asker is its own fate, not the
+// answer's. The ledger's lock is held.
+func (w *world) orphanAnswer(m *msgRec) bool {
+	if m.Kind != kindAnswer {
+		return false
+	}
+	a := w.acct.asks[strings.TrimPrefix(m.ID, "answer:")]
+	if a == nil {
+		return true
+	}
+	gid, alive := w.ents[a.Asker].state()
+	return !alive || gid != a.AskerGID
 }
 
 // deadLetters is the union of every running gateway's dead-letter log.

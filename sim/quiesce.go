@@ -43,6 +43,7 @@ func (r *runner) quiesce() bool {
 		for _, g := range r.gws {
 			r.bootIfDown(g)
 		}
+		r.answerOwed()
 		asks := r.resumableAsks()
 		for _, a := range asks {
 			r.resumeAsk(r.step, a)
@@ -51,7 +52,7 @@ func (r *runner) quiesce() bool {
 			r.drainAll(name)
 		}
 		receipts := time.Now().Before(receiptDeadline) // past it, a missing receipt is a breach, not worth waiting for
-		if r.acct.unsettled(receipts) == 0 && len(asks) == 0 {
+		if r.acct.unsettled(receipts, r.orphanAnswer) == 0 && len(asks) == 0 {
 			r.grace()
 			return true
 		}

@@ -231,28 +231,64 @@ func (r *runner) poll(step int, name string, op Op, long bool) {
 }
 
 func (r *runner) answer(step int, g *gateway, core *bridge.Core, epoch int, name, gid string, ms []bridge.Message) {
-	for _, m := range ms {
+	for i, m := range ms {
 		if m.Kind != bridge.KindAsk || m.TurnID == "" {
 			continue
 		}
-		tag := r.tags.next("answer " + name)
-		ctx, cancel := callCtx()
-		res, err := core.Send(ctx, gid, bridge.SendRequest{TurnID: m.TurnID, Message: tag}, nil)
-		cancel()
-		if !g.sameEpoch(epoch) {
-			r.acct.discarded(tag)
+		if !r.answerOne(step, g, core, epoch, name, gid, m.TurnID) {
+			r.owe(name, ms[i:]) // this one and the rest: answered again in quiesce
 			return
 		}
-		asker := ""
-		r.acct.mu.Lock()
-		if a := r.acct.asks[m.TurnID]; a != nil {
-			asker = a.Asker
+	}
+}
+
+// owe remembers the asks in ms that name still has to answer.
+func (r *runner) owe(name string, ms []bridge.Message) {
+	r.stallMu.Lock()
+	defer r.stallMu.Unlock()
+	for _, m := range ms {
+		if m.Kind == bridge.KindAsk && m.TurnID != "" {
+			r.unanswered = append(r.unanswered, pendingAnswer{name: name, turnID: m.TurnID})
 		}
-		r.acct.mu.Unlock()
-		if err == nil && res.Status == bridge.StatusDelivered {
-			res.MsgID = "answer:" + m.TurnID // an answer's result names no msgId of its own
+	}
+}
+
+// answerOne answers turnID from name; false when a restart or kill cut the
+// call (its result is void: the answer is owed still).
+func (r *runner) answerOne(step int, g *gateway, core *bridge.Core, epoch int, name, gid, turnID string) bool {
+	tag := r.tags.next("answer " + name)
+	ctx, cancel := callCtx()
+	res, err := core.Send(ctx, gid, bridge.SendRequest{TurnID: turnID, Message: tag}, nil)
+	cancel()
+	if !g.sameEpoch(epoch) {
+		r.acct.discarded(tag)
+		return false
+	}
+	asker := ""
+	r.acct.mu.Lock()
+	if a := r.acct.asks[turnID]; a != nil {
+		asker = a.Asker
+	}
+	r.acct.mu.Unlock()
+	if err == nil && res.Status == bridge.StatusDelivered {
+		res.MsgID = "answer:" + turnID // an answer's result names no msgId of its own
+	}
+	r.acct.result(step, kindAnswer, tag, name, asker, false, res, err)
+	return true
+}
+
+// answerOwed answers again the asks whose answer call was cut, each from
+// its primary while that one lives.
+func (r *runner) answerOwed() {
+	r.stallMu.Lock()
+	owed := r.unanswered
+	r.unanswered = nil
+	r.stallMu.Unlock()
+	for _, p := range owed {
+		g, core, epoch, gid, ok := r.actor(p.name)
+		if !ok || !r.answerOne(r.step, g, core, epoch, p.name, gid, p.turnID) {
+			r.owe(p.name, []bridge.Message{{Kind: bridge.KindAsk, TurnID: p.turnID}})
 		}
-		r.acct.result(step, kindAnswer, tag, name, asker, false, res, err)
 	}
 }
 

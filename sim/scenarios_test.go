@@ -78,6 +78,17 @@ var scenarios = []scenario{
 		},
 	},
 	{
+		// the FAILEDs of a removed worker's sends, held for their sender and
+		// not yet spilled, across a restart of the sender's gateway: the
+		// copies the restart hands back were dropped as seen (sends lost)
+		name: "failed held across a restart", hosts: 1,
+		steps: [][]sim.Action{
+			{{Op: sim.OpSend, Actor: "p0", Target: "w0", N: 3}},
+			{{Op: sim.OpRemove, Host: 0, Target: "w0"}},
+			{{Op: sim.OpRestart, Host: 0}}, // within SpillDelay of the FAILEDs' arrival
+		},
+	},
+	{
 		// the same without a fault: delivered, once
 		name: "baseline", hosts: 2,
 		steps: [][]sim.Action{

@@ -21,15 +21,21 @@ var (
 	logFlag    = flag.Bool("sim.log", false, "log the gateways' warnings to stderr")
 )
 
-// passingFaults are the fault kinds today's code survives: CI runs them.
-// Turn a kind on here once the fix for what it finds is merged.
-var passingFaults = []sim.Fault{"abandon", "stall", "pane"}
+// passingFaults are the sets of fault kinds today's code survives
+// together: CI runs its schedules once with each set. Turn a kind on here
+// once the fix for what it finds is merged. stop and remove are not yet
+// mixed with stall (a stalled reader's claimed message pins a removal for
+// its 30 s bound and ends with no dead-letter record, about 1 in 300).
+// Left out: kill (an ask whose primary's gateway is killed around the
+// question stays unresolved, ~2%), reap (to be rerun now that an overdue
+// brief's fate is the worker's: GIVE_UP), disk and cut (slow: ~45 s a
+// schedule, and cut with pane still loses a FAILED sent while the link is
+// down).
+var passingFaults = [][]sim.Fault{{"abandon", "stall", "pane"}, {"abandon", "stall", "restart"}, {"stop", "remove", "restart"}}
 
-// tolerated are breaches today's code is known to commit without any
-// fault (a race on the forward path: the receipt that lands between a
-// send's "queued" result and the call's end is dropped): CI logs them
-// but does not fail on them. Empty this once the fix is merged.
-var tolerated = map[string]bool{sim.BreachNoReceipt: true}
+// tolerated are breaches today's code is known to commit: CI logs them
+// but does not fail on them (-sim.strict does). Empty: keep it so.
+var tolerated = map[string]bool{}
 
 // ciSeeds always run; a few random ones run besides (printed, to replay).
 var ciSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
@@ -40,17 +46,25 @@ const ciRandom = 5
 // gateways and checks that every accepted message ends in exactly one fate
 // its sender can see. A failure prints the command that replays it.
 func TestSim(t *testing.T) {
-	faults := passingFaults
+	sets := passingFaults
 	if *faultsFlag != "" {
-		var err error
-		if faults, err = sim.ParseFaults(*faultsFlag); err != nil {
+		faults, err := sim.ParseFaults(*faultsFlag)
+		if err != nil {
 			t.Fatal(err)
 		}
+		sets = [][]sim.Fault{faults}
 	}
 	keep, err := sim.ParseSteps(*stepsFlag)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, faults := range sets {
+		runSchedules(t, faults, keep)
+	}
+}
+
+// runSchedules runs the seeds of this invocation with faults.
+func runSchedules(t *testing.T, faults []sim.Fault, keep func(int) bool) {
 	seeds := seedsToRun()
 	t.Logf("%d schedules of %d rounds, faults %v", len(seeds), *roundsFlag, faults)
 	var failing []uint64

@@ -113,6 +113,15 @@ type world struct {
 
 	stallMu sync.Mutex
 	stalled []stalled
+	// unanswered: asks a primary read whose answer call a restart or kill
+	// cut (guarded by stallMu); quiesce answers them again, as an agent
+	// whose call failed does
+	unanswered []pendingAnswer
+}
+
+// pendingAnswer is an ask name read and still owes an answer.
+type pendingAnswer struct {
+	name, turnID string
 }
 
 // stalled is a poll whose client has not read its result yet.
