@@ -285,7 +285,8 @@ func (t *Transport) broadcast(ctx context.Context, key string, env *bridge.Envel
 // down, it goes to the outbox instead (in Spool mode), so it is published
 // after what was accepted before it.
 func (t *Transport) cross(ctx context.Context, key string, env *bridge.Envelope, mandatory bool) error {
-	if t.opts.Outage == Spool {
+	spool := t.spools(env)
+	if spool {
 		t.mu.Lock()
 		if t.spooled > 0 || !t.remote.Connected() {
 			t.spooled++ // reserved: later publishes queue behind this one
@@ -302,7 +303,7 @@ func (t *Transport) cross(ctx context.Context, key string, env *bridge.Envelope,
 	if err == nil || !(errors.Is(err, bridge.ErrUnavailable) || timedOut || (ctx.Err() == nil && !t.remote.Connected())) {
 		return err
 	}
-	if t.opts.Outage == Fail {
+	if !spool {
 		if errors.Is(err, bridge.ErrUnavailable) {
 			return fmt.Errorf("%w (broker outage mode %s: nothing is kept for later)", err, Fail)
 		}
@@ -312,6 +313,17 @@ func (t *Transport) cross(ctx context.Context, key string, env *bridge.Envelope,
 	t.spooled++
 	t.mu.Unlock()
 	return t.spool(key, env, mandatory)
+}
+
+// spools reports whether env is kept in the outbox when the broker cannot
+// take it now: always in Spool mode, and in Fail mode for a notice or
+// receipt (bridge.IsNotice). Fail mode exists so a caller hears at once
+// that its message did not go; a notice has no caller to hear it — its
+// publisher only logs the failure — so failing it would lose the FAILED or
+// INJECTED its addressee is waiting for. Kept, it goes out when the link
+// returns and the receiving gateway drops a copy by msgId like any other.
+func (t *Transport) spools(env *bridge.Envelope) bool {
+	return t.opts.Outage == Spool || bridge.IsNotice(env.Kind)
 }
 
 // spool writes env to the outbox; the caller counted it in t.spooled.

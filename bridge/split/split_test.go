@@ -267,6 +267,30 @@ func TestFailModeBounded(t *testing.T) {
 	}
 }
 
+// TestFailModeKeepsNotices: in fail mode a notice for another host is
+// still kept in the outbox with the link down and published when it
+// returns. Fail mode tells a caller its message did not go; a FAILED or
+// INJECTED has no caller — its publisher (bridge's publishAll) only logs
+// the failure — so before, it was lost and its addressee heard nothing.
+func TestFailModeKeepsNotices(t *testing.T) {
+	r := newRig(t, split.Options{Outage: split.Fail, Bound: 200 * time.Millisecond})
+	remote := r.inbox(r.b)
+	r.link.LinkDown()
+	n := env("ha", remote, "FAILED about a brief", time.Minute)
+	n.Kind, n.Corr = bridge.KindFailed, uuid.NewString()
+	if err := r.a.Publish(context.Background(), remote, n, true); !errors.Is(err, bridge.ErrSpooled) {
+		t.Fatalf("a notice with the link down in fail mode: %v, want ErrSpooled", err)
+	}
+	if err := r.publish(remote, "a reply"); !errors.Is(err, bridge.ErrUnavailable) || errors.Is(err, bridge.ErrSpooled) {
+		t.Fatalf("a reply with the link down in fail mode: %v, want ErrUnavailable", err)
+	}
+	r.link.LinkUp()
+	if got := r.waitFor(remote, 1); len(got) != 1 || got[0] != "FAILED about a brief" {
+		t.Fatalf("after the link returned %s received %q, want only the notice", remote, got)
+	}
+	emptied(t, r.a)
+}
+
 // TestOutboxCapRefuses: past the outbox cap a publish fails, saying so.
 func TestOutboxCapRefuses(t *testing.T) {
 	r := newRig(t, split.Options{Bound: time.Minute, OutboxMaxMessages: 2})
