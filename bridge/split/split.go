@@ -109,6 +109,10 @@ type Transport struct {
 	attaches  map[*inboxSub]bool
 	attaching bool
 	attachWG  sync.WaitGroup
+	// orphan.go: the last handler of each inbox consumed here, and the
+	// broker sides of inboxes closed or deleted during an outage
+	handlers map[string]func(bridge.Delivery)
+	orphans  map[string]func(bridge.Delivery)
 }
 
 var (
@@ -147,7 +151,8 @@ func New(local *embedded.Transport, remote Remote, opts Options) (*Transport, er
 	}
 	t := &Transport{local: local, remote: remote, opts: opts, log: opts.Logger,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}),
-		declares: map[string]bridge.InboxSpec{}, attaches: map[*inboxSub]bool{}}
+		declares: map[string]bridge.InboxSpec{}, attaches: map[*inboxSub]bool{},
+		handlers: map[string]func(bridge.Delivery){}, orphans: map[string]func(bridge.Delivery){}}
 	t.spooled, _ = local.OutboxLen()
 	return t, nil
 }
@@ -205,12 +210,24 @@ func (t *Transport) DeclareInbox(ctx context.Context, gid string, spec bridge.In
 func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 	t.forget(gid)
 	lerr := t.local.DeleteInbox(ctx, gid)
+	if t.isOrphan(gid) { // closed during the outage: the attacher empties it first
+		t.forgetHandler(gid)
+		return lerr
+	}
 	rerr := t.bounded(ctx, func(ctx context.Context) error { return t.remote.DeleteInbox(ctx, gid) })
 	if t.down(ctx, rerr) {
-		t.log.Warn("broker unreachable: the broker queue of a deleted inbox is left to expire", "queue", bridge.InboxQueueName(gid), "err", rerr)
+		t.log.Warn("broker unreachable: the broker queue of a deleted inbox is closed, emptied and deleted when the broker returns", "queue", bridge.InboxQueueName(gid), "err", rerr)
+		t.orphan(gid)
 		rerr = nil
 	}
+	t.forgetHandler(gid)
 	return errors.Join(lerr, rerr)
+}
+
+func (t *Transport) forgetHandler(gid string) {
+	t.amu.Lock()
+	defer t.amu.Unlock()
+	delete(t.handlers, gid)
 }
 
 // CloseInbox implements bridge.Transport: on both sides. With the broker
@@ -225,7 +242,8 @@ func (t *Transport) CloseInbox(ctx context.Context, gid string) (int, error) {
 	var r int
 	rerr := t.bounded(ctx, func(ctx context.Context) (err error) { r, err = t.remote.CloseInbox(ctx, gid); return err })
 	if t.down(ctx, rerr) {
-		t.log.Warn("broker unreachable: the broker queue of a closing inbox is left to expire", "queue", bridge.InboxQueueName(gid), "err", rerr)
+		t.log.Warn("broker unreachable: the broker queue of a closing inbox is closed, emptied and deleted when the broker returns", "queue", bridge.InboxQueueName(gid), "err", rerr)
+		t.orphan(gid)
 		return n, nil
 	}
 	return n + r, rerr
@@ -378,6 +396,9 @@ func (t *Transport) Consume(ctx context.Context, gid string, prefetch int, h fun
 		}
 		one(d)
 	}}
+	t.amu.Lock()
+	t.handlers[gid] = s.h // an orphan's broker queue is emptied with it (orphan.go)
+	t.amu.Unlock()
 	if t.declaredRemote(gid) && t.remote.Connected() {
 		var rs bridge.Subscription
 		err := t.bounded(ctx, func(ctx context.Context) (err error) {
