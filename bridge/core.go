@@ -63,23 +63,24 @@ type Core struct {
 	tr  Transport
 	st  *store.Store
 
-	reg       *registry
-	gate      *gate
-	mem       *memory
-	ledger    *ledger
-	reqs      *requests
-	turns     *turnBook
-	pres      *presence
-	nudges    nudgeSet
-	spawns    spawnClaims
-	slots     spawnSlots
-	claims    nameClaims  // live stdio sessions' names (claim.go)
-	gone      leaving     // entities being removed, for arrivals that find them gone (removal.go)
-	deadLater deadBacklog // dead-letter records the store refused, written again by the sweeper (fate.go)
-	queues    paneQueues
-	spills    *spiller
-	hist      *historyLog // nil: no history
-	traces    traceWaits  // the TRACEs waiting for answers (trace.go)
+	reg         *registry
+	gate        *gate
+	mem         *memory
+	ledger      *ledger
+	reqs        *requests
+	turns       *turnBook
+	pres        *presence
+	nudges      nudgeSet
+	spawns      spawnClaims
+	slots       spawnSlots
+	claims      nameClaims    // live stdio sessions' names (claim.go)
+	gone        leaving       // entities being removed, for arrivals that find them gone (removal.go)
+	deadLater   deadBacklog   // dead-letter records the store refused, written again by the sweeper (fate.go)
+	noticeLater noticeBacklog // notices the transport refused, published again by the sweeper (noticeretry.go)
+	queues      paneQueues
+	spills      *spiller
+	hist        *historyLog // nil: no history
+	traces      traceWaits  // the TRACEs waiting for answers (trace.go)
 
 	drains drainRelease // the memory big drains leave behind (drainrelease.go)
 

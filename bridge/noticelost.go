@@ -23,6 +23,12 @@ const ReasonUnroutable = "unroutable"
 var noticeKinds = map[Kind]bool{KindInjected: true, KindFailed: true, KindNoWaiter: true, KindTooLate: true,
 	KindAbandoned: true, KindMissedAsk: true}
 
+// IsNotice reports whether k is a notice or receipt about another message.
+// No caller waits on its publish to be told it failed, so a transport that
+// cannot publish one now keeps it for later whatever its outage mode
+// (bridge/split): failing it would only lose it.
+func IsNotice(k Kind) bool { return noticeKinds[k] }
+
 // publishFailedStatus is the status of a failed publish's Event: a notice
 // no inbox takes is told apart, so it can be counted.
 func publishFailedStatus(env *Envelope, err error) string {

@@ -74,9 +74,10 @@ type outMsg struct {
 }
 
 // publishAll publishes notices decided under a lock, mandatory, and
-// returns how many failed. Failures are logged: the counterpart is gone or
-// the transport is down, and the caller (a delivery handler) cannot do
-// better. One no inbox takes is recorded too (noticelost.go).
+// returns how many failed. One no inbox takes is logged and recorded
+// (noticelost.go); one the transport cannot take now is kept and published
+// again by the sweeper (noticeretry.go): the caller (a delivery handler)
+// cannot do better, and a notice dropped here is never heard.
 func (c *Core) publishAll(out []outMsg) (failed int) {
 	for _, o := range out {
 		// not tied to c.ctx: a receipt decided while the core shuts down
@@ -87,8 +88,7 @@ func (c *Core) publishAll(out []outMsg) (failed int) {
 		if errors.Is(err, ErrUnroutable) {
 			c.noticeUnroutable(o.env, err)
 			failed++
-		} else if err != nil {
-			c.log.Warn("notice not delivered", LogKind, o.env.Kind, LogMsgID, o.env.MsgID, LogTraceID, o.env.TraceID, "corr", o.env.Corr, LogTo, o.env.To, "err", err)
+		} else if err != nil && !c.keepNotice(o.env, err) {
 			failed++
 		}
 	}

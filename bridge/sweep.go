@@ -26,6 +26,7 @@ func (c *Core) sweep() {
 	now := c.cfg.Now()
 	c.overdueReceipts(now)
 	c.flushDead()
+	c.flushNotices()
 	c.sweepPanes(now)
 	c.expirePending(now)
 	c.mem.save(c.st, now, c.log)

@@ -68,6 +68,22 @@ var scenarios = []scenario{
 		},
 	},
 	{
+		// a pane closes with briefs from another host queued while its
+		// gateway is cut from the broker: the FAILED for each could not be
+		// published and was lost, so its sender heard nothing (seed
+		// 3101738088149954073 under cut,pane). Now a notice the transport
+		// refuses is kept and published again (bridge/noticeretry.go), and
+		// on the split transport it waits in the outbox
+		name: "pane closed across a cut link", hosts: 2,
+		steps: [][]sim.Action{
+			{{Op: sim.OpHerdrDown, Host: 0}},
+			{{Op: sim.OpSend, Actor: "p1", Target: "pw0", N: 3}},
+			{{Op: sim.OpCut, Host: 0}},
+			{{Op: sim.OpPaneClose, Host: 0, Target: "pw0"}},
+			{{Op: sim.OpPause, N: 5}},
+		},
+	},
+	{
 		// reaping on a full disk: the senders are told FAILED, but the
 		// dead-letter records cannot be written
 		name: "reap on a full disk", hosts: 1, disk: true,

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/embedded"
 	"github.com/herdbridge/herdbridge/bridge/memnet"
 	"github.com/herdbridge/herdbridge/bridge/memnet/memnettest"
+	"github.com/herdbridge/herdbridge/bridge/split"
 	"github.com/herdbridge/herdbridge/bridge/store"
 	"github.com/herdbridge/herdbridge/keys"
 )
@@ -40,7 +42,8 @@ type gateway struct {
 
 	mu    sync.Mutex
 	core  *bridge.Core
-	tr    *memnet.Transport
+	tr    *memnet.Transport // the broker link: a cut takes it down
+	split *split.Transport  // what the core publishes on: tr and the local store
 	st    *store.Store
 	epoch int  // bumped by every restart and kill: results of older calls are void
 	up    bool // a core is running
@@ -189,8 +192,14 @@ func (w *world) boot(g *gateway) error {
 		return err
 	}
 	tr := w.net.Connect()
+	sp, err := openSplit(g, tr, w.log)
+	if err != nil {
+		_ = tr.Close()
+		_ = st.Close()
+		return err
+	}
 	cfg := bridge.Config{
-		Host: g.id, Transport: tr, Store: st, Logger: w.log.With("host", g.id), Now: w.clock.Now,
+		Host: g.id, Transport: sp, Store: st, Logger: w.log.With("host", g.id), Now: w.clock.Now,
 		Signer: g.key, Verifier: memnettest.RingVerifier{Ring: ring}, KeyFingerprint: g.key.Fingerprint(), Trusted: ring.Hosts,
 		PresenceEvery: memnettest.PresenceEvery, PresenceTTL: memnettest.PresenceTTL, SweepEvery: memnettest.SweepEvery,
 		MaxWait: 2 * time.Second, ReceiptWait: time.Second, InjectWait: time.Second, PaneRecheck: 50 * time.Millisecond,
@@ -201,12 +210,13 @@ func (w *world) boot(g *gateway) error {
 		err = core.Start(context.Background())
 	}
 	if err != nil {
-		_ = tr.Close()
+		_ = sp.Close()
 		_ = st.Close()
 		return err
 	}
+	sp.Start(core.Undeliverable)
 	g.mu.Lock()
-	g.core, g.tr, g.st, g.up, g.cut = core, tr, st, true, false
+	g.core, g.tr, g.split, g.st, g.up, g.cut = core, tr, sp, st, true, false
 	g.mu.Unlock()
 	for _, name := range w.order {
 		if e := w.ents[name]; e.host == g.idx {
@@ -242,7 +252,7 @@ func (w *world) register(g *gateway, e *ent) {
 // is acked or published, and every call still open is void.
 func (w *world) stop(g *gateway, kill bool) {
 	g.mu.Lock()
-	core, tr, st, up := g.core, g.tr, g.st, g.up
+	core, tr, sp, st, up := g.core, g.tr, g.split, g.st, g.up
 	g.up = false
 	g.epoch++
 	g.mu.Unlock()
@@ -253,8 +263,31 @@ func (w *world) stop(g *gateway, kill bool) {
 		_ = tr.Close()
 	}
 	_ = core.Close()
-	_ = tr.Close()
+	_ = sp.Close()
 	_ = st.Close()
+}
+
+// splitBound is how long a cross-host publish waits for a cut link
+// before it is spooled: under callWait, so a call whose link dropped
+// under it still ends in time.
+const splitBound = time.Second
+
+// openSplit is the transport a gateway on a broker runs (gateway.go):
+// same-host traffic in an embedded store in its state directory, what
+// crosses hosts on the link, spooled in that store's outbox while the
+// link is down. So a cut here is the outage a deployment sees: this
+// host's own traffic goes on, and sends and notices for other hosts wait.
+func openSplit(g *gateway, link *memnet.Transport, log *slog.Logger) (*split.Transport, error) {
+	local, err := embedded.Open(filepath.Join(g.dir, "transport.db"), embedded.Options{Logger: log.With("host", g.id)})
+	if err != nil {
+		return nil, err
+	}
+	sp, err := split.New(local, link, split.Options{Host: g.id, Bound: splitBound, Logger: log.With("host", g.id)})
+	if err != nil {
+		_ = local.Close()
+		return nil, err
+	}
+	return sp, nil
 }
 
 // converge waits until every running gateway sees every other one's

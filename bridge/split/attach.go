@@ -62,6 +62,11 @@ func (t *Transport) later(gid string, spec *bridge.InboxSpec, s *inboxSub) {
 		t.attaches[s] = true
 	}
 	t.log.Warn("broker unreachable: the inbox works on this host now, its broker side follows when the broker returns", "queue", bridge.InboxQueueName(gid))
+	t.startAttacherLocked()
+}
+
+// startAttacherLocked starts the attacher unless it runs (t.amu held).
+func (t *Transport) startAttacherLocked() {
 	if t.attaching {
 		return
 	}
@@ -112,6 +117,7 @@ func (t *Transport) attacher() {
 // attachPending declares and attaches what is pending; true when nothing
 // is left (and the attacher has stopped: a later call starts another).
 func (t *Transport) attachPending() bool {
+	t.settleOrphans()
 	t.amu.Lock()
 	declares := make(map[string]bridge.InboxSpec, len(t.declares))
 	for gid, spec := range t.declares {
@@ -143,7 +149,7 @@ func (t *Transport) attachPending() bool {
 	}
 	t.amu.Lock()
 	defer t.amu.Unlock()
-	if len(t.declares) == 0 && len(t.attaches) == 0 {
+	if len(t.declares) == 0 && len(t.attaches) == 0 && len(t.orphans) == 0 {
 		t.attaching = false
 		return true
 	}

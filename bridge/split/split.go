@@ -109,6 +109,10 @@ type Transport struct {
 	attaches  map[*inboxSub]bool
 	attaching bool
 	attachWG  sync.WaitGroup
+	// orphan.go: the last handler of each inbox consumed here, and the
+	// broker sides of inboxes closed or deleted during an outage
+	handlers map[string]func(bridge.Delivery)
+	orphans  map[string]func(bridge.Delivery)
 }
 
 var (
@@ -147,7 +151,8 @@ func New(local *embedded.Transport, remote Remote, opts Options) (*Transport, er
 	}
 	t := &Transport{local: local, remote: remote, opts: opts, log: opts.Logger,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}),
-		declares: map[string]bridge.InboxSpec{}, attaches: map[*inboxSub]bool{}}
+		declares: map[string]bridge.InboxSpec{}, attaches: map[*inboxSub]bool{},
+		handlers: map[string]func(bridge.Delivery){}, orphans: map[string]func(bridge.Delivery){}}
 	t.spooled, _ = local.OutboxLen()
 	return t, nil
 }
@@ -205,12 +210,24 @@ func (t *Transport) DeclareInbox(ctx context.Context, gid string, spec bridge.In
 func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 	t.forget(gid)
 	lerr := t.local.DeleteInbox(ctx, gid)
+	if t.isOrphan(gid) { // closed during the outage: the attacher empties it first
+		t.forgetHandler(gid)
+		return lerr
+	}
 	rerr := t.bounded(ctx, func(ctx context.Context) error { return t.remote.DeleteInbox(ctx, gid) })
 	if t.down(ctx, rerr) {
-		t.log.Warn("broker unreachable: the broker queue of a deleted inbox is left to expire", "queue", bridge.InboxQueueName(gid), "err", rerr)
+		t.log.Warn("broker unreachable: the broker queue of a deleted inbox is closed, emptied and deleted when the broker returns", "queue", bridge.InboxQueueName(gid), "err", rerr)
+		t.orphan(gid)
 		rerr = nil
 	}
+	t.forgetHandler(gid)
 	return errors.Join(lerr, rerr)
+}
+
+func (t *Transport) forgetHandler(gid string) {
+	t.amu.Lock()
+	defer t.amu.Unlock()
+	delete(t.handlers, gid)
 }
 
 // CloseInbox implements bridge.Transport: on both sides. With the broker
@@ -225,7 +242,8 @@ func (t *Transport) CloseInbox(ctx context.Context, gid string) (int, error) {
 	var r int
 	rerr := t.bounded(ctx, func(ctx context.Context) (err error) { r, err = t.remote.CloseInbox(ctx, gid); return err })
 	if t.down(ctx, rerr) {
-		t.log.Warn("broker unreachable: the broker queue of a closing inbox is left to expire", "queue", bridge.InboxQueueName(gid), "err", rerr)
+		t.log.Warn("broker unreachable: the broker queue of a closing inbox is closed, emptied and deleted when the broker returns", "queue", bridge.InboxQueueName(gid), "err", rerr)
+		t.orphan(gid)
 		return n, nil
 	}
 	return n + r, rerr
@@ -285,7 +303,8 @@ func (t *Transport) broadcast(ctx context.Context, key string, env *bridge.Envel
 // down, it goes to the outbox instead (in Spool mode), so it is published
 // after what was accepted before it.
 func (t *Transport) cross(ctx context.Context, key string, env *bridge.Envelope, mandatory bool) error {
-	if t.opts.Outage == Spool {
+	spool := t.spools(env)
+	if spool {
 		t.mu.Lock()
 		if t.spooled > 0 || !t.remote.Connected() {
 			t.spooled++ // reserved: later publishes queue behind this one
@@ -302,7 +321,7 @@ func (t *Transport) cross(ctx context.Context, key string, env *bridge.Envelope,
 	if err == nil || !(errors.Is(err, bridge.ErrUnavailable) || timedOut || (ctx.Err() == nil && !t.remote.Connected())) {
 		return err
 	}
-	if t.opts.Outage == Fail {
+	if !spool {
 		if errors.Is(err, bridge.ErrUnavailable) {
 			return fmt.Errorf("%w (broker outage mode %s: nothing is kept for later)", err, Fail)
 		}
@@ -312,6 +331,17 @@ func (t *Transport) cross(ctx context.Context, key string, env *bridge.Envelope,
 	t.spooled++
 	t.mu.Unlock()
 	return t.spool(key, env, mandatory)
+}
+
+// spools reports whether env is kept in the outbox when the broker cannot
+// take it now: always in Spool mode, and in Fail mode for a notice or
+// receipt (bridge.IsNotice). Fail mode exists so a caller hears at once
+// that its message did not go; a notice has no caller to hear it — its
+// publisher only logs the failure — so failing it would lose the FAILED or
+// INJECTED its addressee is waiting for. Kept, it goes out when the link
+// returns and the receiving gateway drops a copy by msgId like any other.
+func (t *Transport) spools(env *bridge.Envelope) bool {
+	return t.opts.Outage == Spool || bridge.IsNotice(env.Kind)
 }
 
 // spool writes env to the outbox; the caller counted it in t.spooled.
@@ -366,6 +396,9 @@ func (t *Transport) Consume(ctx context.Context, gid string, prefetch int, h fun
 		}
 		one(d)
 	}}
+	t.amu.Lock()
+	t.handlers[gid] = s.h // an orphan's broker queue is emptied with it (orphan.go)
+	t.amu.Unlock()
 	if t.declaredRemote(gid) && t.remote.Connected() {
 		var rs bridge.Subscription
 		err := t.bounded(ctx, func(ctx context.Context) (err error) {

@@ -267,6 +267,30 @@ func TestFailModeBounded(t *testing.T) {
 	}
 }
 
+// TestFailModeKeepsNotices: in fail mode a notice for another host is
+// still kept in the outbox with the link down and published when it
+// returns. Fail mode tells a caller its message did not go; a FAILED or
+// INJECTED has no caller — its publisher (bridge's publishAll) only logs
+// the failure — so before, it was lost and its addressee heard nothing.
+func TestFailModeKeepsNotices(t *testing.T) {
+	r := newRig(t, split.Options{Outage: split.Fail, Bound: 200 * time.Millisecond})
+	remote := r.inbox(r.b)
+	r.link.LinkDown()
+	n := env("ha", remote, "FAILED about a brief", time.Minute)
+	n.Kind, n.Corr = bridge.KindFailed, uuid.NewString()
+	if err := r.a.Publish(context.Background(), remote, n, true); !errors.Is(err, bridge.ErrSpooled) {
+		t.Fatalf("a notice with the link down in fail mode: %v, want ErrSpooled", err)
+	}
+	if err := r.publish(remote, "a reply"); !errors.Is(err, bridge.ErrUnavailable) || errors.Is(err, bridge.ErrSpooled) {
+		t.Fatalf("a reply with the link down in fail mode: %v, want ErrUnavailable", err)
+	}
+	r.link.LinkUp()
+	if got := r.waitFor(remote, 1); len(got) != 1 || got[0] != "FAILED about a brief" {
+		t.Fatalf("after the link returned %s received %q, want only the notice", remote, got)
+	}
+	emptied(t, r.a)
+}
+
 // TestOutboxCapRefuses: past the outbox cap a publish fails, saying so.
 func TestOutboxCapRefuses(t *testing.T) {
 	r := newRig(t, split.Options{Bound: time.Minute, OutboxMaxMessages: 2})
@@ -428,4 +452,68 @@ func TestInboxDeclaredDuringOutage(t *testing.T) {
 		}
 	}
 	r.waitFor(gid, 2)
+}
+
+// TestOrphanQueueEmptiedOnReturn: an inbox closed and deleted while the
+// broker is unreachable keeps its broker queue, bound, so what another
+// host publishes to it meanwhile waits there with nobody to consume it
+// (before: until its TTL; its sender heard nothing). When the link
+// returns the queue is closed, what waits there goes to the inbox's last
+// handler (the core reports it to its sender), and the queue is deleted:
+// a later publish to it is unroutable.
+func TestOrphanQueueEmptiedOnReturn(t *testing.T) {
+	r := newRig(t, split.Options{Bound: 200 * time.Millisecond})
+	ctx := context.Background()
+	gid := uuid.NewString()
+	if err := r.a.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 16)
+	sub, err := r.a.Consume(ctx, gid, 16, func(d bridge.Delivery) { got <- string(d.Env.Body); _ = d.Acker.Ack() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.link.LinkDown()
+	if _, err := r.a.CloseInbox(ctx, gid); err != nil {
+		t.Fatal(err)
+	}
+	sub.Cancel() // as a removal stops the consumer before it deletes the inbox
+	if err := r.a.DeleteInbox(ctx, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.b.Publish(ctx, gid, env("hb", gid, "sent during the outage", time.Minute), true); err != nil {
+		t.Fatalf("publishing to the broker queue left bound: %v", err)
+	}
+	r.link.LinkUp()
+	select {
+	case body := <-got:
+		if body != "sent during the outage" {
+			t.Fatalf("the inbox's handler got %q", body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("what waited in the removed inbox's broker queue never reached its handler")
+	}
+	// until the queue is closed a publish still lands there: each that
+	// did reaches the handler too
+	landed := 0
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := r.b.Publish(ctx, gid, env("hb", gid, "after", time.Minute), true)
+		if errors.Is(err, bridge.ErrUnroutable) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("a publish to the removed inbox after the link returned: %v, want ErrUnroutable", err)
+		}
+		landed++
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := 0; i < landed; i++ {
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d messages that landed in the removed inbox's queue reached its handler", i, landed)
+		}
+	}
+	t.Logf("landed after the link returned, before the queue was closed: %d", landed)
 }
