@@ -92,14 +92,31 @@ func (c *Core) removeEntity(ctx context.Context, st *entState, cause string, dec
 	for _, hm := range held {
 		us = append(us, undeliveredHeld(hm, st.GID, queue, cause, why))
 	}
-	told := c.reportUndelivered(us)
-	if err := c.settleTaken(st, held); err != nil {
-		c.log.Warn("reported messages of a removed entity not settled: they come back and are reported again", LogGID, st.GID, "err", err)
+	told, unsent := c.reportOrKeep(us)
+	if err := c.settleTaken(st, without(held, unsent)); err != nil {
+		c.log.Warn("reported messages of a removed entity not settled: they come back and are dropped as reported", LogGID, st.GID, "err", err)
+	}
+	if len(unsent) > 0 { // kept, with the inbox and the record that says "removing": the next start reports them
+		return told, true, fmt.Errorf("bridge: remove %s: %d of its senders could not be told FAILED: its removal is finished at the next start", st.Name, len(unsent))
 	}
 	if err := c.closeAndDrain(ctx, st); err != nil {
 		return told, true, fmt.Errorf("bridge: empty the inbox of %s: %w", st.Name, err)
 	}
 	return told, true, c.forgetEntity(ctx, st)
+}
+
+// without is held less the messages whose msgId is in ids.
+func without(held []*heldMsg, ids map[string]bool) []*heldMsg {
+	if len(ids) == 0 {
+		return held
+	}
+	out := make([]*heldMsg, 0, len(held))
+	for _, hm := range held {
+		if !ids[hm.head.msgID()] {
+			out = append(out, hm)
+		}
+	}
+	return out
 }
 
 // markRemoved is step 1: it returns what st held unclaimed (now claimed by
@@ -240,7 +257,9 @@ func (c *Core) arrivedForGone(gid string, d Delivery) {
 	if !ok {
 		dep = departure{addr: gid, cause: "gone", why: "recipient " + gid + " was removed from " + c.cfg.Host}
 	}
-	c.reportUndelivered([]undelivered{undeliveredEnv(env, gid, "inbox of "+dep.addr, dep.cause, dep.why)})
+	if _, unsent := c.reportOrKeep([]undelivered{undeliveredEnv(env, gid, "inbox of "+dep.addr, dep.cause, dep.why)}); len(unsent) > 0 {
+		return // unacked: it comes back (a removal's drain restarts the consumer, or the next start) and is reported then
+	}
 	c.ack(d)
 }
 

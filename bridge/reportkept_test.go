@@ -1,0 +1,62 @@
+package bridge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// failedCut is a transport whose publishes of FAILED fail while cut is
+// set: the link a kill takes, at the moment a removal reports.
+type failedCut struct {
+	bridge.Transport
+	cut   atomic.Bool
+	tried atomic.Int32
+}
+
+func (f *failedCut) Publish(ctx context.Context, key string, env *bridge.Envelope, mandatory bool) error {
+	if env.Kind == bridge.KindFailed && f.cut.Load() {
+		f.tried.Add(1)
+		return errors.New("failedCut: transport closed")
+	}
+	return f.Transport.Publish(ctx, key, env, mandatory)
+}
+
+// TestRemovalWhoseReportFailedReportsAfterRestart: a removal whose FAILED
+// receipts cannot be published (a kill racing a stop, issue 20) neither
+// records them as reported nor deletes what it held, so the next start
+// finishes the removal and its senders hear FAILED. It lost all three:
+// the once key was persisted and the held messages acked before the
+// publish failed.
+func TestRemovalWhoseReportFailedReportsAfterRestart(t *testing.T) {
+	var tr *failedCut
+	h := newHarness(t, func(c *bridge.Config) {
+		tr = &failedCut{Transport: c.Transport}
+		c.Transport = tr
+	})
+	w := h.reg("w", bridge.RoleWorker)
+	s := h.reg("s", bridge.RolePrimary)
+	f := newFates()
+	for i := range 3 {
+		f.accept(h.send(s, bridge.SendRequest{Target: "w", Message: fmt.Sprintf("m%d", i)}).MsgID, s.Name)
+	}
+	h.heldFor("w", 3)
+	tr.cut.Store(true)
+	err := h.c.Remove(context.Background(), w.GID)
+	tr.cut.Store(false)
+	t.Logf("remove with its FAILEDs cut: %v (%d tried)", err, tr.tried.Load())
+	if tr.tried.Load() == 0 {
+		t.Fatal("no FAILED was published during the removal")
+	}
+	h.restart()
+	eventually(t, "the removal is finished", func() bool { _, ok := h.c.Entity(w.GID); return !ok })
+	collectReports(t, h, s, f)
+	f.check(t)
+	if len(f.reported) != 3 {
+		t.Fatalf("reported %d of 3", len(f.reported))
+	}
+}
