@@ -60,3 +60,44 @@ func TestRemovalWhoseReportFailedReportsAfterRestart(t *testing.T) {
 		t.Fatalf("reported %d of 3", len(f.reported))
 	}
 }
+
+// TestGivenBackDuringRemovalWhoseReportFailedReportsAfterRestart: a call
+// holds a message of an entity being removed, then gives it back while
+// FAILED cannot be published, and the gateway restarts (issue 20, sim
+// seed 2042060565231813901). The removal waits for the call and leaves
+// the message in the store, so the next start reports it. It was lost:
+// the give-back settled it as reported and the removal, not waiting for
+// the call, deleted what the store held.
+func TestGivenBackDuringRemovalWhoseReportFailedReportsAfterRestart(t *testing.T) {
+	var tr *failedCut
+	h := newHarness(t, func(c *bridge.Config) {
+		tr = &failedCut{Transport: c.Transport}
+		c.Transport = tr
+	})
+	ctx := context.Background()
+	w := h.reg("w", bridge.RoleWorker)
+	s := h.reg("s", bridge.RolePrimary)
+	f := newFates()
+	f.accept(h.send(s, bridge.SendRequest{Target: "w", Message: "m"}).MsgID, s.Name)
+	h.heldFor("w", 1)
+	ho := &bridge.Handover{}
+	r, err := h.c.Poll(bridge.WithHandover(ctx, ho), w.GID, bridge.PollRequest{}, nil)
+	if err != nil || len(r.Messages) != 1 {
+		t.Fatalf("poll: %v, %+v", err, r)
+	}
+	tr.cut.Store(true)
+	removed := make(chan error, 1)
+	go func() { removed <- h.c.Remove(ctx, w.GID) }()
+	eventually(t, "w is being removed", func() bool { _, ok := h.c.Entity(w.GID); return !ok })
+	ho.Return(false) // the client never had it: given back, to be reported
+	eventually(t, "its FAILED was tried", func() bool { return tr.tried.Load() > 0 })
+	h.restart()
+	t.Logf("remove: %v", <-removed)
+	tr.cut.Store(false)
+	h.restart() // the start before ran with FAILED cut: this one reports
+	collectReports(t, h, s, f)
+	f.check(t)
+	if len(f.reported) != 1 {
+		t.Fatalf("reported %d of 1", len(f.reported))
+	}
+}
