@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
 )
@@ -95,6 +96,42 @@ func TestGivenBackDuringRemovalWhoseReportFailedReportsAfterRestart(t *testing.T
 	t.Logf("remove: %v", <-removed)
 	tr.cut.Store(false)
 	h.restart() // the start before ran with FAILED cut: this one reports
+	collectReports(t, h, s, f)
+	f.check(t)
+	if len(f.reported) != 1 {
+		t.Fatalf("reported %d of 1", len(f.reported))
+	}
+}
+
+// TestQueuedBriefOfRemovedWorkerWhoseReportFailedReportsAfterRestart: a
+// brief queued at a busy pane whose worker is removed is failed by the
+// pane's runner; when that FAILED cannot be published (a kill, issue 20,
+// sim seed 5711772003048015001) the brief stays in its queue and the next
+// start reports it. It was dequeued, its sender told nothing.
+func TestQueuedBriefOfRemovedWorkerWhoseReportFailedReportsAfterRestart(t *testing.T) {
+	var tr *failedCut
+	h := newHarness(t, func(c *bridge.Config) {
+		tr = &failedCut{Transport: c.Transport}
+		c.Transport, c.Injector, c.PaneRecheck = tr, &busyInjector{}, time.Hour
+	})
+	s := h.reg("s", bridge.RolePrimary)
+	w, _, err := h.c.Register(context.Background(), bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := h.send(s, bridge.SendRequest{Target: "w", Message: "brief"})
+	if res.Status != bridge.StatusQueued {
+		t.Fatalf("send: %+v", res)
+	}
+	f := newFates()
+	f.accept(res.MsgID, s.Name)
+	tr.cut.Store(true)
+	if err := h.c.Remove(context.Background(), w.GID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "its FAILED was tried", func() bool { return tr.tried.Load() > 0 })
+	tr.cut.Store(false)
+	h.restart()
 	collectReports(t, h, s, f)
 	f.check(t)
 	if len(f.reported) != 1 {
