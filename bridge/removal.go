@@ -102,9 +102,6 @@ func (c *Core) removeEntity(ctx context.Context, st *entState, cause string, dec
 	if err := c.closeAndDrain(ctx, st); err != nil {
 		return told, true, fmt.Errorf("bridge: empty the inbox of %s: %w", st.Name, err)
 	}
-	if err := c.awaitCalls(st); err != nil {
-		return told, true, err
-	}
 	return told, true, c.forgetEntity(ctx, st)
 }
 
@@ -186,31 +183,6 @@ func (c *Core) closeAndDrain(ctx context.Context, st *entState) error {
 		if time.Now().After(deadline) {
 			c.log.Error("an inbox being removed could not be emptied in time: what is left is deleted with it, unreported", LogGID, st.GID, "name", st.Name, "left", n)
 			c.stopConsumer(st)
-			return nil
-		}
-		time.Sleep(removalPoll)
-	}
-}
-
-// awaitCalls ends step 3: what a call had claimed (handed over, not yet
-// settled) stays in the store until that call settles it — delivered, or
-// given back and reported (reportGivenBack) — since step 4 deletes every
-// held record of st, and a report the call could not send (its core
-// closing) is made from that record by the next start. A core that closes
-// meanwhile leaves the removal to that start. Bounded like step 3.
-func (c *Core) awaitCalls(st *entState) error {
-	deadline := time.Now().Add(removalDrainBound)
-	for {
-		st.mu.Lock()
-		n := st.claimedHeld()
-		st.mu.Unlock()
-		switch {
-		case n == 0:
-			return nil
-		case c.ctx.Err() != nil:
-			return fmt.Errorf("bridge: remove %s: closing with %d message(s) out to a call: its removal is finished at the next start", st.Name, n)
-		case time.Now().After(deadline):
-			c.log.Error("a removal waited in vain for calls to settle what they had claimed: their store copies go, the calls still settle them", LogGID, st.GID, "name", st.Name, "claimed", n)
 			return nil
 		}
 		time.Sleep(removalPoll)
