@@ -187,9 +187,8 @@ func (c *Core) reportGivenBack(st *entState, hms []*heldMsg, why string) {
 	}
 	told, unsent := c.reportOrKeep(us)
 	c.log.Info("messages out to a call when their entity was removed: reported", LogGID, st.GID, "n", len(hms), "sendersTold", told)
-	// one whose FAILED could not go out stays claimed and unsettled: if
-	// the removal has not deleted its store copy yet, the next start
-	// reports it
+	// one whose FAILED could not go out stays claimed and unsettled, its
+	// store copy kept (forgetWhenSettled): the next start reports it
 	if err := c.settleTaken(st, without(hms, unsent)); err != nil {
 		c.log.Warn("reported messages of a removed entity not settled", LogGID, st.GID, "err", err)
 	}

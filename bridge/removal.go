@@ -102,7 +102,7 @@ func (c *Core) removeEntity(ctx context.Context, st *entState, cause string, dec
 	if err := c.closeAndDrain(ctx, st); err != nil {
 		return told, true, fmt.Errorf("bridge: empty the inbox of %s: %w", st.Name, err)
 	}
-	return told, true, c.forgetEntity(ctx, st)
+	return told, true, c.forgetWhenSettled(ctx, st)
 }
 
 // without is held less the messages whose msgId is in ids.
@@ -187,6 +187,45 @@ func (c *Core) closeAndDrain(ctx context.Context, st *entState) error {
 		}
 		time.Sleep(removalPoll)
 	}
+}
+
+// forgetWhenSettled is step 4 once no call holds a message of st: what a
+// call was handed and has not settled (a stalled reader) keeps its store
+// copy until the call settles it — delivered, or given back and reported
+// (reportGivenBack) — because a report the call cannot send (its gateway
+// closing) is made from that copy by the next start. The removal does not
+// wait for it: step 4 runs in the background once the calls settled
+// (bounded like step 3), or is left to the next start if the gateway closes.
+func (c *Core) forgetWhenSettled(ctx context.Context, st *entState) error {
+	if c.claimedOf(st) == 0 {
+		return c.forgetEntity(ctx, st)
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		deadline := time.Now().Add(removalDrainBound)
+		for n := c.claimedOf(st); n > 0; n = c.claimedOf(st) {
+			if c.ctx.Err() != nil {
+				return // the record still says "removing": the next start finishes it
+			}
+			if time.Now().After(deadline) {
+				c.log.Error("calls did not settle what they held of a removed entity in time: its store copies go, the calls still settle them", LogGID, st.GID, "name", st.Name, "claimed", n)
+				break
+			}
+			time.Sleep(removalPoll)
+		}
+		if err := c.forgetEntity(ctx, st); err != nil {
+			c.log.Warn("finishing the removal of an entity failed", LogGID, st.GID, "err", err)
+		}
+	}()
+	return nil
+}
+
+// claimedOf counts the messages of st that calls hold and have not settled.
+func (c *Core) claimedOf(st *entState) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.claimedHeld()
 }
 
 // stopConsumer cancels st's consumer, if any.
