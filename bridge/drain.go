@@ -185,9 +185,11 @@ func (c *Core) reportGivenBack(st *entState, hms []*heldMsg, why string) {
 	for _, hm := range hms {
 		us = append(us, undeliveredHeld(hm, st.GID, "inbox of "+st.Addr(), dep.cause, dep.why))
 	}
-	told := c.reportUndelivered(us)
+	told, unsent := c.reportOrKeep(us)
 	c.log.Info("messages out to a call when their entity was removed: reported", LogGID, st.GID, "n", len(hms), "sendersTold", told)
-	if err := c.settleTaken(st, hms); err != nil {
+	// one whose FAILED could not go out stays claimed and unsettled, its
+	// store copy kept (forgetWhenSettled): the next start reports it
+	if err := c.settleTaken(st, without(hms, unsent)); err != nil {
 		c.log.Warn("reported messages of a removed entity not settled", LogGID, st.GID, "err", err)
 	}
 }

@@ -1,5 +1,11 @@
 package bridge
 
+import (
+	"context"
+	"errors"
+	"time"
+)
+
 // Fates (issue 20). A message the fabric accepted ends in exactly one fate
 // its sender can see: delivered — its recipient has it (a drain handed over
 // and acked, a reply resolving an open send, a brief typed into its pane) —
@@ -52,29 +58,88 @@ func undeliveredEnv(env *Envelope, to, queue, cause, reason string) undelivered 
 // from this gateway. Broadcast copies and receipts are logged only: a
 // broadcast has many recipients, and a receipt about a receipt would loop.
 // A message reported before is skipped. It returns how many senders were
-// told (a FAILED that could not be published is logged by publishAll and
-// not counted).
+// told; see reportOrKeep for a FAILED that could not be published.
 func (c *Core) reportUndelivered(us []undelivered) int {
-	now := c.cfg.Now()
+	told, _ := c.reportOrKeep(us)
+	return told
+}
+
+// reportOrKeep is reportUndelivered that also returns the msgIds whose
+// FAILED could not be published (a kill or a broker cut took the link):
+// those are not recorded as reported — a second dead-letter line says
+// their sender was not told — so a later copy is reported again, and a
+// caller must keep them (not ack them, not delete them) so that one comes:
+// the next start, or the consumer a removal restarts, brings them back.
+// The once key is persisted only after the FAILED is out (issue 20: a
+// restart found a message "reported" that its sender never heard of). The
+// dead-letter line is written first, so a sender that hears FAILED finds it.
+func (c *Core) reportOrKeep(us []undelivered) (told int, unsent map[string]bool) {
+	now, exp := c.cfg.Now(), c.cfg.Now().Add(c.cfg.MessageTTL)
 	var recs []DeadLetterRecord
-	var out []outMsg
+	var tells []toTell
 	for _, u := range us {
-		if !c.mem.mark(fateKey(u.to, u.msgID), now.Add(c.cfg.MessageTTL)) {
-			continue // reported before: one fate, one report
+		key := fateKey(u.to, u.msgID)
+		if !c.mem.take(key) {
+			continue // reported before (or being reported): one fate, one report
 		}
 		tell := failedKinds[u.kind] && u.from != ""
 		recs = append(recs, DeadLetterRecord{At: now, MsgID: u.msgID, TraceID: u.traceID, Kind: string(u.kind), From: u.from, To: u.to,
 			Reason: u.cause + ": " + u.reason, Queue: u.queue, Reported: tell})
-		if tell {
-			from := u.notifier
-			if from == "" {
-				from = GatewayGID(c.cfg.Host)
-			}
-			out = append(out, c.notice(KindFailed, from, u.from, u.msgID, "", u.traceID, u.reason))
+		if !tell {
+			c.mem.keep(key, exp)
+			continue
 		}
+		from := u.notifier
+		if from == "" {
+			from = GatewayGID(c.cfg.Host)
+		}
+		tells = append(tells, toTell{c.notice(KindFailed, from, u.from, u.msgID, "", u.traceID, u.reason), len(recs) - 1})
 	}
 	c.writeDead(recs)
-	return len(out) - c.publishAll(out)
+	var notTold []DeadLetterRecord
+	for _, t := range tells {
+		rec := recs[t.rec]
+		key := fateKey(rec.To, rec.MsgID)
+		if c.tellSender(t.o) {
+			c.mem.keep(key, exp)
+			told++
+			continue
+		}
+		c.mem.forget(key)
+		if unsent == nil {
+			unsent = map[string]bool{}
+		}
+		unsent[rec.MsgID] = true
+		rec.Reported, rec.Reason = false, rec.Reason+" (its FAILED could not be published: it is reported again when the message comes back)"
+		notTold = append(notTold, rec)
+	}
+	c.writeDead(notTold)
+	return told, unsent
+}
+
+// toTell is a FAILED reportOrKeep publishes and its dead-letter record.
+type toTell struct {
+	o   outMsg
+	rec int // index in the records written
+}
+
+// tellSender publishes one FAILED of reportOrKeep; false means it may be
+// published later and was not. An unroutable one (its sender's inbox is
+// gone: nobody is left to tell) is final, logged and counted.
+func (c *Core) tellSender(o outMsg) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // not c.ctx: as publishAll
+	defer cancel()
+	err := c.publish(ctx, o.env.To, o.env, true)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, ErrUnroutable):
+		c.noticeUnroutable(o.env, err)
+		return true
+	}
+	c.log.Warn("FAILED not published: not recorded as reported, the message is kept to be reported again", LogMsgID, o.env.MsgID,
+		LogTraceID, o.env.TraceID, "corr", o.env.Corr, LogTo, o.env.To, "err", err)
+	return false
 }
 
 // deadBacklogMax bounds the dead-letter records kept in memory while the

@@ -131,6 +131,10 @@ func (s *heldSet) unclaimedHeld() int {
 	return n
 }
 
+// claimedHeld counts the held messages a call (or a removal) has taken
+// and not settled yet.
+func (s *heldSet) claimedHeld() int { return len(s.held) - s.unclaimedHeld() }
+
 // internFrom returns the entity's one copy of sender gid from: a backlog
 // from one chatty sender keeps one string, not one per message.
 func (s *heldSet) internFrom(from string) string {

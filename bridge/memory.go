@@ -61,6 +61,35 @@ func (m *memory) mark(key string, exp time.Time) bool {
 	return true
 }
 
+// take records key as taken in memory only (not persisted yet); it
+// reports whether key was new. A fate being reported is taken first, so a
+// second reporter of the same message skips it, and kept (persisted) only
+// once its report is out, or forgotten when it could not be sent: a
+// restart must not find a message reported that its sender never heard of.
+func (m *memory) take(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen.has(key) {
+		return false
+	}
+	m.seen.add(key)
+	return true
+}
+
+// keep persists key, taken by take, until exp.
+func (m *memory) keep(key string, exp time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dirtySeen = append(m.dirtySeen, store.Seen{Digest: store.DigestSeen(key), Exp: exp})
+}
+
+// forget undoes take (never persisted, so the store has nothing to undo).
+func (m *memory) forget(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen.forget(key)
+}
+
 // hostOf is the host gid is bound to, "" when none (lapsed or not).
 func (m *memory) hostOf(gid string) string {
 	m.mu.Lock()
@@ -167,6 +196,11 @@ func newSeenSet(max int) *seenSet {
 func (s *seenSet) has(id string) bool { _, ok := s.m[store.DigestSeen(id)]; return ok }
 
 func (s *seenSet) add(id string) { s.addDigest(store.DigestSeen(id)) }
+
+// forget drops id. Its ring slot stays: if id is added again, that older
+// slot evicts it as early as its first add would have been — never later
+// than the bound, so the set stays bounded.
+func (s *seenSet) forget(id string) { delete(s.m, store.DigestSeen(id)) }
 
 func (s *seenSet) addDigest(k seenKey) {
 	if _, ok := s.m[k]; ok {

@@ -294,6 +294,21 @@ func (c *Core) settleQueued(q queued, kind Kind, reason string) {
 	c.dequeue(q.QueuedBrief)
 }
 
+// failQueued settles q FAILED as settleQueued does, but leaves it in its
+// queue when its FAILED could not be published (a kill or a cut took the
+// link; fate.go), and says so (false): the runner tries it again at its
+// next recheck, or the next start does.
+func (c *Core) failQueued(q queued, reason string) bool {
+	u := undeliveredEnv(q.env, q.To, "pane queue of "+q.Pane, "not typed", reason)
+	u.notifier = q.To
+	if _, unsent := c.reportOrKeep([]undelivered{u}); len(unsent) > 0 {
+		return false
+	}
+	c.discardBrief(q.env.MsgID)
+	c.dequeue(q.QueuedBrief)
+	return true
+}
+
 func (c *Core) dequeue(r store.QueuedBrief) {
 	if err := c.st.DeleteQueued(r); err != nil {
 		c.log.Warn("cannot take a brief out of its pane's queue", "pane", r.Pane, "seq", r.Seq, "err", err)

@@ -84,9 +84,8 @@ func (c *Core) tryHead(run *paneRun, r store.QueuedBrief) bool {
 		c.dequeue(q.QueuedBrief)
 		return true
 	case !live:
-		c.settleQueued(q, KindFailed, "brief "+Excerpt(string(q.env.Body))+" not typed: "+c.departedName(q.To)+
+		return c.failQueued(q, "brief "+Excerpt(string(q.env.Body))+" not typed: "+c.departedName(q.To)+
 			" left pane "+q.Pane+" (closed or removed) while the brief was queued")
-		return true
 	case q.Typed:
 		return c.recoverHead(e, q)
 	}

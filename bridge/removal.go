@@ -92,14 +92,31 @@ func (c *Core) removeEntity(ctx context.Context, st *entState, cause string, dec
 	for _, hm := range held {
 		us = append(us, undeliveredHeld(hm, st.GID, queue, cause, why))
 	}
-	told := c.reportUndelivered(us)
-	if err := c.settleTaken(st, held); err != nil {
-		c.log.Warn("reported messages of a removed entity not settled: they come back and are reported again", LogGID, st.GID, "err", err)
+	told, unsent := c.reportOrKeep(us)
+	if err := c.settleTaken(st, without(held, unsent)); err != nil {
+		c.log.Warn("reported messages of a removed entity not settled: they come back and are dropped as reported", LogGID, st.GID, "err", err)
+	}
+	if len(unsent) > 0 { // kept, with the inbox and the record that says "removing": the next start reports them
+		return told, true, fmt.Errorf("bridge: remove %s: %d of its senders could not be told FAILED: its removal is finished at the next start", st.Name, len(unsent))
 	}
 	if err := c.closeAndDrain(ctx, st); err != nil {
 		return told, true, fmt.Errorf("bridge: empty the inbox of %s: %w", st.Name, err)
 	}
-	return told, true, c.forgetEntity(ctx, st)
+	return told, true, c.forgetWhenSettled(ctx, st)
+}
+
+// without is held less the messages whose msgId is in ids.
+func without(held []*heldMsg, ids map[string]bool) []*heldMsg {
+	if len(ids) == 0 {
+		return held
+	}
+	out := make([]*heldMsg, 0, len(held))
+	for _, hm := range held {
+		if !ids[hm.head.msgID()] {
+			out = append(out, hm)
+		}
+	}
+	return out
 }
 
 // markRemoved is step 1: it returns what st held unclaimed (now claimed by
@@ -159,6 +176,10 @@ func (c *Core) closeAndDrain(ctx context.Context, st *entState) error {
 				return err
 			}
 		}
+		if c.ctx.Err() != nil { // closing: its consumer goes too (Close cancels only registered ones), the next start finishes
+			c.stopConsumer(st)
+			return fmt.Errorf("the gateway is closing with %d message(s) left: the removal is finished at the next start", n)
+		}
 		if time.Now().After(deadline) {
 			c.log.Error("an inbox being removed could not be emptied in time: what is left is deleted with it, unreported", LogGID, st.GID, "name", st.Name, "left", n)
 			c.stopConsumer(st)
@@ -166,6 +187,45 @@ func (c *Core) closeAndDrain(ctx context.Context, st *entState) error {
 		}
 		time.Sleep(removalPoll)
 	}
+}
+
+// forgetWhenSettled is step 4 once no call holds a message of st: what a
+// call was handed and has not settled (a stalled reader) keeps its store
+// copy until the call settles it — delivered, or given back and reported
+// (reportGivenBack) — because a report the call cannot send (its gateway
+// closing) is made from that copy by the next start. The removal does not
+// wait for it: step 4 runs in the background once the calls settled
+// (bounded like step 3), or is left to the next start if the gateway closes.
+func (c *Core) forgetWhenSettled(ctx context.Context, st *entState) error {
+	if c.claimedOf(st) == 0 {
+		return c.forgetEntity(ctx, st)
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		deadline := time.Now().Add(removalDrainBound)
+		for n := c.claimedOf(st); n > 0; n = c.claimedOf(st) {
+			if c.ctx.Err() != nil {
+				return // the record still says "removing": the next start finishes it
+			}
+			if time.Now().After(deadline) {
+				c.log.Error("calls did not settle what they held of a removed entity in time: its store copies go, the calls still settle them", LogGID, st.GID, "name", st.Name, "claimed", n)
+				break
+			}
+			time.Sleep(removalPoll)
+		}
+		if err := c.forgetEntity(ctx, st); err != nil {
+			c.log.Warn("finishing the removal of an entity failed", LogGID, st.GID, "err", err)
+		}
+	}()
+	return nil
+}
+
+// claimedOf counts the messages of st that calls hold and have not settled.
+func (c *Core) claimedOf(st *entState) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.claimedHeld()
 }
 
 // stopConsumer cancels st's consumer, if any.
@@ -240,7 +300,9 @@ func (c *Core) arrivedForGone(gid string, d Delivery) {
 	if !ok {
 		dep = departure{addr: gid, cause: "gone", why: "recipient " + gid + " was removed from " + c.cfg.Host}
 	}
-	c.reportUndelivered([]undelivered{undeliveredEnv(env, gid, "inbox of "+dep.addr, dep.cause, dep.why)})
+	if _, unsent := c.reportOrKeep([]undelivered{undeliveredEnv(env, gid, "inbox of "+dep.addr, dep.cause, dep.why)}); len(unsent) > 0 {
+		return // unacked: it comes back (a removal's drain restarts the consumer, or the next start) and is reported then
+	}
 	c.ack(d)
 }
 
