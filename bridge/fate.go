@@ -58,13 +58,22 @@ func undeliveredEnv(env *Envelope, to, queue, cause, reason string) undelivered 
 // from this gateway. Broadcast copies and receipts are logged only: a
 // broadcast has many recipients, and a receipt about a receipt would loop.
 // A message reported before is skipped. It returns how many senders were
-// told; see reportOrKeep for a FAILED that could not be published.
+// told. Its callers cannot keep the message for a second report (an
+// expiry, a spooled message that cannot go out), so a FAILED that could
+// not be published is kept by the core instead and retried by the sweeper
+// (keepNotice); a caller that can keep the message uses reportOrKeep.
 func (c *Core) reportUndelivered(us []undelivered) int {
-	told, _ := c.reportOrKeep(us)
+	told, _ := c.report(us, false)
 	return told
 }
 
-// reportOrKeep is reportUndelivered that also returns the msgIds whose
+// reportOrKeep is reportUndelivered for a caller that keeps what it could
+// not report (see report).
+func (c *Core) reportOrKeep(us []undelivered) (told int, unsent map[string]bool) {
+	return c.report(us, true)
+}
+
+// report is reportUndelivered that, with canKeep, also returns the msgIds whose
 // FAILED could not be published (a kill or a broker cut took the link):
 // those are not recorded as reported — a second dead-letter line says
 // their sender was not told — so a later copy is reported again, and a
@@ -73,7 +82,7 @@ func (c *Core) reportUndelivered(us []undelivered) int {
 // The once key is persisted only after the FAILED is out (issue 20: a
 // restart found a message "reported" that its sender never heard of). The
 // dead-letter line is written first, so a sender that hears FAILED finds it.
-func (c *Core) reportOrKeep(us []undelivered) (told int, unsent map[string]bool) {
+func (c *Core) report(us []undelivered, canKeep bool) (told int, unsent map[string]bool) {
 	now, exp := c.cfg.Now(), c.cfg.Now().Add(c.cfg.MessageTTL)
 	var recs []DeadLetterRecord
 	var tells []toTell
@@ -100,7 +109,7 @@ func (c *Core) reportOrKeep(us []undelivered) (told int, unsent map[string]bool)
 	for _, t := range tells {
 		rec := recs[t.rec]
 		key := fateKey(rec.To, rec.MsgID)
-		if c.tellSender(t.o) {
+		if c.tellSender(t.o, canKeep) {
 			c.mem.keep(key, exp)
 			told++
 			continue
@@ -123,10 +132,13 @@ type toTell struct {
 	rec int // index in the records written
 }
 
-// tellSender publishes one FAILED of reportOrKeep; false means it may be
+// tellSender publishes one FAILED of report; false means it may be
 // published later and was not. An unroutable one (its sender's inbox is
-// gone: nobody is left to tell) is final, logged and counted.
-func (c *Core) tellSender(o outMsg) bool {
+// gone: nobody is left to tell) is final, logged and counted. Without
+// canKeep (nobody keeps the message to report it again) a FAILED that
+// cannot go out now is kept for the sweeper's retry (keepNotice), which
+// counts as told unless the retry buffer is full.
+func (c *Core) tellSender(o outMsg, canKeep bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // not c.ctx: as publishAll
 	defer cancel()
 	err := c.publish(ctx, o.env.To, o.env, true)
@@ -136,6 +148,8 @@ func (c *Core) tellSender(o outMsg) bool {
 	case errors.Is(err, ErrUnroutable):
 		c.noticeUnroutable(o.env, err)
 		return true
+	case !canKeep:
+		return c.keepNotice(o.env, err)
 	}
 	c.log.Warn("FAILED not published: not recorded as reported, the message is kept to be reported again", LogMsgID, o.env.MsgID,
 		LogTraceID, o.env.TraceID, "corr", o.env.Corr, LogTo, o.env.To, "err", err)
