@@ -244,7 +244,7 @@ func (c *Core) dropExpired(qs []store.QueuedBrief) []store.QueuedBrief {
 		switch {
 		case !ok:
 			c.log.Warn("unreadable brief dropped from a pane's queue", "pane", r.Pane, "seq", r.Seq)
-		case !q.env.Expired(now):
+		case !q.env.Expired(now), c.mem.has(fateKey(q.To, q.env.MsgID)): // told: tryHead retries its delete
 			keep = append(keep, r)
 			continue
 		case !q.Typed:
@@ -291,7 +291,29 @@ func (c *Core) settleQueued(q queued, kind Kind, reason string) {
 	if kind != KindInjected { // not typed: nobody reads its file
 		c.discardBrief(q.env.MsgID)
 	}
+	c.settledHead(q)
+}
+
+// settledHead takes q, whose sender is being told its fate, out of its
+// pane's queue — and first marks that fate in memory (fateKey), because
+// the store may refuse the delete (a full disk): the head then stays in
+// the queue, and without the mark the runner would type it and tell its
+// sender again, round after round (issue 20: one FAILED, dozens of times).
+// With it, tryHead only retries the delete (dequeueTold).
+func (c *Core) settledHead(q queued) {
+	c.mem.mark(fateKey(q.To, q.env.MsgID), c.cfg.Now().Add(c.cfg.MessageTTL))
 	c.dequeue(q.QueuedBrief)
+}
+
+// dequeueTold retries taking r, a head whose fate its sender was told,
+// out of its pane's queue; false while the store refuses (the runner
+// waits for its next round instead of spinning).
+func (c *Core) dequeueTold(r store.QueuedBrief) bool {
+	if err := c.st.DeleteQueued(r); err != nil {
+		c.log.Warn("cannot take a settled brief out of its pane's queue: it is not typed again", "pane", r.Pane, "seq", r.Seq, "err", err)
+		return false
+	}
+	return true
 }
 
 func (c *Core) dequeue(r store.QueuedBrief) {
