@@ -144,16 +144,17 @@ func (c *Core) enqueue(e Entity, env *Envelope) {
 		return
 	}
 	if err != nil {
-		// acked, so this was its only copy: a loss, told at once
+		// acked, so this was its only copy: a loss, reported at once — as
+		// every undelivered message is (fate.go), with its dead-letter
+		// record, which the store keeps for later when it is what refused
 		c.log.Warn("brief not queued for its pane", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID, "err", err)
-		if env.Kind == KindSend {
-			why := "its gateway could not queue it (" + err.Error() + ")"
-			if errors.Is(err, store.ErrQueueFull) {
-				why = fmt.Sprintf("%d briefs already wait for that pane (its agent is %s): it must take some before it can queue more", c.cfg.InboxMaxLength, c.paneStatusOf(e.GID))
-			}
-			c.publishAll([]outMsg{c.receiptFor(KindFailed, e.GID, env,
-				"brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: "+why)})
+		why := "its gateway could not queue it (" + err.Error() + ")"
+		if errors.Is(err, store.ErrQueueFull) {
+			why = fmt.Sprintf("%d briefs already wait for that pane (its agent is %s): it must take some before it can queue more", c.cfg.InboxMaxLength, c.paneStatusOf(e.GID))
 		}
+		u := undeliveredEnv(env, e.GID, "pane queue of "+e.PaneID, "not queued", "brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: "+why)
+		u.notifier = e.GID
+		c.reportUndelivered([]undelivered{u})
 		return
 	}
 	c.observeFor(HopQueue, e.GID, env, "queued behind "+strconv.Itoa(ahead), 0)

@@ -64,3 +64,38 @@ func pollReceipts(t *testing.T, c *bridge.Core, gid, corr string, d time.Duratio
 	}
 	return n
 }
+
+// TestPaneQueueFullDiskNotQueuedIsDeadLettered (issue 20, the simulator's
+// disk schedules: "no dead-letter record"): a brief the full disk keeps
+// out of its pane's queue — acked from the inbox, so its only copy — is
+// reported like every undelivered message: one FAILED to its sender and a
+// line in the dead-letter log, written once the disk has room. Before,
+// the FAILED went out alone and the log never had the line.
+func TestPaneQueueFullDiskNotQueuedIsDeadLettered(t *testing.T) {
+	inj := &busyInjector{}
+	var st *store.Store
+	c := queueCore(t, inj, func(cfg *bridge.Config) { st = cfg.Store })
+	ctx := context.Background()
+	p, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if _, _, err := c.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	st.SetDiskFull(true)
+	res, err := c.Send(ctx, p.GID, bridge.SendRequest{Target: "w", Message: "brief"}, nil)
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	got := pollReceipts(t, c, p.GID, res.MsgID, 500*time.Millisecond)
+	if res.Status == bridge.StatusFailed {
+		got[bridge.KindFailed]++ // the call waited for it and returned it
+	}
+	st.SetDiskFull(false)
+	got2 := pollReceipts(t, c, p.GID, res.MsgID, 300*time.Millisecond)
+	if got[bridge.KindFailed] != 1 || len(got2) != 0 {
+		t.Fatalf("receipts: %v, then %v; want exactly one FAILED (send answered %+v)", got, got2, res)
+	}
+	eventually(t, "a dead-letter record for the brief not queued", func() bool {
+		dl, err := c.DeadLetters(10)
+		return err == nil && len(dl) == 1 && dl[0].MsgID == res.MsgID && dl[0].Reported
+	})
+}
