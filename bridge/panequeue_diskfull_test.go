@@ -16,7 +16,8 @@ import (
 // typed it again round after round, each time telling the sender FAILED
 // (dozens, at once), and once the disk had room it would be typed after
 // its FAILED — two fates. Now the head is only taken out, never typed or
-// reported again.
+// reported again — and, like every undelivered message, it has its line
+// in the dead-letter log once the disk has room (it had none before).
 func TestPaneQueueFullDiskFailsOnce(t *testing.T) {
 	inj := &busyInjector{}
 	var st *store.Store
@@ -45,6 +46,10 @@ func TestPaneQueueFullDiskFailsOnce(t *testing.T) {
 	if len(inj.typed) != 0 {
 		t.Fatalf("a brief reported FAILED was typed after all: %q", inj.typed)
 	}
+	eventually(t, "a dead-letter record for the brief not typed", func() bool {
+		dl, err := c.DeadLetters(10)
+		return err == nil && len(dl) == 1 && dl[0].MsgID == res.MsgID && dl[0].Reported
+	})
 }
 
 // pollReceipts counts, by kind, what gid drains about corr within d.

@@ -145,6 +145,9 @@ func (c *Core) typeHead(run *paneRun, e Entity, q queued) bool {
 	case typed:
 		c.typedInto(q.Pane, env.MsgID) // the agent reads a large brief's file during its turn
 		c.settledHead(q)
+	case r.Status == StatusFailed || r.Status == "": // not typed: reported like any undelivered message, with its dead-letter record
+		c.settleQueued(q, KindFailed, "brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: "+r.Reason)
+		return true
 	default:
 		c.discardBrief(env.MsgID)
 		c.settledHead(q)
