@@ -144,16 +144,17 @@ func (c *Core) enqueue(e Entity, env *Envelope) {
 		return
 	}
 	if err != nil {
-		// acked, so this was its only copy: a loss, told at once
+		// acked, so this was its only copy: a loss, reported at once — as
+		// every undelivered message is (fate.go), with its dead-letter
+		// record, which the store keeps for later when it is what refused
 		c.log.Warn("brief not queued for its pane", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID, "err", err)
-		if env.Kind == KindSend {
-			why := "its gateway could not queue it (" + err.Error() + ")"
-			if errors.Is(err, store.ErrQueueFull) {
-				why = fmt.Sprintf("%d briefs already wait for that pane (its agent is %s): it must take some before it can queue more", c.cfg.InboxMaxLength, c.paneStatusOf(e.GID))
-			}
-			c.publishAll([]outMsg{c.receiptFor(KindFailed, e.GID, env,
-				"brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: "+why)})
+		why := "its gateway could not queue it (" + err.Error() + ")"
+		if errors.Is(err, store.ErrQueueFull) {
+			why = fmt.Sprintf("%d briefs already wait for that pane (its agent is %s): it must take some before it can queue more", c.cfg.InboxMaxLength, c.paneStatusOf(e.GID))
 		}
+		u := undeliveredEnv(env, e.GID, "pane queue of "+e.PaneID, "not queued", "brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: "+why)
+		u.notifier = e.GID
+		c.reportUndelivered([]undelivered{u})
 		return
 	}
 	c.observeFor(HopQueue, e.GID, env, "queued behind "+strconv.Itoa(ahead), 0)
@@ -244,7 +245,7 @@ func (c *Core) dropExpired(qs []store.QueuedBrief) []store.QueuedBrief {
 		switch {
 		case !ok:
 			c.log.Warn("unreadable brief dropped from a pane's queue", "pane", r.Pane, "seq", r.Seq)
-		case !q.env.Expired(now):
+		case !q.env.Expired(now), c.mem.has(fateKey(q.To, q.env.MsgID)): // told: tryHead retries its delete
 			keep = append(keep, r)
 			continue
 		case !q.Typed:
@@ -291,6 +292,17 @@ func (c *Core) settleQueued(q queued, kind Kind, reason string) {
 	if kind != KindInjected { // not typed: nobody reads its file
 		c.discardBrief(q.env.MsgID)
 	}
+	c.settledHead(q)
+}
+
+// settledHead takes q, whose sender is being told its fate, out of its
+// pane's queue — and first marks that fate in memory (fateKey), because
+// the store may refuse the delete (a full disk): the head then stays in
+// the queue, and without the mark the runner would type it and tell its
+// sender again, round after round (issue 20: one FAILED, dozens of times).
+// With it, tryHead only retries the delete (dequeueTold).
+func (c *Core) settledHead(q queued) {
+	c.mem.mark(fateKey(q.To, q.env.MsgID), c.cfg.Now().Add(c.cfg.MessageTTL))
 	c.dequeue(q.QueuedBrief)
 }
 
@@ -305,7 +317,18 @@ func (c *Core) failQueued(q queued, reason string) bool {
 		return false
 	}
 	c.discardBrief(q.env.MsgID)
-	c.dequeue(q.QueuedBrief)
+	c.settledHead(q)
+	return true
+}
+
+// dequeueTold retries taking r, a head whose fate its sender was told,
+// out of its pane's queue; false while the store refuses (the runner
+// waits for its next round instead of spinning).
+func (c *Core) dequeueTold(r store.QueuedBrief) bool {
+	if err := c.st.DeleteQueued(r); err != nil {
+		c.log.Warn("cannot take a settled brief out of its pane's queue: it is not typed again", "pane", r.Pane, "seq", r.Seq, "err", err)
+		return false
+	}
 	return true
 }
 

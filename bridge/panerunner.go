@@ -77,6 +77,9 @@ func (c *Core) tryHead(run *paneRun, r store.QueuedBrief) bool {
 		c.dequeue(r)
 		return true
 	}
+	if c.mem.has(fateKey(q.To, q.env.MsgID)) {
+		return c.dequeueTold(q.QueuedBrief)
+	}
 	e, live := c.workerOf(q)
 	switch {
 	case !live && q.Typed: // typed and reported (uncertain) before the pane went: nothing new to say
@@ -140,10 +143,13 @@ func (c *Core) typeHead(run *paneRun, e Entity, q queued) bool {
 		}
 	case typed:
 		c.typedInto(q.Pane, env.MsgID) // the agent reads a large brief's file during its turn
-		c.dequeue(q.QueuedBrief)
+		c.settledHead(q)
+	case r.Status == StatusFailed || r.Status == "": // not typed: reported like any undelivered message, with its dead-letter record
+		c.settleQueued(q, KindFailed, "brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: "+r.Reason)
+		return true
 	default:
 		c.discardBrief(env.MsgID)
-		c.dequeue(q.QueuedBrief)
+		c.settledHead(q)
 	}
 	if env.Kind == KindSend && c.publishAll([]outMsg{c.injectReceipt(e, env, r)}) == 0 && typed {
 		if err := c.st.DeleteTyping(env.MsgID); err != nil {
