@@ -25,6 +25,7 @@ type arrival struct {
 	refuse  string        // dead-letter it with this reason (detail: refuseWhy)
 	why     string        // the refusal's detail
 	ack     bool          // settled here: ack it (after first and report)
+	seen    bool          // taken into the seen-set once its ack held (a missed ASK: see onAsk)
 	hold    bool          // keep it for the entity (reply path: acked once drained or spilled)
 	keep    bool          // nothing more to do: its copy was swapped in (alreadyHere)
 	gone    bool          // the entity was removed meanwhile (removal.go)
@@ -213,7 +214,10 @@ func (c *Core) onAsk(st *entState, d Delivery) arrival {
 		st.receive(rt)
 		return arrival{keep: true}
 	}
-	c.mem.markEnv(st.GID+env.MsgID, env)
+	// not taken into the seen-set until it is acked (settleArrival): a
+	// gateway killed before its NO_WAITER went out gets the ASK back from
+	// the broker, and that copy must be answered again, not acked as one
+	// seen before (its asker would wait out the whole ask)
 	return c.missedAsk(st, env, rt)
 }
 
@@ -357,7 +361,9 @@ func (c *Core) settleArrival(st *entState, d Delivery, a arrival) {
 		// between the two costs a copy (refused by msgId), never the notice
 		c.publishAll(a.first)
 		c.reportUndelivered(a.report)
-		c.ack(d)
+		if c.ack(d) && a.seen {
+			c.mem.markEnv(st.GID+d.Env.MsgID, d.Env)
+		}
 	}
 	c.publishAll(a.out)
 	if a.after != nil {
@@ -382,8 +388,10 @@ func (c *Core) forwardAcked(e Entity, d Delivery) {
 }
 
 // ack settles a delivery the entity needs no more.
-func (c *Core) ack(d Delivery) {
+func (c *Core) ack(d Delivery) bool {
 	if err := d.Acker.Ack(); err != nil {
 		c.log.Warn("settle failed", LogMsgID, d.Env.MsgID, LogTraceID, d.Env.TraceID, "err", err)
+		return false
 	}
+	return true
 }

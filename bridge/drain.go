@@ -112,24 +112,32 @@ func (c *Core) returnHanded(st *entState, hms []*heldMsg, seen bool) {
 	c.settleAsks(st, asks) // its turn stays open: the ASK itself is settled
 }
 
-// settleAsks takes ASKs a call was handed (and now let go) into the
-// seen-set and acks them in their transport: their turn has its fate
+// settleAsks acks ASKs a call was handed (and now let go) in their
+// transport and takes them into the seen-set: their turn has its fate
 // (answered, abandoned, or open until it expires), so a copy must not
 // ask again. An ASK handed to a call stays unacked until then (onAsk): a
-// gateway killed first hands it back, to be shown again.
+// gateway killed first hands it back, to be shown again. So does one
+// whose acks all failed (killed after deciding, before its ABANDONED got
+// out): it is not taken into the seen-set, and its copy asks again.
 func (c *Core) settleAsks(st *entState, hms []*heldMsg) {
-	var ackers []Acker
+	var settled []*heldMsg
+	var ackers [][]Acker
 	st.mu.Lock()
 	for _, hm := range hms {
 		if hm.acks != nil {
-			c.mem.markEnv(st.GID+hm.env.MsgID, hm.env)
-			ackers = append(ackers, hm.acks.all()...)
+			settled, ackers = append(settled, hm), append(ackers, hm.acks.all())
 			hm.acks = nil
 		}
 	}
 	st.mu.Unlock()
-	for _, a := range ackers {
-		_ = a.Ack() // a stale tag of an earlier consumer fails: its copy comes back, and the seen-set acks it
+	for i, hm := range settled {
+		acked := false
+		for _, a := range ackers[i] {
+			acked = a.Ack() == nil || acked // a stale tag of an earlier consumer fails: the current one holds
+		}
+		if acked {
+			c.mem.markEnv(st.GID+hm.env.MsgID, hm.env)
+		}
 	}
 }
 

@@ -44,10 +44,11 @@ func (c *Core) missedAsk(st *entState, env *Envelope, rt *recvTurn) arrival {
 	rt.expiresAt = note.ExpiresAt // remembered as long as the notice can be read
 	st.receive(rt)
 	c.log.Info("missed ask", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogFrom, env.From, LogGID, st.GID, "turnId", env.TurnID)
-	return arrival{
-		first: []outMsg{{env: note}},
-		out:   []outMsg{c.noticeFor(KindNoWaiter, st.GID, env, "nobody is waiting: "+st.Name+" has no open bridge_send or bridge_poll; it will find your question held as a MISSED_ASK")},
-	}
+	// both out before the ASK is acked: a kill between the two hands the
+	// ASK back, and its asker hears NO_WAITER (a second one, if the first
+	// got out, finds its turn ended and is dropped)
+	return arrival{seen: true, first: []outMsg{{env: note},
+		c.noticeFor(KindNoWaiter, st.GID, env, "nobody is waiting: "+st.Name+" has no open bridge_send or bridge_poll; it will find your question held as a MISSED_ASK")}}
 }
 
 // missedReason is why answering a missed ask from asker is too late.

@@ -186,7 +186,9 @@ func (a *acker) settle(reject bool) error {
 	c.n.mu.Lock()
 	defer c.n.mu.Unlock()
 	m := c.unacked[a.seq]
-	if !c.attached || c.gen != a.gen || m == nil {
+	// a closed connection acks nothing, as on the broker, even while a
+	// handler of it is still running: what it held goes back (Close)
+	if !c.attached || c.gen != a.gen || m == nil || c.t.closed {
 		return errVoid
 	}
 	delete(c.unacked, a.seq)
