@@ -134,10 +134,12 @@ type toTell struct {
 
 // tellSender publishes one FAILED of report; false means it may be
 // published later and was not. An unroutable one (its sender's inbox is
-// gone: nobody is left to tell) is final, logged and counted. Without
-// canKeep (nobody keeps the message to report it again) a FAILED that
-// cannot go out now is kept for the sweeper's retry (keepNotice), which
-// counts as told unless the retry buffer is full.
+// gone: nobody is left to tell) is final, logged and counted. A FAILED
+// that cannot go out now is kept for the sweeper's retry (keepNotice),
+// which counts as told unless the retry buffer is full — except, with
+// canKeep, when the transport is closed: then no sweeper will run before
+// the next start, and the caller keeps the message so that start reports
+// it (a removal that waited for a restart on a full disk never ended).
 func (c *Core) tellSender(o outMsg, canKeep bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // not c.ctx: as publishAll
 	defer cancel()
@@ -148,7 +150,11 @@ func (c *Core) tellSender(o outMsg, canKeep bool) bool {
 	case errors.Is(err, ErrUnroutable):
 		c.noticeUnroutable(o.env, err)
 		return true
-	case !canKeep:
+	case !canKeep || !errors.Is(err, ErrClosed):
+		// nobody keeps the message, or the transport is still there (a
+		// full disk, a bounded outage): the core retries the FAILED (its
+		// sweeper) and the message's fate is settled now; only a closed
+		// transport (a kill, a stop) leaves the message for the next start
 		return c.keepNotice(o.env, err)
 	}
 	c.log.Warn("FAILED not published: not recorded as reported, the message is kept to be reported again", LogMsgID, o.env.MsgID,

@@ -2,7 +2,6 @@ package bridge_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -22,7 +21,7 @@ type failedCut struct {
 func (f *failedCut) Publish(ctx context.Context, key string, env *bridge.Envelope, mandatory bool) error {
 	if env.Kind == bridge.KindFailed && f.cut.Load() {
 		f.tried.Add(1)
-		return errors.New("failedCut: transport closed")
+		return fmt.Errorf("failedCut: %w", bridge.ErrClosed)
 	}
 	return f.Transport.Publish(ctx, key, env, mandatory)
 }
