@@ -1,9 +1,7 @@
 package bridge
 
 import (
-	"context"
 	"errors"
-	"time"
 )
 
 // Fates (issue 20). A message the fabric accepted ends in exactly one fate
@@ -141,14 +139,9 @@ type toTell struct {
 // the next start, and the caller keeps the message so that start reports
 // it (a removal that waited for a restart on a full disk never ended).
 func (c *Core) tellSender(o outMsg, canKeep bool) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // not c.ctx: as publishAll
-	defer cancel()
-	err := c.publish(ctx, o.env.To, o.env, true)
+	err := c.publishNotice(o)
 	switch {
-	case err == nil:
-		return true
-	case errors.Is(err, ErrUnroutable):
-		c.noticeUnroutable(o.env, err)
+	case err == nil, errors.Is(err, ErrUnroutable): // unroutable: logged and counted, final
 		return true
 	case !canKeep || !errors.Is(err, ErrClosed):
 		// nobody keeps the message, or the transport is still there (a

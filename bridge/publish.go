@@ -80,19 +80,26 @@ type outMsg struct {
 // cannot do better, and a notice dropped here is never heard.
 func (c *Core) publishAll(out []outMsg) (failed int) {
 	for _, o := range out {
-		// not tied to c.ctx: a receipt decided while the core shuts down
-		// still goes out (the transport closes after the core)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := c.publish(ctx, o.env.To, o.env, true)
-		cancel()
-		if errors.Is(err, ErrUnroutable) {
-			c.noticeUnroutable(o.env, err)
-			failed++
-		} else if err != nil && !c.keepNotice(o.env, err) {
+		err := c.publishNotice(o)
+		if errors.Is(err, ErrUnroutable) || (err != nil && !c.keepNotice(o.env, err)) {
 			failed++
 		}
 	}
 	return failed
+}
+
+// publishNotice publishes one notice, mandatory; one no inbox takes is
+// logged and recorded here (noticelost.go), the caller decides the rest.
+func (c *Core) publishNotice(o outMsg) error {
+	// not tied to c.ctx: a receipt decided while the core shuts down still
+	// goes out (the transport closes after the core)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := c.publish(ctx, o.env.To, o.env, true)
+	if errors.Is(err, ErrUnroutable) {
+		c.noticeUnroutable(o.env, err)
+	}
+	return err
 }
 
 // notice builds a notice — INJECTED, FAILED, NO_WAITER, TOO_LATE or
