@@ -208,8 +208,3 @@ func TestCodexSpawnedWorkerArgs(t *testing.T) {
 		t.Errorf("the primary got %+v", r.Messages)
 	}
 }
-
-func jsonText(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
