@@ -178,6 +178,9 @@ func (t *Transport) PublishDelayed(ctx context.Context, key string, env *bridge.
 	if !t.DelayState().On {
 		return bridge.ErrDelayOff
 	}
+	if !t.Connected() { // a copy is not worth waiting for a reconnect
+		return fmt.Errorf("%w: not connected", bridge.ErrUnavailable)
+	}
 	_, pub, err := t.waitUpToPublish(ctx)
 	if err != nil {
 		return err

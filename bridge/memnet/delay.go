@@ -2,6 +2,7 @@ package memnet
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
@@ -31,6 +32,9 @@ func (t *Transport) DelayState() bridge.DelayState {
 func (t *Transport) PublishDelayed(ctx context.Context, key string, env *bridge.Envelope, after time.Duration) error {
 	if !t.n.opts.Delay {
 		return bridge.ErrDelayOff
+	}
+	if !t.Connected() { // as the broker transport: a copy does not wait for the link
+		return fmt.Errorf("%w: memnet: link down", bridge.ErrUnavailable)
 	}
 	m := &message{headers: env.Headers(), body: clone(env.Body), key: key, id: env.MsgID}
 	return t.do(ctx, func() error {
