@@ -96,6 +96,7 @@ func (t *Transport) setDelay(s bridge.DelayState) {
 // on it; its error says whether the broker has the type.
 func probeDelay(ctx context.Context, url string, cfg amqp.Config) bridge.DelayState {
 	cfg.Properties = amqp.Table{"connection_name": "herdbridge delay probe"}
+	cfg.TLSClientConfig = cfg.TLSClientConfig.Clone() // the gateway's connection has its own
 	type res struct {
 		c   *amqp.Connection
 		err error
