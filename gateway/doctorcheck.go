@@ -327,6 +327,7 @@ func (d *doctor) brokerChecks(ctx context.Context, b *BrokerReport, transport st
 	} else {
 		d.add("broker topology", CheckOK, "exchanges and dead-letter queue present", "")
 	}
+	d.add("broker delay", CheckOK, b.Delay.String()+delayMeaning(b.Delay), "")
 	every := time.Duration(b.HeartbeatMs) * time.Millisecond
 	switch {
 	case b.HeardSelfMs == nil:
@@ -409,4 +410,13 @@ func (d *doctor) skewCheck(p bridge.PeerView, allow time.Duration) {
 	default:
 		d.add("clock "+p.Host, CheckOK, detail, "")
 	}
+}
+
+// delayMeaning says what the delay state changes, for doctor: optional
+// either way, so it is never a warning.
+func delayMeaning(s bridge.DelayState) string {
+	if s.On {
+		return ": a notice a transport refuses is also handed to the broker for a retry that outlives this gateway"
+	}
+	return ": optional; notices a transport refuses are retried by this gateway alone"
 }

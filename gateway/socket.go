@@ -97,6 +97,9 @@ type Stats struct {
 	AuditError   string            `json:"auditError,omitempty"`
 	// Runtime: goroutines, heap, RSS and open files of the gateway process.
 	Runtime *RuntimeStats `json:"runtime,omitempty"`
+	// Delay is whether the broker's delay exchange is in use (with a
+	// broker only): "bridge.delay: on", or off and why.
+	Delay string `json:"delay,omitempty"`
 }
 
 func (g *Gateway) listenSocket() error {
@@ -250,6 +253,9 @@ func (g *Gateway) stats() *Stats {
 	}
 	st.AuditDropped = g.audit.Dropped()
 	st.Runtime = readRuntimeStats()
+	if g.broker != nil {
+		st.Delay = g.broker.DelayState().String()
+	}
 	if err := g.audit.Err(); err != nil {
 		st.AuditError = err.Error()
 	}

@@ -74,6 +74,7 @@ type Transport struct {
 	pubErr    *amqp.Error // why the broker last closed the publish channel (a channel exception)
 	counts    counters    // for metrics (Counts)
 	server    ServerInfo  // what the broker of the current connection is (overflow.go)
+	delay     delayCell   // whether bridge.delay is usable (delay.go)
 }
 
 // Open dials the broker, declares the shared topology and starts the
@@ -184,6 +185,7 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 	t.mu.Lock()
 	close(t.up)
 	t.mu.Unlock()
+	t.probeDelayLater(t.opts.URL, cfg) // bridge.delay, on a connection of its own (delay.go)
 	return closed, nil
 }
 

@@ -435,6 +435,9 @@ func statsCommand(stdout io.Writer) *cobra.Command {
 			signing = "on, host key " + st.Key
 		}
 		fmt.Fprintf(stdout, "host %s; signing %s; audit log %s\n", st.Host, signing, st.Audit)
+		if st.Delay != "" {
+			fmt.Fprintln(stdout, st.Delay)
+		}
 		if rt := st.Runtime; rt != nil {
 			fmt.Fprintf(stdout, "runtime: %d goroutines, heap %.1f MiB (%.1f MiB more held free), RSS %.1f MiB (%.1f anonymous, %.1f file-backed), %d open files, CPU %.2f s\n",
 				rt.Goroutines, mib(rt.HeapBytes), mib(rt.HeapFreeBytes), mib(rt.RSSBytes), mib(rt.RSSAnonBytes), mib(rt.RSSFileBytes), rt.OpenFiles, rt.CPUSeconds)
