@@ -63,6 +63,8 @@ type BrokerReport struct {
 	// Server is the broker's product and version as it announced them at
 	// connect, and the x-overflow this gateway declares inboxes with.
 	Server broker.ServerInfo `json:"server"`
+	// QueueType is the type of this gateway's broker queues and why.
+	QueueType broker.QueueTypeChoice `json:"queueType"`
 }
 
 // DoctorReport gathers the report; each probe is bounded, so a hung herdr
@@ -126,7 +128,7 @@ func herdrNeededBy(f FileConfig, panes int) string {
 }
 
 func (g *Gateway) brokerReport(ctx context.Context, cc bridge.Config) *BrokerReport {
-	r := &BrokerReport{Connected: g.broker.Connected(), HeartbeatMs: cc.PresenceEvery.Milliseconds(), Server: g.broker.Server()}
+	r := &BrokerReport{Connected: g.broker.Connected(), HeartbeatMs: cc.PresenceEvery.Milliseconds(), Server: g.broker.Server(), QueueType: g.queueType}
 	if heard := g.core.HeardSelf(); !heard.IsZero() {
 		ms := cc.Now().Sub(heard).Milliseconds()
 		r.HeardSelfMs = &ms
