@@ -149,13 +149,30 @@ func (c *consumer) retireLegacy(ch *amqp.Channel, moved int) bool {
 		return false
 	}
 	ch.Close() // a delivery in flight now goes back to the queue, and the delete below is refused
-	if found {
-		if err := deleteQueueOn(conn, c.legacy, true); err != nil && !isNotFound(err) {
-			t.log.Debug("legacy queue not deleted yet; draining on", "legacy", c.legacy, "err", err)
-			return false
-		}
+	if found && !c.deleteLegacy(conn) {
+		return false
 	}
 	t.log.Info(fmt.Sprintf("%s migrated %s->%s", c.kind(), otherType(t.qtype), t.qtype), "legacy", c.legacy, "queue", c.queue, "moved", moved)
+	return true
+}
+
+// deleteLegacy deletes the drained legacy queue. A classic one is
+// deleted only while empty and unused (the broker checks). Quorum queues
+// refuse those flags (not_implemented on 3.10), so a quorum one is
+// counted again once this consumer's channel is closed — a delivery in
+// flight went back to it — and deleted plainly: it is unbound, so nothing
+// can arrive between the count and the delete.
+func (c *consumer) deleteLegacy(conn *amqp.Connection) bool {
+	quorum := otherType(c.t.qtype) == QueueTypeQuorum
+	if quorum {
+		if n, found, err := queueCount(conn, c.legacy); err != nil || !found || n > 0 {
+			return err == nil && !found
+		}
+	}
+	if err := deleteQueueOn(conn, c.legacy, !quorum); err != nil && !isNotFound(err) {
+		c.t.log.Debug("legacy queue not deleted yet; draining on", "legacy", c.legacy, "err", err)
+		return false
+	}
 	return true
 }
 
