@@ -11,6 +11,7 @@ import (
 
 	"github.com/herdbridge/herdbridge/bridge"
 	"github.com/herdbridge/herdbridge/bridge/broker"
+	"github.com/herdbridge/herdbridge/bridge/broker/brokertest"
 )
 
 // receiver is a consumer that de-duplicates by msgId as the core does,
@@ -149,9 +150,10 @@ func TestInboxMigratesBetweenTypes(t *testing.T) {
 	_ = tr.DeleteInbox(context.Background(), gid)
 }
 
-// TestMigrationResumesAfterCrash: the transport draining a legacy inbox
-// goes away mid-drain (its connection closes with deliveries unacked);
-// the next start drains the rest. Every message arrives, in order per
+// TestMigrationResumesAfterCrash: the connection of the transport
+// draining a legacy inbox is cut mid-drain (it re-attaches to the legacy
+// inbox), then the transport goes away mid-drain (its connection closes
+// with deliveries unacked); the next start drains the rest. Every message arrives, in order per
 // sender; a copy received twice has the same msgId (the dedup drops it).
 func TestMigrationResumesAfterCrash(t *testing.T) {
 	conn := rawConn(t)
@@ -165,15 +167,21 @@ func TestMigrationResumesAfterCrash(t *testing.T) {
 	old.Close()
 
 	r := newReceiver(2 * time.Millisecond)
-	tr := openType(t, broker.QueueTypeQuorum)
+	p, url := brokertest.NewProxy(t, brokerURL(t))
+	tr, err := broker.Open(context.Background(), broker.Options{URL: url, QueueType: broker.QueueTypeQuorum})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := tr.DeclareInbox(context.Background(), gid, bridge.InboxSpec{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tr.Consume(context.Background(), gid, 16, r.handle); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, n/2)
-	tr.Close() // mid-drain: what was delivered and not acked goes back to .v2
+	r.waitFor(t, n/3)
+	p.Cut() // the connection dies mid-drain: the same transport re-attaches to the legacy inbox
+	r.waitFor(t, n)
+	tr.Close() // and the process goes: what was delivered and not acked goes back to .v2
 	if r.count() >= 2*n {
 		t.Fatal("the drain finished before the crash: the test proves nothing")
 	}
