@@ -212,7 +212,11 @@ func TestQueueTypeAutoRemembered(t *testing.T) {
 			t.Fatal(err)
 		}
 		qt := g.DoctorReport(context.Background()).Broker.QueueType
+		st := gateway.StatsOf(g)
 		g.Close()
+		if st.QueueType == nil || *st.QueueType != qt {
+			t.Errorf("asked %q: stats say %+v, doctor %+v", step.asked, st.QueueType, qt)
+		}
 		if qt.Type != step.want || !strings.Contains(qt.Why, step.why) {
 			t.Errorf("asked %q: %+v, want %s (%s)", step.asked, qt, step.want, step.why)
 		}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/mcp"
 )
 
@@ -97,6 +98,8 @@ type Stats struct {
 	AuditError   string            `json:"auditError,omitempty"`
 	// Runtime: goroutines, heap, RSS and open files of the gateway process.
 	Runtime *RuntimeStats `json:"runtime,omitempty"`
+	// QueueType is the type of the broker's queues and why (with --broker).
+	QueueType *broker.QueueTypeChoice `json:"queueType,omitempty"`
 }
 
 func (g *Gateway) listenSocket() error {
@@ -250,6 +253,10 @@ func (g *Gateway) stats() *Stats {
 	}
 	st.AuditDropped = g.audit.Dropped()
 	st.Runtime = readRuntimeStats()
+	if g.broker != nil {
+		qt := g.queueType
+		st.QueueType = &qt
+	}
 	if err := g.audit.Err(); err != nil {
 		st.AuditError = err.Error()
 	}
