@@ -443,6 +443,9 @@ func statsCommand(stdout io.Writer) *cobra.Command {
 		if st.AuditDropped > 0 || st.AuditError != "" {
 			fmt.Fprintf(stdout, "audit records dropped: %d (%s)\n", st.AuditDropped, st.AuditError)
 		}
+		if qt := st.QueueType; qt != nil {
+			fmt.Fprintf(stdout, "broker queues: %s (%s)\n", qt.Type, qt.Why)
+		}
 		reasons := make([]string, 0, len(st.Refused))
 		for k := range st.Refused {
 			reasons = append(reasons, k)
