@@ -54,6 +54,11 @@ type FileConfig struct {
 	// broker's product at connect: reject-publish on LavinMQ (which treats
 	// reject-publish-dlx as drop-head), reject-publish-dlx elsewhere.
 	BrokerOverflow string `json:"brokerOverflow,omitempty"`
+	// QueueType is the type of the broker's inboxes, control and
+	// dead-letter queues: "auto" (default: quorum on a RabbitMQ cluster
+	// of at least 3 configured nodes, classic otherwise), "classic" or
+	// "quorum". --queue-type overrides it.
+	QueueType string `json:"queueType,omitempty"`
 	// OutboxMaxMessages and OutboxMaxBytes cap the outbox (defaults 100000
 	// and 256 MiB): past either, a message for another host is refused
 	// while the broker is down, saying so.

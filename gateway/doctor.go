@@ -65,6 +65,8 @@ type BrokerReport struct {
 	Server broker.ServerInfo `json:"server"`
 	// Delay is whether bridge.delay (x-delayed-message) is in use.
 	Delay bridge.DelayState `json:"delay"`
+	// QueueType is the type of this gateway's broker queues and why.
+	QueueType broker.QueueTypeChoice `json:"queueType"`
 }
 
 // DoctorReport gathers the report; each probe is bounded, so a hung herdr
@@ -129,7 +131,7 @@ func herdrNeededBy(f FileConfig, panes int) string {
 
 func (g *Gateway) brokerReport(ctx context.Context, cc bridge.Config) *BrokerReport {
 	r := &BrokerReport{Connected: g.broker.Connected(), HeartbeatMs: cc.PresenceEvery.Milliseconds(), Server: g.broker.Server(),
-		Delay: g.broker.DelayState()}
+		Delay: g.broker.DelayState(), QueueType: g.queueType}
 	if heard := g.core.HeardSelf(); !heard.IsZero() {
 		ms := cc.Now().Sub(heard).Milliseconds()
 		r.HeardSelfMs = &ms

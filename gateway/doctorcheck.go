@@ -311,6 +311,14 @@ func brokerConnected(s broker.ServerInfo) string {
 	return "connected to " + what + " (inboxes x-overflow " + s.Overflow + ": a message to a full inbox is " + full + ")"
 }
 
+// queueTypeText is the doctor's word on the queue type and why.
+func queueTypeText(c broker.QueueTypeChoice) string {
+	if c.Type == "" {
+		return ""
+	}
+	return "; " + c.Type + " queues (" + c.Why + ")"
+}
+
 func (d *doctor) brokerChecks(ctx context.Context, b *BrokerReport, transport string) {
 	if b == nil {
 		d.add("broker", CheckOK, transport+" transport: this host only, no broker", "")
@@ -321,7 +329,7 @@ func (d *doctor) brokerChecks(ctx context.Context, b *BrokerReport, transport st
 			"start RabbitMQ, or check --broker (host, port, login) and the network; the gateway reconnects by itself")
 		return
 	}
-	d.add("broker", CheckOK, brokerConnected(b.Server), "")
+	d.add("broker", CheckOK, brokerConnected(b.Server)+queueTypeText(b.QueueType), "")
 	if b.Topology != "" {
 		d.add("broker topology", CheckFail, b.Topology, "restart the gateway: it declares the exchanges and queues it needs")
 	} else {

@@ -37,6 +37,9 @@ type Config struct {
 	Host     string // this host's id
 	NoSync   bool   // skip fsync: a process crash still loses nothing, an OS crash or power loss can
 	Broker   string // amqp[s]:// URL: gateways meet there; empty: the embedded transport
+	// QueueType is the broker queues' type: auto, classic or quorum
+	// (README "Queue types"). Empty: the configuration file's, else auto.
+	QueueType string
 	// BrokerOutage is what a message for another host does while the
 	// broker is unreachable: "spool" (default: kept in this gateway's
 	// outbox, published when it returns; the send says queued) or "fail"
@@ -91,9 +94,11 @@ type Gateway struct {
 	ui       *opsui.Handler // the operator page at /ui
 
 	// what /metrics reads (metrics.go)
-	local   *embedded.Transport // the embedded transport: tr, or split's same-host side
-	broker  *broker.Transport   // with a broker: split's remote side
-	metrics *metrics.Metrics
+	local  *embedded.Transport // the embedded transport: tr, or split's same-host side
+	broker *broker.Transport   // with a broker: split's remote side
+	// queueType is the broker queues' type and why (queuetype.go)
+	queueType broker.QueueTypeChoice
+	metrics   *metrics.Metrics
 	// operatorAuth accepts an operator credential on the read-only views
 	// (readAuthorized); nil: entity tokens only.
 	operatorAuth func(*http.Request) bool
@@ -252,10 +257,21 @@ func (g *Gateway) openTransport(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	remote, err := broker.Open(ctx, broker.Options{URL: g.cfg.Broker, TLS: tlsConf, Logger: g.log, DownWait: opts.Bound, Overflow: g.cfg.File.BrokerOverflow})
+	qtype, err := g.chooseQueueType(ctx, tlsConf)
 	if err != nil {
 		return err
 	}
+	remote, err := broker.Open(ctx, broker.Options{URL: g.cfg.Broker, TLS: tlsConf, Logger: g.log, DownWait: opts.Bound, Overflow: g.cfg.File.BrokerOverflow,
+		QueueType: qtype.Type})
+	if err != nil {
+		return err
+	}
+	if remote.QueueType() != qtype.Type {
+		qtype = broker.QueueTypeChoice{Type: remote.QueueType(), Why: "the broker is LavinMQ, which has no quorum queues"}
+	}
+	g.queueType = qtype
+	g.rememberQueueType(qtype)
+	g.log.Info("broker queue type", "queueType", qtype.Type, "why", qtype.Why)
 	// same-host messages, and the outbox of cross-host ones the broker
 	// cannot take, live in the embedded store: the file the gateway uses
 	// without a broker, so switching modes strands nothing

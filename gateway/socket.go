@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/mcp"
 )
 
@@ -100,6 +101,8 @@ type Stats struct {
 	// Delay is whether the broker's delay exchange is in use (with a
 	// broker only): "bridge.delay: on", or off and why.
 	Delay string `json:"delay,omitempty"`
+	// QueueType is the type of the broker's queues and why (with --broker).
+	QueueType *broker.QueueTypeChoice `json:"queueType,omitempty"`
 }
 
 func (g *Gateway) listenSocket() error {
@@ -255,6 +258,8 @@ func (g *Gateway) stats() *Stats {
 	st.Runtime = readRuntimeStats()
 	if g.broker != nil {
 		st.Delay = g.broker.DelayState().String()
+		qt := g.queueType
+		st.QueueType = &qt
 	}
 	if err := g.audit.Err(); err != nil {
 		st.AuditError = err.Error()

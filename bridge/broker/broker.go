@@ -51,6 +51,11 @@ type Options struct {
 	// or OverflowRejectPublishDLX); empty: chosen by the broker's product
 	// at connect (overflow.go).
 	Overflow string
+	// QueueType is the type of the inboxes, control and dead-letter
+	// queues: classic or quorum (queuetype.go). "" and auto are classic
+	// here: the gateway resolves auto (DecideQueueType) before Open. On
+	// LavinMQ, which has no quorum queues, it is classic whatever is set.
+	QueueType string
 }
 
 // Transport is the AMQP transport. Create it with Open.
@@ -75,6 +80,7 @@ type Transport struct {
 	counts    counters    // for metrics (Counts)
 	server    ServerInfo  // what the broker of the current connection is (overflow.go)
 	delay     delayCell   // whether bridge.delay is usable (delay.go)
+	qtype     string      // classic or quorum: set by Open's first connect, fixed after it
 }
 
 // Open dials the broker, declares the shared topology and starts the
@@ -102,9 +108,16 @@ func Open(ctx context.Context, opts Options) (*Transport, error) {
 	if opts.Overflow, err = ParseOverflow(opts.Overflow); err != nil {
 		return nil, err
 	}
+	qtype, err := ParseQueueType(opts.QueueType)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if qtype == QueueTypeAuto {
+		qtype = QueueTypeClassic
+	}
 	t := &Transport{opts: opts, log: opts.Logger, up: make(chan struct{}), returned: map[string]time.Time{},
 		inboxes: map[string]bridge.InboxSpec{}, bound: map[string]map[string]bool{}, consumers: map[*consumer]bool{},
-		stop: make(chan struct{})}
+		stop: make(chan struct{}), qtype: qtype}
 	dctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
 	closed, err := t.connect(dctx)
@@ -150,13 +163,13 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 		}()
 		return nil, fmt.Errorf("broker: connect to %s: %w", redact(t.opts.URL), ctx.Err())
 	}
-	si := serverInfo(conn.Properties, t.opts.Overflow)
+	si := t.serverOf(conn)
 	t.mu.Lock()
 	changed := si != t.server
 	t.server = si // before any inbox is declared on this connection
 	t.mu.Unlock()
 	if changed {
-		t.log.Info("broker connected", "product", si.Product, "version", si.Version, "inboxOverflow", si.Overflow)
+		t.log.Info("broker connected", "product", si.Product, "version", si.Version, "inboxOverflow", si.Overflow, "queueType", t.qtype)
 	}
 	if err := t.declareShared(conn); err != nil {
 		conn.Close()
@@ -179,7 +192,7 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 	t.mu.Unlock()
 	for gid, spec := range specs { // after a reconnect: the whole topology again
 		if err := t.declareInbox(gid, spec); err != nil {
-			t.log.Error("re-declaring an inbox after reconnect failed", "queue", bridge.InboxQueueName(gid), "err", err)
+			t.log.Error("re-declaring an inbox after reconnect failed", "queue", t.InboxQueue(gid), "err", err)
 		}
 	}
 	t.mu.Lock()
@@ -238,26 +251,27 @@ func (t *Transport) watchPublish(conn *amqp.Connection, closed chan *amqp.Error)
 	}
 }
 
-// declareShared declares the exchanges and the dead-letter queue.
+// declareShared declares the exchanges and the dead-letter queues: the
+// classic pair always (classic gateways feed it during a rolling
+// upgrade), the quorum pair too on quorum.
 func (t *Transport) declareShared(conn *amqp.Connection) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("broker: open channel: %w", err)
 	}
 	defer ch.Close()
-	for _, x := range []struct{ name, kind string }{
-		{ExchangeMsg, amqp.ExchangeTopic}, {ExchangeRoster, amqp.ExchangeTopic},
-		{ExchangeControl, amqp.ExchangeDirect}, {ExchangeDLX, amqp.ExchangeFanout},
-	} {
+	for _, x := range topologyOf(t.qtype) {
 		if err := ch.ExchangeDeclare(x.name, x.kind, true, false, false, false, nil); err != nil {
 			return declareErr("exchange", x.name, err)
 		}
 	}
-	if _, err := ch.QueueDeclare(QueueDLQ, true, false, false, false, amqp.Table{"x-max-length": int64(t.opts.DLQMax)}); err != nil {
-		return declareErr("queue", QueueDLQ, err)
-	}
-	if err := ch.QueueBind(QueueDLQ, "", ExchangeDLX, false, nil); err != nil {
-		return declareErr("binding of", QueueDLQ, err)
+	for _, dlq := range dlqsOf(t.qtype, t.opts.DLQMax) {
+		if _, err := ch.QueueDeclare(dlq.name, true, false, false, false, dlq.args); err != nil {
+			return declareErr("queue", dlq.name, err)
+		}
+		if err := ch.QueueBind(dlq.name, "", dlq.dlx, false, nil); err != nil {
+			return declareErr("binding of", dlq.name, err)
+		}
 	}
 	return nil
 }

@@ -16,14 +16,21 @@ import (
 
 // inboxArgs are an inbox's queue arguments (SPEC §5). Overflow is
 // reject-publish-dlx, or reject-publish where that is what keeps the
-// promise (LavinMQ: overflow.go): the publisher is nacked — so a sender
-// hears "inbox full" — and the message is dead-lettered, never dropped in
-// silence.
-func inboxArgs(spec bridge.InboxSpec, overflow string) amqp.Table {
+// promise (LavinMQ: overflow.go; quorum queues, which have no
+// reject-publish-dlx): the publisher is nacked — so a sender hears "inbox
+// full" — and the message is dead-lettered, never dropped in silence.
+func inboxArgs(spec bridge.InboxSpec, overflow, qtype string) amqp.Table {
 	args := amqp.Table{"x-dead-letter-exchange": ExchangeDLX}
+	if qtype == QueueTypeQuorum {
+		args = quorumArgs()
+	}
 	if spec.MaxLength > 0 {
 		args["x-max-length"] = int64(spec.MaxLength)
-		args["x-overflow"] = overflow
+		if qtype != QueueTypeQuorum {
+			args["x-overflow"] = overflow
+		} else {
+			args["x-max-length"] = quorumMaxLength(spec.MaxLength)
+		}
 	}
 	if spec.MessageTTL > 0 {
 		args["x-message-ttl"] = spec.MessageTTL.Milliseconds()
@@ -65,7 +72,7 @@ func (t *Transport) declareInbox(gid string, spec bridge.InboxSpec) error {
 	if conn == nil {
 		return bridge.ErrClosed
 	}
-	q := bridge.InboxQueueName(gid)
+	q := t.InboxQueue(gid)
 	if err := t.declareInboxQueue(conn, q, spec, overflow); err != nil {
 		return err
 	}
@@ -90,7 +97,10 @@ func (t *Transport) declareInbox(gid string, spec bridge.InboxSpec) error {
 	t.mu.Lock()
 	t.bound[gid] = want
 	t.mu.Unlock()
-	return nil
+	for key := range old {
+		want[key] = true
+	}
+	return t.unbindLegacy(conn, gid, want) // after the new queue is bound: no message finds neither
 }
 
 // declareInboxQueue declares q. Where inboxes are reject-publish
@@ -100,18 +110,18 @@ func (t *Transport) declareInbox(gid string, spec bridge.InboxSpec) error {
 // or, holding messages, kept as it is with a warning, and migrated by a
 // later start that finds it empty.
 func (t *Transport) declareInboxQueue(conn *amqp.Connection, q string, spec bridge.InboxSpec, overflow string) error {
-	err := declareQueueOn(conn, q, inboxArgs(spec, overflow))
-	if err == nil || overflow != OverflowRejectPublish || spec.MaxLength <= 0 || !isPrecondition(err) {
+	err := declareQueueOn(conn, q, inboxArgs(spec, overflow, t.qtype))
+	if err == nil || t.qtype == QueueTypeQuorum || overflow != OverflowRejectPublish || spec.MaxLength <= 0 || !isPrecondition(err) {
 		if err != nil {
 			return declareErr("queue", q, err)
 		}
 		return nil
 	}
-	if declareQueueOn(conn, q, inboxArgs(spec, OverflowRejectPublishDLX)) != nil {
+	if declareQueueOn(conn, q, inboxArgs(spec, OverflowRejectPublishDLX, t.qtype)) != nil {
 		return declareErr("queue", q, err) // it differs in more than its overflow
 	}
 	if deleteQueueOn(conn, q, true) == nil {
-		if err := declareQueueOn(conn, q, inboxArgs(spec, overflow)); err != nil {
+		if err := declareQueueOn(conn, q, inboxArgs(spec, overflow, t.qtype)); err != nil {
 			return declareErr("queue", q, err)
 		}
 		t.log.Warn("inbox migrated from x-overflow reject-publish-dlx to reject-publish (this broker drops the oldest message of a full reject-publish-dlx queue)", "queue", q)
@@ -150,14 +160,15 @@ func isPrecondition(err error) bool {
 	return errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed
 }
 
-// DeleteInbox implements bridge.Transport.
+// DeleteInbox implements bridge.Transport: the inbox of this transport's
+// queue type, and the other type's if a migration left it.
 func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 	t.mu.Lock()
 	delete(t.inboxes, gid)
 	delete(t.bound, gid)
 	var cons []*consumer
 	for c := range t.consumers {
-		if c.queue == bridge.InboxQueueName(gid) {
+		if c.queue == t.InboxQueue(gid) {
 			cons = append(cons, c)
 		}
 	}
@@ -169,17 +180,10 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 	if err != nil {
 		return err
 	}
-	ch, err := conn.Channel()
-	if err != nil {
-		return fmt.Errorf("broker: open channel: %w", err)
-	}
-	defer ch.Close()
-	if _, err := ch.QueueDelete(bridge.InboxQueueName(gid), false, false, false); err != nil {
-		var ae *amqp.Error
-		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-			return nil
+	for _, q := range []string{t.InboxQueue(gid), InboxQueue(gid, otherType(t.qtype))} {
+		if err := deleteQueueOn(conn, q, false); err != nil && !isNotFound(err) {
+			return fmt.Errorf("broker: delete %s: %w", q, err)
 		}
-		return fmt.Errorf("broker: delete %s: %w", bridge.InboxQueueName(gid), err)
 	}
 	return nil
 }
@@ -279,7 +283,7 @@ func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub
 		if bridge.IsBroadcastKey(key) {
 			return false, nil // a full inbox refused its copy; it was dead-lettered
 		}
-		return false, fmt.Errorf("%w: %s refused the message", bridge.ErrInboxFull, bridge.InboxQueueName(key))
+		return false, fmt.Errorf("%w: %s refused the message", bridge.ErrInboxFull, t.InboxQueue(key))
 	}
 	if mandatory && t.wasReturned(env.MsgID) {
 		return false, fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)

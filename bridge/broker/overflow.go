@@ -45,6 +45,26 @@ type ServerInfo struct {
 	Overflow string `json:"overflow"` // the x-overflow inboxes are declared with
 }
 
+// serverOf is what conn's broker is, with this transport's queue type.
+// The first connect fixes the type: LavinMQ, which has no quorum queues
+// (it declares a quorum queue as its default one), keeps classic. Quorum
+// inboxes are reject-publish (they have no reject-publish-dlx): the
+// transport dead-letters what a full one refuses.
+func (t *Transport) serverOf(conn *amqp.Connection) ServerInfo {
+	si := serverInfo(conn.Properties, t.opts.Overflow)
+	t.mu.Lock()
+	first := t.conn == nil
+	t.mu.Unlock()
+	if first && t.qtype == QueueTypeQuorum && strings.EqualFold(si.Product, "LavinMQ") {
+		t.log.Warn("queue type quorum asked for, but LavinMQ has no quorum queues: classic queues are used")
+		t.qtype = QueueTypeClassic
+	}
+	if t.qtype == QueueTypeQuorum {
+		si.Overflow = OverflowRejectPublish
+	}
+	return si
+}
+
 // serverInfo reads the server properties of connection.start (untrusted
 // in form: any value of any type) and picks the overflow mode: forced, if
 // configured, else reject-publish on LavinMQ and reject-publish-dlx on
@@ -98,19 +118,19 @@ func (t *Transport) overflow() string {
 	return t.server.Overflow
 }
 
-// deadLetterRefused writes to bridge.dlx the message a full inbox refused
+// deadLetterRefused writes to its type's dead-letter exchange the message a full inbox refused
 // under reject-publish, as the broker would have under
 // reject-publish-dlx (reason maxlen, the queue it was refused by), so
 // that it is in a dead-letter log all the same. A broadcast's nack does
 // not say which inbox refused its copy: the queue is given as its key.
 func (t *Transport) deadLetterRefused(ctx context.Context, pub *amqp.Channel, key string, env *bridge.Envelope) {
-	queue := bridge.InboxQueueName(key)
+	queue := t.InboxQueue(key)
 	if bridge.IsBroadcastKey(key) {
 		queue = "an inbox bound to " + key
 	}
 	h := amqp.Table(env.Headers())
 	h["x-first-death-reason"], h["x-first-death-queue"] = bridge.ReasonMaxLen, queue
-	dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, ExchangeDLX, "", false, false, amqp.Publishing{
+	dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, dlxOf(t.qtype), "", false, false, amqp.Publishing{
 		Headers: h, DeliveryMode: amqp.Persistent, MessageId: env.MsgID, Timestamp: env.TS,
 		ContentType: "text/plain; charset=utf-8", Body: env.Body})
 	if err == nil {

@@ -45,12 +45,12 @@ func TestServerInfoChoosesOverflow(t *testing.T) {
 // rejects still dead-letter under reject-publish).
 func TestInboxArgsOverflow(t *testing.T) {
 	for _, mode := range []string{OverflowRejectPublishDLX, OverflowRejectPublish} {
-		a := inboxArgs(bridge.InboxSpec{MaxLength: 10}, mode)
+		a := inboxArgs(bridge.InboxSpec{MaxLength: 10}, mode, QueueTypeClassic)
 		if a["x-overflow"] != mode || a["x-max-length"] != int64(10) || a["x-dead-letter-exchange"] != ExchangeDLX {
 			t.Errorf("%s: %v", mode, a)
 		}
 	}
-	if a := inboxArgs(bridge.InboxSpec{}, OverflowRejectPublish); a["x-overflow"] != nil {
+	if a := inboxArgs(bridge.InboxSpec{}, OverflowRejectPublish, QueueTypeClassic); a["x-overflow"] != nil {
 		t.Errorf("an uncapped inbox has an overflow: %v", a)
 	}
 }

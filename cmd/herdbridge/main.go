@@ -221,6 +221,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 	brokerCert := fs.String("broker-cert", "", "PEM client certificate for an amqps:// broker (with --broker-key)")
 	brokerKey := fs.String("broker-key", "", "PEM private key of --broker-cert")
 	brokerOutage := fs.String("broker-outage", "", "while the broker is unreachable, a message for another host is kept at this gateway and published when it returns (spool, the default: the send says queued) or fails within --broker-wait (fail); messages between entities of this host never need the broker")
+	queueType := fs.String("queue-type", os.Getenv("HERDBRIDGE_QUEUE_TYPE"), "type of the broker's inbox, control and dead-letter queues: auto (quorum on a RabbitMQ cluster of at least 3 --broker nodes, classic otherwise; remembered in the state dir), classic or quorum (default $HERDBRIDGE_QUEUE_TYPE, else queueType in config.json, else auto); changing it migrates the queues")
 	brokerWait := fs.Duration("broker-wait", 0, "how long a publish waits for an unreachable broker before it is spooled or fails (default 5s)")
 	history := fs.Bool("history", false, "keep every local entity's history of the messages it sent and received (bridge_history; <state-dir>/history, mode 0600); without it only entities registered with --history have one")
 	c.RunE = func(c *cobra.Command, _ []string) error {
@@ -231,7 +232,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 		}
 		cfg := gateway.Config{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Broker: *brokerURL,
 			TLSCert: *tlsCert, TLSKey: *tlsKey, BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey,
-			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history}
+			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history, QueueType: *queueType}
 		cfg.Core.MaxWait = *maxWait
 		cfgPath := *configPath
 		if cfgPath == "" {
@@ -444,6 +445,9 @@ func statsCommand(stdout io.Writer) *cobra.Command {
 		}
 		if st.AuditDropped > 0 || st.AuditError != "" {
 			fmt.Fprintf(stdout, "audit records dropped: %d (%s)\n", st.AuditDropped, st.AuditError)
+		}
+		if qt := st.QueueType; qt != nil {
+			fmt.Fprintf(stdout, "broker queues: %s (%s)\n", qt.Type, qt.Why)
 		}
 		reasons := make([]string, 0, len(st.Refused))
 		for k := range st.Refused {
