@@ -36,7 +36,11 @@ const (
 
 // Options configure a Transport.
 type Options struct {
+	// URL is one broker node; URLs are several (a cluster, a standby),
+	// tried in a shuffled order, the connection moving to another node when
+	// it is lost (nodes.go). URLs wins when both are set.
 	URL       string
+	URLs      []string
 	TLS       *tls.Config
 	Heartbeat time.Duration // default 10s: an exclusive consumer of a crashed gateway is released quickly
 	DLQMax    int           // cap of bridge.dlq (default 10000)
@@ -51,6 +55,14 @@ type Options struct {
 	// or OverflowRejectPublishDLX); empty: chosen by the broker's product
 	// at connect (overflow.go).
 	Overflow string
+	// ConfirmTimeout bounds how long a publish waits for its confirm while
+	// the connection is up (default 10s). A node cut off from its cluster's
+	// majority keeps the TCP connection but never confirms a quorum
+	// publish: past the bound the connection is closed, the supervisor
+	// moves to another node and the publish goes again (same msgId).
+	ConfirmTimeout time.Duration
+	// inOrder dials the nodes in the order given, not shuffled (tests).
+	inOrder bool
 }
 
 // Transport is the AMQP transport. Create it with Open.
@@ -74,13 +86,19 @@ type Transport struct {
 	pubErr    *amqp.Error // why the broker last closed the publish channel (a channel exception)
 	counts    counters    // for metrics (Counts)
 	server    ServerInfo  // what the broker of the current connection is (overflow.go)
+	urls      []string    // the broker nodes (nodes.go)
+	node      string      // the URL of the node connected to, or last connected to
 }
 
 // Open dials the broker, declares the shared topology and starts the
 // connection's supervisor.
 func Open(ctx context.Context, opts Options) (*Transport, error) {
-	if err := checkTLS(opts); err != nil {
+	urls := nodeURLs(opts)
+	if err := CheckURLs(urls, opts.TLS); err != nil {
 		return nil, err
+	}
+	if opts.ConfirmTimeout <= 0 {
+		opts.ConfirmTimeout = 10 * time.Second
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 10 * time.Second
@@ -103,7 +121,7 @@ func Open(ctx context.Context, opts Options) (*Transport, error) {
 	}
 	t := &Transport{opts: opts, log: opts.Logger, up: make(chan struct{}), returned: map[string]time.Time{},
 		inboxes: map[string]bridge.InboxSpec{}, bound: map[string]map[string]bool{}, consumers: map[*consumer]bool{},
-		stop: make(chan struct{})}
+		stop: make(chan struct{}), urls: urls}
 	dctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
 	closed, err := t.connect(dctx)
@@ -124,21 +142,54 @@ func redact(url string) string {
 	return url
 }
 
-// connect dials and sets up the shared topology and the publish channel.
+// connect runs one round of dials over the nodes (dialOrder), the node
+// last connected to tried last, and connects to the first that answers and
+// takes the topology. A failed node hands over to the next at once; each
+// gets an equal share of what is left of ctx, so one that hangs cannot eat
+// the others' time.
 func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
-	cfg := amqp.Config{Heartbeat: t.opts.Heartbeat, TLSClientConfig: t.opts.TLS.Clone(), Locale: "en_US",
+	t.mu.Lock()
+	last := t.node
+	t.mu.Unlock()
+	order := dialOrder(t.urls, last, !t.opts.inOrder)
+	var errs []error
+	for i, u := range order {
+		nctx, cancel := ctx, context.CancelFunc(func() {})
+		if dl, ok := ctx.Deadline(); ok {
+			nctx, cancel = context.WithTimeout(ctx, time.Until(dl)/time.Duration(len(order)-i))
+		}
+		closed, err := t.connectNode(nctx, u)
+		cancel()
+		if err == nil {
+			return closed, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	return nil, fmt.Errorf("broker: none of the %d nodes took the connection: %w", len(order), errors.Join(errs...))
+}
+
+// connectNode dials one node and sets up the shared topology and the
+// publish channel.
+func (t *Transport) connectNode(ctx context.Context, url string) (chan *amqp.Error, error) {
+	cfg := amqp.Config{Heartbeat: t.opts.Heartbeat, TLSClientConfig: nodeTLS(t.opts.TLS, url, len(t.urls)), Locale: "en_US",
 		Properties: amqp.Table{"connection_name": "herdbridge gateway"}}
 	type res struct {
 		c   *amqp.Connection
 		err error
 	}
 	ch := make(chan res, 1)
-	go func() { c, err := amqp.DialConfig(t.opts.URL, cfg); ch <- res{c, err} }()
+	go func() { c, err := amqp.DialConfig(url, cfg); ch <- res{c, err} }()
 	var conn *amqp.Connection
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return nil, fmt.Errorf("broker: connect to %s: %w%s", redact(t.opts.URL), r.err, connectHint(r.err, t.opts.TLS))
+			return nil, fmt.Errorf("broker: connect to %s: %w%s", redact(url), r.err, connectHint(r.err, t.opts.TLS))
 		}
 		conn = r.c
 	case <-ctx.Done():
@@ -147,15 +198,16 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 				r.c.Close()
 			}
 		}()
-		return nil, fmt.Errorf("broker: connect to %s: %w", redact(t.opts.URL), ctx.Err())
+		return nil, fmt.Errorf("broker: connect to %s: %w", redact(url), ctx.Err())
 	}
 	si := serverInfo(conn.Properties, t.opts.Overflow)
+	si.Node = nodeName(url)
 	t.mu.Lock()
 	changed := si != t.server
 	t.server = si // before any inbox is declared on this connection
 	t.mu.Unlock()
 	if changed {
-		t.log.Info("broker connected", "product", si.Product, "version", si.Version, "inboxOverflow", si.Overflow)
+		t.log.Info("broker connected", "node", si.Node, "cluster", si.ClusterName, "product", si.Product, "version", si.Version, "inboxOverflow", si.Overflow)
 	}
 	if err := t.declareShared(conn); err != nil {
 		conn.Close()
@@ -170,7 +222,7 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 	t.wg.Add(1)
 	go t.watchPublish(conn, pubClosed)
 	t.mu.Lock()
-	t.conn, t.pub, t.returns = conn, pub, returns
+	t.conn, t.pub, t.returns, t.node = conn, pub, returns, url
 	specs := make(map[string]bridge.InboxSpec, len(t.inboxes))
 	for gid, s := range t.inboxes {
 		specs[gid] = s
@@ -273,7 +325,9 @@ func declareErr(what, name string, err error) error {
 	return fmt.Errorf("broker: declare %s %s: %w", what, name, err)
 }
 
-// supervise re-dials after a lost connection, with backoff, until Close.
+// supervise re-dials after a lost connection, until Close: a round over
+// the nodes (connect), then a jittered backoff, again (nodes.go). A
+// recovery on another node is logged as a failover.
 func (t *Transport) supervise(closed chan *amqp.Error) {
 	defer t.wg.Done()
 	for {
@@ -287,34 +341,54 @@ func (t *Transport) supervise(closed chan *amqp.Error) {
 				return
 			}
 			t.up = make(chan struct{}) // consumers and publishers wait on this
+			from := t.server.Node
 			t.mu.Unlock()
 			if ok && e != nil {
-				t.log.Warn("broker connection lost; reconnecting", "err", e.Error())
+				t.log.Warn("broker connection lost; reconnecting", "node", from, "err", e.Error())
 			} else {
-				t.log.Warn("broker connection closed; reconnecting")
+				t.log.Warn("broker connection closed; reconnecting", "node", from)
 			}
-		}
-		start := time.Now()
-		backoff := 100 * time.Millisecond
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), t.opts.ConnectTimeout)
-			c, err := t.connect(ctx)
-			cancel()
-			if err == nil {
-				t.log.Info("broker connection recovered", "seconds", time.Since(start).Seconds())
-				t.counts.reconnects.Add(1)
-				closed = c
-				break
+			if closed = t.reconnect(from); closed == nil {
+				return // closed meanwhile
 			}
-			t.log.Warn("broker reconnect failed", "err", err, "retryIn", backoff)
-			select {
-			case <-t.stop:
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(backoff*2, 5*time.Second)
 		}
 	}
+}
+
+// reconnect dials rounds until one connects (its close notice) or the
+// transport closes (nil).
+func (t *Transport) reconnect(from string) chan *amqp.Error {
+	start := time.Now()
+	for round := 0; ; round++ {
+		ctx, cancel := context.WithTimeout(context.Background(), t.opts.ConnectTimeout)
+		c, err := t.connect(ctx)
+		cancel()
+		if err == nil {
+			to := t.Server().Node
+			t.log.Info("broker connection recovered", "node", to, "seconds", time.Since(start).Seconds())
+			if to != from {
+				t.log.Warn("broker failover", "from", from, "to", to, "seconds", time.Since(start).Seconds())
+			}
+			t.counts.reconnects.Add(1)
+			return c
+		}
+		wait := roundBackoff(round)
+		t.log.Warn("broker reconnect failed", "err", err, "retryIn", wait)
+		select {
+		case <-t.stop:
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// nodesText names the broker nodes for an error, credentials redacted.
+func (t *Transport) nodesText() string {
+	names := make([]string, len(t.urls))
+	for i, u := range t.urls {
+		names[i] = redact(u)
+	}
+	return strings.Join(names, ", ")
 }
 
 // waitUp waits until connected; the generation's channels are returned.
@@ -370,7 +444,7 @@ func (t *Transport) waitUpToPublish(ctx context.Context) (*amqp.Connection, *amq
 	defer cancel()
 	conn, pub, err := t.waitUp(wctx)
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
-		return nil, nil, fmt.Errorf("%w: the broker at %s has been unreachable for %v (the gateway keeps reconnecting)", bridge.ErrUnavailable, redact(t.opts.URL), t.opts.DownWait)
+		return nil, nil, fmt.Errorf("%w: the broker at %s has been unreachable for %v (the gateway keeps reconnecting)", bridge.ErrUnavailable, t.nodesText(), t.opts.DownWait)
 	}
 	return conn, pub, err
 }

@@ -256,8 +256,11 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub *amqp.Channel, dc *amqp.DeferredConfirmation,
 	key string, env *bridge.Envelope, mandatory bool, retryChannel func() error) (again bool, err error) {
 	t.counts.published()
-	acked, err := dc.WaitContext(ctx)
+	acked, stalled, err := t.waitConfirm(ctx, conn, dc, env)
 	t.counts.settled()
+	if stalled {
+		return true, nil // outcome unknown, as with a lost connection: publish again
+	}
 	if err != nil {
 		return false, fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
 	}
@@ -285,6 +288,28 @@ func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub
 		return false, fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
 	}
 	return false, nil
+}
+
+// waitConfirm waits for dc's confirm, at most ConfirmTimeout while the
+// connection is up. A node that keeps the TCP connection but cannot
+// confirm (cut off from its cluster's majority, a quorum publish waiting
+// on it forever) would hold every publish until its caller gives up: past
+// the bound the connection is closed — the supervisor moves to another
+// node — and stalled says the publish goes again, its outcome unknown.
+func (t *Transport) waitConfirm(ctx context.Context, conn *amqp.Connection, dc *amqp.DeferredConfirmation,
+	env *bridge.Envelope) (acked, stalled bool, err error) {
+	wctx, cancel := context.WithTimeout(ctx, t.opts.ConfirmTimeout)
+	defer cancel()
+	acked, err = dc.WaitContext(wctx)
+	if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+		return acked, false, err
+	}
+	if !conn.IsClosed() {
+		t.log.Warn("broker confirm stalled; closing the connection to move to another node", bridge.LogMsgID, env.MsgID,
+			bridge.LogTraceID, env.TraceID, "node", t.Server().Node, "waited", t.opts.ConfirmTimeout)
+		_ = conn.CloseDeadline(time.Now().Add(time.Second)) // close-ok may never come back on a stalled link
+	}
+	return false, true, nil
 }
 
 // publishFailed decides what a publish that failed with err does: nil is
