@@ -63,6 +63,18 @@ type BrokerReport struct {
 	// Server is the broker's product and version as it announced them at
 	// connect, and the x-overflow this gateway declares inboxes with.
 	Server broker.ServerInfo `json:"server"`
+	// Link is the node connected to and the nodes configured.
+	Link broker.Link `json:"link"`
+}
+
+// brokerLink is the broker node connected to; nil on the embedded
+// transport.
+func (g *Gateway) brokerLink() *broker.Link {
+	if g.broker == nil {
+		return nil
+	}
+	l := g.broker.Link()
+	return &l
 }
 
 // DoctorReport gathers the report; each probe is bounded, so a hung herdr
@@ -126,7 +138,7 @@ func herdrNeededBy(f FileConfig, panes int) string {
 }
 
 func (g *Gateway) brokerReport(ctx context.Context, cc bridge.Config) *BrokerReport {
-	r := &BrokerReport{Connected: g.broker.Connected(), HeartbeatMs: cc.PresenceEvery.Milliseconds(), Server: g.broker.Server()}
+	r := &BrokerReport{Connected: g.broker.Connected(), HeartbeatMs: cc.PresenceEvery.Milliseconds(), Server: g.broker.Server(), Link: g.broker.Link()}
 	if heard := g.core.HeardSelf(); !heard.IsZero() {
 		ms := cc.Now().Sub(heard).Milliseconds()
 		r.HeardSelfMs = &ms

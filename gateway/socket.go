@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/mcp"
 )
 
@@ -97,6 +98,8 @@ type Stats struct {
 	AuditError   string            `json:"auditError,omitempty"`
 	// Runtime: goroutines, heap, RSS and open files of the gateway process.
 	Runtime *RuntimeStats `json:"runtime,omitempty"`
+	// Broker is the broker node connected to (nil: embedded transport).
+	Broker *broker.Link `json:"broker,omitempty"`
 }
 
 func (g *Gateway) listenSocket() error {
@@ -250,6 +253,7 @@ func (g *Gateway) stats() *Stats {
 	}
 	st.AuditDropped = g.audit.Dropped()
 	st.Runtime = readRuntimeStats()
+	st.Broker = g.brokerLink()
 	if err := g.audit.Err(); err != nil {
 		st.AuditError = err.Error()
 	}

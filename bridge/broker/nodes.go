@@ -128,3 +128,34 @@ func roundBackoff(round int) time.Duration {
 	}
 	return time.Duration(rand.Int64N(int64(ceil)) + 1)
 }
+
+// Link is which broker node the transport is connected to, for stats,
+// doctor and the operator page: names only (host:port), no credentials.
+type Link struct {
+	Connected   bool     `json:"connected"`
+	Node        string   `json:"node,omitempty"` // connected to, or last connected to when down
+	ClusterName string   `json:"clusterName,omitempty"`
+	Nodes       []string `json:"nodes"` // every configured node, in the order configured
+}
+
+// Link reads the link now.
+func (t *Transport) Link() Link {
+	s := t.Server()
+	l := Link{Connected: t.Connected(), Node: s.Node, ClusterName: s.ClusterName, Nodes: make([]string, len(t.urls))}
+	for i, u := range t.urls {
+		l.Nodes[i] = nodeName(u)
+	}
+	return l
+}
+
+// Describe is the link in words: "node H:P of N (cluster C)".
+func (l Link) Describe() string {
+	s := l.Node
+	if len(l.Nodes) > 1 {
+		s += fmt.Sprintf(" (one of %d nodes: %s)", len(l.Nodes), strings.Join(l.Nodes, ", "))
+	}
+	if l.ClusterName != "" {
+		s += ", cluster " + l.ClusterName
+	}
+	return s
+}

@@ -435,6 +435,13 @@ func statsCommand(stdout io.Writer) *cobra.Command {
 			signing = "on, host key " + st.Key
 		}
 		fmt.Fprintf(stdout, "host %s; signing %s; audit log %s\n", st.Host, signing, st.Audit)
+		if b := st.Broker; b != nil {
+			state := "connected to"
+			if !b.Connected {
+				state = "NOT connected; last connected to"
+			}
+			fmt.Fprintf(stdout, "broker: %s node %s\n", state, b.Describe())
+		}
 		if rt := st.Runtime; rt != nil {
 			fmt.Fprintf(stdout, "runtime: %d goroutines, heap %.1f MiB (%.1f MiB more held free), RSS %.1f MiB (%.1f anonymous, %.1f file-backed), %d open files, CPU %.2f s\n",
 				rt.Goroutines, mib(rt.HeapBytes), mib(rt.HeapFreeBytes), mib(rt.RSSBytes), mib(rt.RSSAnonBytes), mib(rt.RSSFileBytes), rt.OpenFiles, rt.CPUSeconds)
