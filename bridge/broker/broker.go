@@ -1,6 +1,7 @@
 // Package broker is the cross-host transport: per-entity inboxes on an AMQP
 // 0-9-1 broker (RabbitMQ or LavinMQ), with the topology of SPEC §5. It owns
-// one connection — re-dialled with backoff after a loss, with the whole
+// one connection to one of the broker's nodes (nodes.go) — re-dialled,
+// on another node when there is one, after a loss, with the whole
 // topology re-declared and every consumer re-attached — a separate publish
 // channel with publisher confirms, mandatory routing and a return listener,
 // and one manual-ack channel per consumer. It uses only what both brokers
@@ -16,6 +17,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -86,6 +88,7 @@ type Transport struct {
 	pubErr    *amqp.Error // why the broker last closed the publish channel (a channel exception)
 	counts    counters    // for metrics (Counts)
 	server    ServerInfo  // what the broker of the current connection is (overflow.go)
+	blocked   atomic.Bool // the broker holds the current connection's publishes (connection.blocked)
 	urls      []string    // the broker nodes (nodes.go)
 	node      string      // the URL of the node connected to, or last connected to
 }
@@ -219,8 +222,10 @@ func (t *Transport) connectNode(ctx context.Context, url string) (chan *amqp.Err
 		return nil, err
 	}
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
-	t.wg.Add(1)
+	t.blocked.Store(false)
+	t.wg.Add(2)
 	go t.watchPublish(conn, pubClosed)
+	go t.watchBlocked(conn.NotifyBlocked(make(chan amqp.Blocking, 4)))
 	t.mu.Lock()
 	t.conn, t.pub, t.returns, t.node = conn, pub, returns, url
 	specs := make(map[string]bridge.InboxSpec, len(t.inboxes))
@@ -285,6 +290,23 @@ func (t *Transport) watchPublish(conn *amqp.Connection, closed chan *amqp.Error)
 		}
 		t.mu.Unlock()
 		closed = c
+	}
+}
+
+// watchBlocked follows connection.blocked/unblocked: RabbitMQ holds every
+// publish while a resource alarm (memory, disk) lasts — on every node of
+// a cluster alike — so a confirm that does not come then is no reason to
+// move to another node (waitConfirm). The channel closes with the
+// connection.
+func (t *Transport) watchBlocked(blockings chan amqp.Blocking) {
+	defer t.wg.Done()
+	for b := range blockings {
+		t.blocked.Store(b.Active)
+		if b.Active {
+			t.log.Warn("broker blocks publishing (a resource alarm); publishes wait", "node", t.Server().Node, "reason", b.Reason)
+		} else {
+			t.log.Info("broker unblocked publishing", "node", t.Server().Node)
+		}
 	}
 }
 

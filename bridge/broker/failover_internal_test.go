@@ -203,3 +203,46 @@ func TestConfirmStallFailsOver(t *testing.T) {
 		t.Fatalf("took %v", took)
 	}
 }
+
+// TestBlockedBrokerIsNoStall: a resource alarm (connection.blocked) holds
+// publishes on every node of a cluster alike, so a confirm that waits on
+// it past ConfirmTimeout does not close the connection: the publish is
+// confirmed once the alarm clears, on the same connection. On a private
+// broker: the alarm would stall every other test's publishes.
+func TestBlockedBrokerIsNoStall(t *testing.T) {
+	b := brokertest.StartPrivate(t)
+	tr := openNodes(t, Options{URLs: []string{b.URL}, ConfirmTimeout: 300 * time.Millisecond})
+	ctx := context.Background()
+	gid := uuid.NewString()
+	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	b.Ctl(t, "set_vm_memory_high_watermark", "0.0000001")
+	defer b.Ctl(t, "set_vm_memory_high_watermark", "0.4")
+	done := make(chan error, 1)
+	go func() { // the publish the alarm holds (it makes the broker send connection.blocked)
+		pctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+		defer cancel()
+		done <- tr.Publish(pctx, gid, testEnvelope(gid, 2), true)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !tr.blocked.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the broker never said it blocks publishing")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(5 * 300 * time.Millisecond) // five confirm bounds, blocked
+	select {
+	case err := <-done:
+		t.Fatalf("the publish ended while the broker was blocked: %v", err)
+	default:
+	}
+	b.Ctl(t, "set_vm_memory_high_watermark", "0.4")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := tr.Counts().Reconnects; n != 0 {
+		t.Fatalf("%d reconnects while the broker was blocked, want 0", n)
+	}
+}

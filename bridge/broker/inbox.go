@@ -296,13 +296,21 @@ func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub
 // on it forever) would hold every publish until its caller gives up: past
 // the bound the connection is closed — the supervisor moves to another
 // node — and stalled says the publish goes again, its outcome unknown.
+// Not while the broker says it blocks publishing (a resource alarm): that
+// holds on every node, and the publish waits for it as before.
 func (t *Transport) waitConfirm(ctx context.Context, conn *amqp.Connection, dc *amqp.DeferredConfirmation,
 	env *bridge.Envelope) (acked, stalled bool, err error) {
-	wctx, cancel := context.WithTimeout(ctx, t.opts.ConfirmTimeout)
-	defer cancel()
-	acked, err = dc.WaitContext(wctx)
-	if err == nil || ctx.Err() != nil || wctx.Err() == nil {
-		return acked, false, err
+	for {
+		wctx, cancel := context.WithTimeout(ctx, t.opts.ConfirmTimeout)
+		acked, err = dc.WaitContext(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return acked, false, err
+		}
+		if !t.blocked.Load() || conn.IsClosed() {
+			break
+		}
+		// a resource alarm holds it, on every node: wait, do not move
 	}
 	if !conn.IsClosed() {
 		t.log.Warn("broker confirm stalled; closing the connection to move to another node", bridge.LogMsgID, env.MsgID,
