@@ -40,6 +40,12 @@ type FileConfig struct {
 	ReceiptWait Duration `json:"receiptWait,omitempty"`
 	// Net bounds connections and their timeouts (NetConfig).
 	Net NetConfig `json:"net"`
+	// Broker is the broker's amqp[s]:// URI (or a comma list of its nodes)
+	// and Brokers a list of its nodes, both used when --broker and
+	// $HERDBRIDGE_BROKER are unset; the nodes are tried in a shuffled
+	// order, the connection moving to another when it is lost.
+	Broker  string   `json:"broker,omitempty"`
+	Brokers []string `json:"brokers,omitempty"`
 	// BrokerOutage is what a message for another host does while the
 	// broker is unreachable: "spool" (default) keeps it in this gateway's
 	// outbox and publishes it when the broker returns, the send returning

@@ -67,6 +67,18 @@ type BrokerReport struct {
 	Delay bridge.DelayState `json:"delay"`
 	// QueueType is the type of this gateway's broker queues and why.
 	QueueType broker.QueueTypeChoice `json:"queueType"`
+	// Link is the node connected to and the nodes configured.
+	Link broker.Link `json:"link"`
+}
+
+// brokerLink is the broker node connected to; nil on the embedded
+// transport.
+func (g *Gateway) brokerLink() *broker.Link {
+	if g.broker == nil {
+		return nil
+	}
+	l := g.broker.Link()
+	return &l
 }
 
 // DoctorReport gathers the report; each probe is bounded, so a hung herdr
@@ -131,7 +143,7 @@ func herdrNeededBy(f FileConfig, panes int) string {
 
 func (g *Gateway) brokerReport(ctx context.Context, cc bridge.Config) *BrokerReport {
 	r := &BrokerReport{Connected: g.broker.Connected(), HeartbeatMs: cc.PresenceEvery.Milliseconds(), Server: g.broker.Server(),
-		Delay: g.broker.DelayState(), QueueType: g.queueType}
+		Delay: g.broker.DelayState(), QueueType: g.queueType, Link: g.broker.Link()}
 	if heard := g.core.HeardSelf(); !heard.IsZero() {
 		ms := cc.Now().Sub(heard).Milliseconds()
 		r.HeardSelfMs = &ms

@@ -325,11 +325,12 @@ func (d *doctor) brokerChecks(ctx context.Context, b *BrokerReport, transport st
 		return
 	}
 	if !b.Connected {
-		d.add("broker", CheckFail, "the gateway cannot reach its broker (messages for other hosts are spooled or fail)",
+		d.add("broker", CheckFail, "the gateway cannot reach its broker (messages for other hosts are spooled or fail); nodes: "+strings.Join(b.Link.Nodes, ", "),
 			"start RabbitMQ, or check --broker (host, port, login) and the network; the gateway reconnects by itself")
 		return
 	}
 	d.add("broker", CheckOK, brokerConnected(b.Server)+queueTypeText(b.QueueType), "")
+	d.add("broker node", CheckOK, b.Link.Describe(), "")
 	if b.Topology != "" {
 		d.add("broker topology", CheckFail, b.Topology, "restart the gateway: it declares the exchanges and queues it needs")
 	} else {
@@ -349,19 +350,32 @@ func (d *doctor) brokerChecks(ctx context.Context, b *BrokerReport, transport st
 	}
 }
 
-// brokerDown probes --broker when no gateway answers.
+// brokerDown probes --broker when no gateway answers: every node of it.
 func (d *doctor) brokerDown(ctx context.Context) {
-	if d.opts.Broker == "" {
+	urls := broker.ParseURLs(d.opts.Broker)
+	if len(urls) == 0 {
 		d.add("broker", CheckWarn, "not checked: no gateway answers and no --broker was given", "pass --broker URL (as the gateway's) to probe it")
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()
-	if err := broker.Probe(ctx, d.opts.Broker, d.opts.TLS); err != nil {
-		d.add("broker", CheckFail, err.Error(), "start RabbitMQ, or check the URL, its login and the network")
-		return
+	var down []string
+	for _, u := range urls {
+		if err := broker.Probe(ctx, u, d.opts.TLS); err != nil {
+			down = append(down, err.Error())
+		}
 	}
-	d.add("broker", CheckOK, "reachable, topology present", "")
+	switch {
+	case len(down) == len(urls):
+		d.add("broker", CheckFail, strings.Join(down, "; "), "start RabbitMQ, or check the URL, its login and the network")
+	case len(down) > 0:
+		d.add("broker", CheckWarn, fmt.Sprintf("%d of %d nodes reachable, topology present; down: %s", len(urls)-len(down), len(urls), strings.Join(down, "; ")),
+			"start the nodes that are down: the gateway fails over to the others meanwhile")
+	case len(urls) > 1:
+		d.add("broker", CheckOK, fmt.Sprintf("all %d nodes reachable, topology present", len(urls)), "")
+	default:
+		d.add("broker", CheckOK, "reachable, topology present", "")
+	}
 }
 
 // peerChecks: trust both ways and the clock of every other host.

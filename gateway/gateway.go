@@ -36,7 +36,11 @@ type Config struct {
 	Listen   string // HTTP address for MCP (default 127.0.0.1:7077; loopback unless TLSCert is set)
 	Host     string // this host's id
 	NoSync   bool   // skip fsync: a process crash still loses nothing, an OS crash or power loss can
-	Broker   string // amqp[s]:// URL: gateways meet there; empty: the embedded transport
+	// Broker is the amqp[s]:// URI of the broker gateways meet on, or a
+	// comma list of its nodes (tried in a shuffled order, the connection
+	// moving to another when it is lost); empty: the configuration file's
+	// broker/brokers, else the embedded transport.
+	Broker string
 	// QueueType is the broker queues' type: auto, classic or quorum
 	// (README "Queue types"). Empty: the configuration file's, else auto.
 	QueueType string
@@ -147,6 +151,9 @@ func Open(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.TrustReload <= 0 {
 		cfg.TrustReload = 2 * time.Second
 	}
+	if cfg.Broker == "" { // the command line wins over the file
+		cfg.Broker = strings.Join(broker.ParseURLs(append([]string{cfg.File.Broker}, cfg.File.Brokers...)...), ",")
+	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, net: cfg.File.Net.withDefaults()}
 	g.life, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := g.open(ctx); err != nil {
@@ -246,12 +253,13 @@ func (g *Gateway) openTransport(ctx context.Context) error {
 		g.tr, g.local = tr, tr
 		return nil
 	}
-	if !strings.HasPrefix(g.cfg.Broker, "amqp://") && !strings.HasPrefix(g.cfg.Broker, "amqps://") {
-		return fmt.Errorf("gateway: --broker %q: use an amqp:// or amqps:// URL", g.cfg.Broker)
-	}
+	urls := broker.ParseURLs(g.cfg.Broker)
 	tlsConf, err := brokerTLS(g.cfg.BrokerCA, g.cfg.BrokerCert, g.cfg.BrokerKey)
 	if err != nil {
 		return err
+	}
+	if err := broker.CheckURLs(urls, tlsConf); err != nil {
+		return fmt.Errorf("gateway: --broker: %w", err)
 	}
 	opts, err := g.splitOptions()
 	if err != nil {
@@ -261,7 +269,7 @@ func (g *Gateway) openTransport(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	remote, err := broker.Open(ctx, broker.Options{URL: g.cfg.Broker, TLS: tlsConf, Logger: g.log, DownWait: opts.Bound, Overflow: g.cfg.File.BrokerOverflow,
+	remote, err := broker.Open(ctx, broker.Options{URLs: urls, TLS: tlsConf, Logger: g.log, DownWait: opts.Bound, Overflow: g.cfg.File.BrokerOverflow,
 		QueueType: qtype.Type})
 	if err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge/broker"
@@ -35,17 +34,6 @@ func (g *Gateway) configuredQueueType() (string, error) {
 	return qt, nil
 }
 
-// brokerURLs is every broker URI configured (a comma list in --broker).
-func (g *Gateway) brokerURLs() []string {
-	var out []string
-	for _, u := range strings.Split(g.cfg.Broker, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
 // chooseQueueType decides the queue type before the transport opens:
 // the broker nodes are probed only when auto has nothing remembered and
 // enough URIs to consider quorum.
@@ -55,7 +43,7 @@ func (g *Gateway) chooseQueueType(ctx context.Context, tlsConf *tls.Config) (bro
 		return broker.QueueTypeChoice{}, err
 	}
 	remembered := g.rememberedQueueType()
-	urls := g.brokerURLs()
+	urls := broker.ParseURLs(g.cfg.Broker)
 	var answers []broker.NodeAnswer
 	if configured == broker.QueueTypeAuto && remembered.Type == "" && len(urls) >= 3 {
 		pctx, cancel := context.WithTimeout(ctx, queueTypeProbeWait)

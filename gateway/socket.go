@@ -103,6 +103,8 @@ type Stats struct {
 	Delay string `json:"delay,omitempty"`
 	// QueueType is the type of the broker's queues and why (with --broker).
 	QueueType *broker.QueueTypeChoice `json:"queueType,omitempty"`
+	// Broker is the broker node connected to (nil: embedded transport).
+	Broker *broker.Link `json:"broker,omitempty"`
 }
 
 func (g *Gateway) listenSocket() error {
@@ -261,6 +263,7 @@ func (g *Gateway) stats() *Stats {
 		qt := g.queueType
 		st.QueueType = &qt
 	}
+	st.Broker = g.brokerLink()
 	if err := g.audit.Err(); err != nil {
 		st.AuditError = err.Error()
 	}

@@ -71,6 +71,7 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatalf("after login the address bar shows %s, want …/ui with no code", path)
 	}
 	do(t, ctx, "the feed goes live", waitJS(`document.getElementById("conn").dataset.state === "live"`))
+	do(t, ctx, "no broker named on the embedded transport", waitJS(`document.getElementById("broker").hidden`))
 	// a second tab shares the first one's stream instead of opening its own
 	tab2 := tab(t, browser)
 	do(t, tab2, "a second tab", chromedp.Navigate(g.URL()+"/ui"), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))

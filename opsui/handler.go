@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/herdbridge/herdbridge/bridge/broker"
 )
 
 //go:embed assets
@@ -30,10 +32,13 @@ type Config struct {
 	// Peers adds each other host's trust and clock skew to the hosts
 	// table, by host; nil: those columns read "—".
 	Peers func() map[string]Peer
-	Host  string // this gateway's host id
-	Boot  string // an id of this gateway run: a page sees a restart by it
-	Log   *slog.Logger
-	Now   func() time.Time // nil: time.Now
+	// Broker is the broker node the gateway is connected to; nil (or
+	// returning nil): the embedded transport, no broker shown.
+	Broker func() *broker.Link
+	Host   string // this gateway's host id
+	Boot   string // an id of this gateway run: a page sees a restart by it
+	Log    *slog.Logger
+	Now    func() time.Time // nil: time.Now
 }
 
 // Handler serves the operator page under /ui. Stop ends its open event

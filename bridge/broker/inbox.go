@@ -260,8 +260,11 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub *amqp.Channel, dc *amqp.DeferredConfirmation,
 	key string, env *bridge.Envelope, mandatory bool, retryChannel func() error) (again bool, err error) {
 	t.counts.published()
-	acked, err := dc.WaitContext(ctx)
+	acked, stalled, err := t.waitConfirm(ctx, conn, dc, env)
 	t.counts.settled()
+	if stalled {
+		return true, nil // outcome unknown, as with a lost connection: publish again
+	}
 	if err != nil {
 		return false, fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
 	}
@@ -289,6 +292,36 @@ func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub
 		return false, fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
 	}
 	return false, nil
+}
+
+// waitConfirm waits for dc's confirm, at most ConfirmTimeout while the
+// connection is up. A node that keeps the TCP connection but cannot
+// confirm (cut off from its cluster's majority, a quorum publish waiting
+// on it forever) would hold every publish until its caller gives up: past
+// the bound the connection is closed — the supervisor moves to another
+// node — and stalled says the publish goes again, its outcome unknown.
+// Not while the broker says it blocks publishing (a resource alarm): that
+// holds on every node, and the publish waits for it as before.
+func (t *Transport) waitConfirm(ctx context.Context, conn *amqp.Connection, dc *amqp.DeferredConfirmation,
+	env *bridge.Envelope) (acked, stalled bool, err error) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, t.opts.ConfirmTimeout)
+		acked, err = dc.WaitContext(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return acked, false, err
+		}
+		if !t.blocked.Load() || conn.IsClosed() {
+			break
+		}
+		// a resource alarm holds it, on every node: wait, do not move
+	}
+	if !conn.IsClosed() {
+		t.log.Warn("broker confirm stalled; closing the connection to move to another node", bridge.LogMsgID, env.MsgID,
+			bridge.LogTraceID, env.TraceID, "node", t.Server().Node, "waited", t.opts.ConfirmTimeout)
+		_ = conn.CloseDeadline(time.Now().Add(time.Second)) // close-ok may never come back on a stalled link
+	}
+	return false, true, nil
 }
 
 // publishFailed decides what a publish that failed with err does: nil is

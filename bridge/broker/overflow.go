@@ -43,6 +43,10 @@ type ServerInfo struct {
 	Product  string `json:"product,omitempty"` // "RabbitMQ", "LavinMQ", …
 	Version  string `json:"version,omitempty"`
 	Overflow string `json:"overflow"` // the x-overflow inboxes are declared with
+	// Node is the connected node's host:port (no credentials); ClusterName
+	// the cluster_name it reports (RabbitMQ; empty elsewhere).
+	Node        string `json:"node,omitempty"`
+	ClusterName string `json:"clusterName,omitempty"`
 }
 
 // serverOf is what conn's broker is, with this transport's queue type.
@@ -71,7 +75,7 @@ func (t *Transport) serverOf(conn *amqp.Connection) ServerInfo {
 // everything else.
 func serverInfo(props amqp.Table, forced string) ServerInfo {
 	text := func(k string) string { return propText(props[k]) }
-	si := ServerInfo{Product: text("product"), Version: text("version"), Overflow: forced}
+	si := ServerInfo{Product: text("product"), Version: text("version"), Overflow: forced, ClusterName: text("cluster_name")}
 	if si.Overflow == "" {
 		si.Overflow = OverflowRejectPublishDLX
 		if strings.EqualFold(si.Product, "LavinMQ") {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -32,9 +31,9 @@ gateway is down too (then --broker probes the broker).`,
 	fs, dir := newFlags(c)
 	asJSON := fs.Bool("json", false, "print JSON: {ok, checks: [{name, status, detail, fix}]}")
 	configPath := fs.String("config", "", "configuration file (default: config.json in the state dir): herdr's socket when no gateway answers")
-	brokerURL := fs.String("broker", os.Getenv("HERDBRIDGE_BROKER"), "broker URL to probe when no gateway answers (default $HERDBRIDGE_BROKER)")
+	brokerURL := addBrokerFlag(fs, "broker URL to probe when no gateway answers (default $HERDBRIDGE_BROKER)")
 	c.RunE = func(c *cobra.Command, _ []string) error {
-		res := gateway.Doctor(c.Context(), gateway.DoctorOptions{StateDir: *dir, ConfigPath: *configPath, Broker: *brokerURL})
+		res := gateway.Doctor(c.Context(), gateway.DoctorOptions{StateDir: *dir, ConfigPath: *configPath, Broker: brokerURL.String()})
 		if err := printDoctor(stdout, res, *asJSON); err != nil {
 			return err
 		}

@@ -213,7 +213,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 	logFormat := fs.String("log-format", "text", "text (key=value) or json (one JSON object a line); every line about a message carries msgId and traceId")
 	maxWait := fs.Duration("max-wait", 45*time.Second, "cap of any blocking tool call")
 	configPath := fs.String("config", "", "configuration file (default: config.json in the state dir, if present)")
-	brokerURL := fs.String("broker", os.Getenv("HERDBRIDGE_BROKER"), "amqp[s]:// URL of the broker gateways meet on (default $HERDBRIDGE_BROKER; empty: embedded, this host only)")
+	brokerURL := addBrokerFlag(fs, "amqp[s]:// URL of the broker gateways meet on (default $HERDBRIDGE_BROKER, else the config file's broker/brokers; empty: embedded, this host only)")
 	fsync := fs.Bool("fsync", true, "fsync every commit of the embedded store; false is several times faster and still loses nothing when the gateway process crashes, but an OS crash or power loss can lose or corrupt the store")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) to serve HTTPS; with --tls-key, --listen may be a non-loopback address")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
@@ -230,7 +230,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 		if err != nil {
 			return err
 		}
-		cfg := gateway.Config{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Broker: *brokerURL,
+		cfg := gateway.Config{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Broker: brokerURL.String(),
 			TLSCert: *tlsCert, TLSKey: *tlsKey, BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey,
 			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history, QueueType: *queueType}
 		cfg.Core.MaxWait = *maxWait
@@ -438,6 +438,13 @@ func statsCommand(stdout io.Writer) *cobra.Command {
 		fmt.Fprintf(stdout, "host %s; signing %s; audit log %s\n", st.Host, signing, st.Audit)
 		if st.Delay != "" {
 			fmt.Fprintln(stdout, st.Delay)
+		}
+		if b := st.Broker; b != nil {
+			state := "connected to"
+			if !b.Connected {
+				state = "NOT connected; last connected to"
+			}
+			fmt.Fprintf(stdout, "broker: %s node %s\n", state, b.Describe())
 		}
 		if rt := st.Runtime; rt != nil {
 			fmt.Fprintf(stdout, "runtime: %d goroutines, heap %.1f MiB (%.1f MiB more held free), RSS %.1f MiB (%.1f anonymous, %.1f file-backed), %d open files, CPU %.2f s\n",
