@@ -83,6 +83,11 @@ type FileConfig struct {
 	DeliveryLease Duration `json:"deliveryLease,omitempty"`
 	// Metrics tunes /metrics (MetricsConfig).
 	Metrics MetricsConfig `json:"metrics"`
+	// BrokerPassword is the password of the user the broker URL names,
+	// kept out of argv (brokerpass.go); only in a config file of mode
+	// 0600. --broker-password-file and $HERDBRIDGE_BROKER_PASSWORD_FILE
+	// win over it.
+	BrokerPassword string `json:"brokerPassword,omitempty"`
 }
 
 // HerdrConfig tunes the herdr side.
@@ -165,6 +170,11 @@ func LoadFile(path string, required bool) (FileConfig, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if c.BrokerPassword != "" {
+		if err := CheckPrivateFile(path, "config file"); err != nil {
+			return c, fmt.Errorf("config %s holds brokerPassword: %w", path, err)
+		}
 	}
 	if c.ResultMaxBytes < 0 {
 		return c, fmt.Errorf("config %s: resultMaxBytes %d is negative: leave it out for the default (2 MiB)", path, c.ResultMaxBytes)

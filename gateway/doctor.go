@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -27,6 +28,9 @@ type DoctorReport struct {
 	Peers       []bridge.PeerView `json:"peers"`
 	Herdr       *HerdrReport      `json:"herdr,omitempty"`  // nil: herdr disabled
 	Broker      *BrokerReport     `json:"broker,omitempty"` // nil: embedded transport
+	// ArgvSecret names the argument of the gateway's own command line
+	// that carries a password (redacted), "" if none (doctorargv.go).
+	ArgvSecret string `json:"argvSecret,omitempty"`
 }
 
 // HerdrReport is herdr as the gateway reaches it.
@@ -85,7 +89,7 @@ func (g *Gateway) brokerLink() *broker.Link {
 // or broker makes a slow answer, not none.
 func (g *Gateway) DoctorReport(ctx context.Context) *DoctorReport {
 	cc := g.core.Config()
-	r := &DoctorReport{Host: g.cfg.Host, Key: cc.KeyFingerprint, Transport: "embedded", URL: g.URL(),
+	r := &DoctorReport{Host: g.cfg.Host, Key: cc.KeyFingerprint, Transport: "embedded", URL: g.URL(), ArgvSecret: ArgvPassword(os.Args),
 		ClockSkewMs: cc.ClockSkew.Milliseconds(), Peers: g.core.Peers()}
 	if r.Peers == nil {
 		r.Peers = []bridge.PeerView{}

@@ -51,7 +51,10 @@ type DoctorOptions struct {
 	ConfigPath string
 	// Broker is the broker URL to probe when no gateway answers (a
 	// running gateway reports its own link); empty: not probed.
-	Broker  string
+	Broker string
+	// Argv is doctor's own command line, checked for a password like the
+	// gateway's (nil: not checked).
+	Argv    []string
 	TLS     *tls.Config
 	Timeout time.Duration // per probe (default 5s)
 }
@@ -80,6 +83,7 @@ func Doctor(ctx context.Context, opts DoctorOptions) DoctorResult {
 	d.storesCheck(rep)
 	d.keyChecks(rep)
 	d.trustFileCheck(rep)
+	d.argvCheck(rep)
 	if rep != nil {
 		d.herdrChecks(rep.Herdr)
 		d.brokerChecks(ctx, rep.Broker, rep.Transport)

@@ -229,6 +229,9 @@ func (g *Gateway) open(ctx context.Context) error {
 	g.shutdown = shutdown
 	g.ui = g.operatorPage()
 	handler = g.withOperatorPage(handler)
+	// every path, /metrics and /ui included, refuses a foreign Host or
+	// Origin before anything else (DNS rebinding)
+	handler = mcp.LocalOnly(handler)
 	// No ReadTimeout or WriteTimeout: SSE and streamable-HTTP GET streams
 	// live for the whole session. A silent new connection is closed after
 	// ReadHeaderTimeout, an idle keep-alive one after IdleTimeout.

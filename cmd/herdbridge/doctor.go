@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -32,8 +33,15 @@ gateway is down too (then --broker probes the broker).`,
 	asJSON := fs.Bool("json", false, "print JSON: {ok, checks: [{name, status, detail, fix}]}")
 	configPath := fs.String("config", "", "configuration file (default: config.json in the state dir): herdr's socket when no gateway answers")
 	brokerURL := addBrokerFlag(fs, "broker URL to probe when no gateway answers (default $HERDBRIDGE_BROKER)")
+	brokerPasswordFile := brokerPasswordFlag(fs)
 	c.RunE = func(c *cobra.Command, _ []string) error {
-		res := gateway.Doctor(c.Context(), gateway.DoctorOptions{StateDir: *dir, ConfigPath: *configPath, Broker: brokerURL.String()})
+		broker := brokerURL.String()
+		if file, err := stateConfig(*dir, *configPath); err == nil { // a bad config is doctor's to report, not to stop on
+			if broker, err = withBrokerPassword(broker, *brokerPasswordFile, file); err != nil {
+				return err
+			}
+		}
+		res := gateway.Doctor(c.Context(), gateway.DoctorOptions{StateDir: *dir, ConfigPath: *configPath, Broker: broker, Argv: os.Args})
 		if err := printDoctor(stdout, res, *asJSON); err != nil {
 			return err
 		}

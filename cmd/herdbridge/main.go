@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/mcp"
 )
@@ -88,7 +89,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 		gatewayCommand(), registerCommand(stdout), mcpCommand(stdin, stdout, stderr),
 		rosterCommand(stdout), statsCommand(stdout), doctorCommand(stdout), uiCommand(stdout, stderr), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout), historyCommand(stdout),
 		demoCommand(stdout), keysCommand(stdout, stderr), pairCommand(stdout, stderr), brokerUserCommand(stdout),
-		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout), versionCommand(stdout),
+		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout, stderr), versionCommand(stdout),
 		traceCommand(stdout), loadtestCommand(stdout, stderr),
 	)
 	root.InitDefaultCompletionCmd() // completion bash|zsh|fish|powershell (cobra's, so it covers every flag)
@@ -214,6 +215,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 	maxWait := fs.Duration("max-wait", 45*time.Second, "cap of any blocking tool call")
 	configPath := fs.String("config", "", "configuration file (default: config.json in the state dir, if present)")
 	brokerURL := addBrokerFlag(fs, "amqp[s]:// URL of the broker gateways meet on (default $HERDBRIDGE_BROKER, else the config file's broker/brokers; empty: embedded, this host only)")
+	brokerPasswordFile := brokerPasswordFlag(fs)
 	fsync := fs.Bool("fsync", true, "fsync every commit of the embedded store; false is several times faster and still loses nothing when the gateway process crashes, but an OS crash or power loss can lose or corrupt the store")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) to serve HTTPS; with --tls-key, --listen may be a non-loopback address")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
@@ -239,6 +241,12 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 			cfgPath = filepath.Join(*dir, "config.json")
 		}
 		if cfg.File, err = gateway.LoadFile(cfgPath, *configPath != ""); err != nil {
+			return err
+		}
+		if cfg.Broker == "" { // the file's broker nodes take the password too
+			cfg.Broker = strings.Join(broker.ParseURLs(append([]string{cfg.File.Broker}, cfg.File.Brokers...)...), ",")
+		}
+		if cfg.Broker, err = withBrokerPassword(cfg.Broker, *brokerPasswordFile, cfg.File); err != nil {
 			return err
 		}
 		g, err := gateway.Open(ctx, cfg)
