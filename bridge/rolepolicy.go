@@ -20,8 +20,9 @@ import "fmt"
 // checks again, by the sender's role in its host's signed presence, and
 // answers a brief it refuses with a FAILED the sender sees: a gateway
 // configured (or modified) to let its workers brief cannot brief the
-// workers of a host that does not allow it. A sender whose presence is no
-// longer known there counts as a worker.
+// workers of a host that does not allow it. A sender whose role that host
+// does not know (a binding written by an older gateway, before its next
+// heartbeat) counts as a worker.
 
 // RolePolicy is the gateway's rule for who may brief whom.
 type RolePolicy struct {
@@ -59,12 +60,15 @@ func (c *Core) spawnBriefRefused(caller, brief string) error {
 }
 
 // remoteSenderRole is the role of env's sender, an entity of another
-// host, in that host's signed presence ("" when this gateway has none).
+// host, in that host's signed presence: the live entry, else the role its
+// binding recorded (kept, like the binding, across this gateway's
+// restarts and for 24 h after the sender's last heartbeat, so a backlog is
+// judged as its sender was); "" when neither names one.
 func (c *Core) remoteSenderRole(env *Envelope) Role {
-	if r := c.pres.entry(env.From); r != nil && r.p.Host == env.Host {
+	if r := c.pres.entry(env.From); r != nil && r.p.Host == env.Host && r.p.Role != "" {
 		return r.p.Role
 	}
-	return ""
+	return c.mem.roleOf(env.From, env.Host)
 }
 
 // RefuseRolePolicy counts the briefs this gateway refused for its role
@@ -82,11 +86,12 @@ func (c *Core) policyRefusal(st *entState, env *Envelope) (arrival, bool) {
 	if c.cfg.RolePolicy.mayBrief(role) {
 		return arrival{}, false
 	}
+	who := "its sender is a " + string(role) + " (per its host's signed presence)"
 	if role == "" {
-		role = "sender of unknown role"
+		who = "its sender's role is not known here (no signed presence names it)"
 	}
-	reason := fmt.Sprintf("refused by %s: %s was not typed into %s's pane, because its sender is a %s (per its host's signed presence) and workers may not brief other workers on %s: "+
-		"reply to your primary, or ask the operator of %s to set rolePolicy.workersMayBrief", c.cfg.Host, Excerpt(string(env.Body)), st.Name, role, c.cfg.Host, c.cfg.Host)
+	reason := fmt.Sprintf("refused by %s: %s was not delivered to %s, because %s and workers may not brief other workers on %s: "+
+		"reply to your primary, or ask the operator of %s to set rolePolicy.workersMayBrief", c.cfg.Host, Excerpt(string(env.Body)), st.Name, who, c.cfg.Host, c.cfg.Host)
 	gid := st.GID
 	return arrival{first: []outMsg{c.receiptFor(KindFailed, gid, env, reason)}, ack: true, seen: true,
 		after: func() { c.countPolicyRefusal(env, gid, role) }}, true
