@@ -60,6 +60,8 @@ type Config struct {
 	Spawn SpawnLimits
 	// History keeps entities' transcripts (history.go); Dir empty: none.
 	History HistoryConfig
+	// RolePolicy says who may brief whom (rolepolicy.go).
+	RolePolicy RolePolicy
 
 	// Trust (SPEC §3, §8). With a Verifier, every delivery must carry a
 	// signature valid under its host's trusted key and a from that lives on

@@ -74,6 +74,9 @@ func (c *Core) arrive(st *entState, d Delivery) arrival {
 		return a
 	}
 	env := d.Env
+	if a, refused := c.policyRefusal(st, env); refused {
+		return a
+	}
 	c.recordIn(st, env)
 	var a arrival
 	switch env.Kind {

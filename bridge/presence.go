@@ -439,7 +439,7 @@ func (c *Core) onPresence(d Delivery) {
 		return
 	}
 	if p.Name != GatewayName {
-		c.mem.bind(p.GID, p.Host, now) // a Gone keeps its binding: its backlog still verifies
+		c.mem.bind(p.GID, p.Host, p.Role, now) // a Gone keeps its binding: its backlog still verifies (and is judged by its role)
 	}
 	if c.pres.record(p, now) {
 		c.kickPresence() // a host that (re)started knows nobody: tell it who we are now

@@ -70,6 +70,11 @@ func (c *Core) send(ctx context.Context, st *entState, req SendRequest, prog Pro
 	if target.GID == st.GID {
 		return nil, userErr("%s is you: send to another entity", Clip(req.Target))
 	}
+	if target.Role == RoleWorker {
+		if err := c.briefRefused(st.view(), "brief other workers"); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkPriority(req.Priority, target, req.TurnID); err != nil {
 		return nil, err
 	}
@@ -324,6 +329,9 @@ func (c *Core) Broadcast(ctx context.Context, gid string, req BroadcastRequest) 
 	}
 	if group := req.Group; group != "" && group != "all" && !ValidGroup(group) {
 		return nil, userErr("group %s is not valid: lowercase letters, digits, '_' or '-', at most %d bytes", Clip(group), MaxGroupBytes)
+	}
+	if err := c.briefRefused(st.view(), "broadcast"); err != nil {
+		return nil, err
 	}
 	return c.idempotent(ctx, st, req.RequestID, "bridge_broadcast", []string{req.Message, req.Group},
 		func(ctx context.Context) (*Result, error) { return c.broadcast(ctx, gid, req) },

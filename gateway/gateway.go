@@ -352,6 +352,7 @@ func (g *Gateway) coreConfig() bridge.Config {
 		cfg.DeliveryLease = time.Duration(g.cfg.File.DeliveryLease)
 	}
 	cfg.Spawn = g.spawnLimits()
+	cfg.RolePolicy.WorkersMayBrief = cfg.RolePolicy.WorkersMayBrief || g.cfg.File.RolePolicy.WorkersMayBrief
 	hc := g.cfg.File.History
 	cfg.History = bridge.HistoryConfig{Dir: filepath.Join(g.cfg.StateDir, historyDir), All: g.cfg.History || hc.All,
 		MaxBytes: hc.MaxBytes, MaxAge: time.Duration(hc.MaxAge)}

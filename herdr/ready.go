@@ -133,15 +133,18 @@ func promptLine(l string) (string, bool) {
 // SameText reports whether a composer's draft is exactly text, as a TUI
 // shows it: line breaks, wrapping and indentation aside.
 func SameText(draft, text string) bool {
-	strip := func(s string) string {
-		return strings.Map(func(r rune) rune {
-			if unicode.IsSpace(r) {
-				return -1
-			}
-			return r
-		}, s)
-	}
-	return draft != "" && strip(draft) == strip(text)
+	return draft != "" && stripBlanks(draft) == stripBlanks(text)
+}
+
+// stripBlanks is s without its white space (a screen's wrapping and
+// indentation are not the text's).
+func stripBlanks(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 func clip(s string, n int) string {
