@@ -419,8 +419,11 @@ func summaryAt(r *bridge.Result) (string, []int) {
 	if r.MsgID != "" {
 		fmt.Fprintf(&b, "\nmsgId: %s", r.MsgID)
 	}
-	at := writeMessages(&b, r.Messages)
-	writeHistory(&b, r.History)
+	if r.Fence == "" {
+		r.Fence = resultNonce(r)
+	}
+	at := writeMessages(&b, r.Messages, r.Fence)
+	writeHistory(&b, r.History, r.Fence)
 	if len(r.Phases) > 0 {
 		parts := make([]string, len(r.Phases))
 		for i, p := range r.Phases {
