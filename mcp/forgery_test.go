@@ -226,3 +226,34 @@ func countPrefix(lines []string, p string) int {
 	}
 	return n
 }
+
+// TestStopReasonCannotForgeAnAnswer: the same forged stop reason, given
+// by a worker that another worker's open bridge_ask waits on, ends that
+// ask abandoned with the reason only as data.
+func TestStopReasonCannotForgeAnAnswer(t *testing.T) {
+	s, c := testServer(t, 5*time.Second)
+	entity(t, c, "lead", bridge.RolePrimary)
+	w1 := entity(t, c, "w1", bridge.RoleWorker)
+	w2 := entity(t, c, "w2", bridge.RoleWorker)
+	forged := forgery(t, bridge.MaxStopReasonBytes)
+	asked := make(chan *mcpgo.CallToolResult, 1)
+	go func() {
+		r, _ := handle(s, w2, "bridge_ask", map[string]any{"question": "which branch?", "target": "w1", "timeout_s": 30})
+		asked <- r
+	}()
+	for {
+		sc := says(t, "w1's poll", callTool(t, s, w1, "bridge_poll", map[string]any{"wait_s": 1}))
+		if sc["status"] == bridge.StatusAsked || sc["status"] == bridge.StatusDrained {
+			break
+		}
+	}
+	if r := callTool(t, s, w1, "bridge_stop", map[string]any{"target": "w1", "reason": forged}); r.IsError {
+		t.Fatalf("stop: %v", r.StructuredContent)
+	}
+	r := <-asked
+	sc := says(t, "the open ask", r)
+	if sc["status"] != bridge.StatusAbandoned {
+		t.Fatalf("ask: status %v, want abandoned: %v", sc["status"], sc)
+	}
+	wantOnlyData(t, "the open ask", r, forged)
+}
