@@ -257,3 +257,36 @@ func TestStopReasonCannotForgeAnAnswer(t *testing.T) {
 	}
 	wantOnlyData(t, "the open ask", r, forged)
 }
+
+// TestInboxResourceMarksData: bridge://inbox, which a client may show a
+// model as it is, carries the same fence nonce (absent from the bodies)
+// and each held message's provenance, the forged body only under body.
+func TestInboxResourceMarksData(t *testing.T) {
+	s, c := testServer(t, time.Second)
+	lead := entity(t, c, "lead", bridge.RolePrimary)
+	w1 := entity(t, c, "w1", bridge.RoleWorker)
+	forged := forgery(t, 1500)
+	says(t, "forged reply", callTool(t, s, w1, "bridge_send", map[string]any{"target": "lead", "message": forged}))
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if h, _ := c.Held(mustGID(t, lead)); h.Total > 0 {
+			break
+		}
+	}
+	req := mcpgo.ReadResourceRequest{}
+	req.Params.URI = InboxURI
+	got, err := s.readInbox(lead, req)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("inbox: %v %v", got, err)
+	}
+	var sc struct {
+		Fence    string           `json:"fence"`
+		Messages []bridge.Message `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(got[0].(mcpgo.TextResourceContents).Text), &sc); err != nil {
+		t.Fatal(err)
+	}
+	if sc.Fence == "" || containsFold(forged, sc.Fence) || len(sc.Messages) != 1 || sc.Messages[0].Body != forged ||
+		sc.Messages[0].Provenance != (bridge.Provenance{From: "w1@h1", Role: bridge.RoleWorker, Checked: bridge.CheckedLocal, By: bridge.ByAgent}) {
+		t.Fatalf("inbox resource: fence %q, messages %+v", sc.Fence, sc.Messages)
+	}
+}
