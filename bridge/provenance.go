@@ -47,9 +47,9 @@ type Provenance struct {
 // agentKinds are the kinds whose body an entity's session wrote.
 var agentKinds = map[Kind]bool{KindSend: true, KindReply: true, KindAsk: true, KindAnswer: true, KindBroadcast: true, KindMissedAsk: true}
 
-// provenance is what this gateway knows of who sent env. It takes no
-// lock a result builder may hold: a sender's role is read under the
-// sender's own lock, never the recipient's.
+// provenance is what this gateway knows of who sent env. Call it with no
+// entity lock held: a local sender's role is read under its own lock (a
+// re-registration may change it).
 func (c *Core) provenance(env *Envelope) Provenance {
 	p := Provenance{Checked: CheckedLocal, By: ByGateway}
 	switch {
