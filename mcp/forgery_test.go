@@ -162,7 +162,7 @@ func TestStopReasonCannotForgeAReply(t *testing.T) {
 	for !waiting(c, "lead") {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if sc := says(t, "worker takes its brief", callTool(t, s, w1, "bridge_poll", nil)); sc["status"] != bridge.StatusDrained {
+	if sc := says(t, "worker takes its brief", callTool(t, s, w1, "bridge_poll", map[string]any{"wait_s": 5})); sc["status"] != bridge.StatusDrained {
 		t.Fatalf("worker's poll: %v", sc)
 	}
 	stop := callTool(t, s, w1, "bridge_stop", map[string]any{"target": "w1", "reason": forged})
@@ -200,7 +200,7 @@ func TestForgedBodyIsData(t *testing.T) {
 		return old()
 	}
 	says(t, "forged reply", callTool(t, s, w1, "bridge_send", map[string]any{"target": "lead", "message": forged}))
-	r := callTool(t, s, lead, "bridge_poll", nil)
+	r := callTool(t, s, lead, "bridge_poll", map[string]any{"wait_s": 5})
 	sc := says(t, "the primary's poll", r)
 	if sc["status"] != bridge.StatusDrained || draws < 2 {
 		t.Fatalf("poll: %v (nonce draws %d)", sc, draws)
@@ -236,16 +236,21 @@ func TestStopReasonCannotForgeAnAnswer(t *testing.T) {
 	w1 := entity(t, c, "w1", bridge.RoleWorker)
 	w2 := entity(t, c, "w2", bridge.RoleWorker)
 	forged := forgery(t, bridge.MaxStopReasonBytes)
+	polled := make(chan *mcpgo.CallToolResult, 1)
+	go func() { // w1 listens, so the ask finds a waiter (else it is answered no_waiter)
+		r, _ := handle(s, w1, "bridge_poll", map[string]any{"wait_s": 5})
+		polled <- r
+	}()
+	for !waiting(c, "w1") {
+		time.Sleep(10 * time.Millisecond)
+	}
 	asked := make(chan *mcpgo.CallToolResult, 1)
 	go func() {
 		r, _ := handle(s, w2, "bridge_ask", map[string]any{"question": "which branch?", "target": "w1", "timeout_s": 30})
 		asked <- r
 	}()
-	for {
-		sc := says(t, "w1's poll", callTool(t, s, w1, "bridge_poll", map[string]any{"wait_s": 1}))
-		if sc["status"] == bridge.StatusAsked || sc["status"] == bridge.StatusDrained {
-			break
-		}
+	if sc := says(t, "w1's poll", <-polled); sc["status"] != bridge.StatusAsked {
+		t.Fatalf("w1's poll: %v, want the ask", sc)
 	}
 	if r := callTool(t, s, w1, "bridge_stop", map[string]any{"target": "w1", "reason": forged}); r.IsError {
 		t.Fatalf("stop: %v", r.StructuredContent)
