@@ -316,13 +316,10 @@ func (c *Core) settleNotice(st *entState, d Delivery) arrival {
 // received (ABANDONED: the asker went away).
 func (c *Core) endsTurn(st *entState, env *Envelope) bool {
 	if t := st.askByMsg[env.Corr]; t != nil && t.status == "" {
-		switch env.Kind {
-		case KindNoWaiter:
-			st.endAsk(t, StatusNoWaiter, string(env.Body))
-		case KindFailed:
-			st.endAsk(t, StatusFailed, string(env.Body))
-		case KindAbandoned:
-			st.endAsk(t, StatusAbandoned, string(env.Body))
+		status := map[Kind]string{KindNoWaiter: StatusNoWaiter, KindFailed: StatusFailed, KindAbandoned: StatusAbandoned}[env.Kind]
+		if status != "" && t.status == "" {
+			t.notice = env // the asker's call shows it in messages, as data
+			st.endAsk(t, status, noticeReason(env.Kind))
 		}
 		return true
 	}

@@ -75,7 +75,7 @@ func (c *Core) remoteSpawn(ctx context.Context, caller, host string, body SpawnB
 	}
 	failed := func(f *Envelope) bool {
 		if f.Kind == KindFailed {
-			res.Status, res.Reason = StatusFailed, string(f.Body)
+			c.endedBy(res, StatusFailed, f)
 		}
 		return f.Kind == KindFailed
 	}

@@ -224,7 +224,7 @@ func (c *Core) awaitSend(ctx context.Context, s *openSend, res *Result, prog Pro
 		st: s.st, d: wait, w: s.w, prog: prog, what: "waiting for a reply from " + s.target.Name,
 		receipts: s.receipts,
 		onReceipt: func(r *Envelope) bool {
-			over = applySendReceipt(res, r, s.w == nil)
+			over = c.applySendReceipt(res, r, s.w == nil)
 			return over
 		},
 		nudged: s.nudged,
@@ -250,13 +250,13 @@ func (c *Core) awaitSend(ctx context.Context, s *openSend, res *Result, prog Pro
 // applySendReceipt records a receipt of the brief in res and reports
 // whether the call is over: FAILED and ABANDONED end it, INJECTED ends it
 // when no reply is awaited.
-func applySendReceipt(res *Result, r *Envelope, noReply bool) bool {
+func (c *Core) applySendReceipt(res *Result, r *Envelope, noReply bool) bool {
 	switch r.Kind {
 	case KindFailed:
-		res.Status, res.Reason = StatusFailed, string(r.Body)
+		c.endedBy(res, StatusFailed, r)
 		return true
 	case KindAbandoned:
-		res.Status, res.Reason = StatusAbandoned, string(r.Body)
+		c.endedBy(res, StatusAbandoned, r)
 		return true
 	case KindInjected:
 		res.Status, res.Reason = injectedRung(string(r.Body))
