@@ -95,10 +95,13 @@ func TestSealBindsEnvelope(t *testing.T) {
 // kind never sealed, are malformed.
 func TestSealHeadersValidated(t *testing.T) {
 	for name, mut := range map[string]func(h map[string]any){
-		"scheme":    func(h map[string]any) { h[bridge.HdrSeal] = "hpke/other" },
-		"no key":    func(h map[string]any) { delete(h, bridge.HdrSealKey) },
-		"bad key":   func(h map[string]any) { h[bridge.HdrSealKey] = "a b" },
-		"broadcast": func(h map[string]any) { h[bridge.HdrKind] = string(bridge.KindBroadcast); h[bridge.HdrTo] = bridge.BroadcastAll },
+		"scheme":  func(h map[string]any) { h[bridge.HdrSeal] = "hpke/other" },
+		"no key":  func(h map[string]any) { delete(h, bridge.HdrSealKey) },
+		"bad key": func(h map[string]any) { h[bridge.HdrSealKey] = "a b" },
+		"broadcast": func(h map[string]any) {
+			h[bridge.HdrKind] = string(bridge.KindBroadcast)
+			h[bridge.HdrTo] = bridge.BroadcastAll
+		},
 	} {
 		_, pub := sealPair(t)
 		e := sealEnv()

@@ -27,6 +27,7 @@ type DoctorReport struct {
 	Peers       []bridge.PeerView `json:"peers"`
 	Herdr       *HerdrReport      `json:"herdr,omitempty"`  // nil: herdr disabled
 	Broker      *BrokerReport     `json:"broker,omitempty"` // nil: embedded transport
+	Seal        *SealReport       `json:"seal,omitempty"`   // nil: nothing sealed (embedded transport)
 }
 
 // HerdrReport is herdr as the gateway reaches it.
@@ -81,6 +82,7 @@ func (g *Gateway) DoctorReport(ctx context.Context) *DoctorReport {
 		r.Transport = "broker"
 		r.Broker = g.brokerReport(ctx, cc)
 	}
+	r.Seal = g.sealReport()
 	return r
 }
 

@@ -50,3 +50,55 @@ func (g *Gateway) setupSeal(cfg *bridge.Config) error {
 	cfg.Sealer, cfg.ParseSealPublic, cfg.Seal = sealKeys{sk}, keys.ParseSealPublic, mode
 	return nil
 }
+
+// SealReport is sealing as the running gateway does it (doctor).
+type SealReport struct {
+	Mode  string            `json:"mode"`  // auto | require | off
+	KeyID string            `json:"keyId"` // this host's current HPKE key
+	Keys  int               `json:"keys"`  // keys it opens with (current and retired within the window)
+	Peers []bridge.SealView `json:"peers"` // per other host: sealed | clear | no key
+}
+
+func (g *Gateway) sealReport() *SealReport {
+	if g.seals == nil {
+		return nil
+	}
+	var hosts []string
+	for _, p := range g.core.Peers() {
+		if p.WeTrust {
+			hosts = append(hosts, p.Host)
+		}
+	}
+	return &SealReport{Mode: g.core.SealMode(), KeyID: g.seals.Current().ID(), Keys: len(g.seals.IDs()), Peers: g.core.SealStates(hosts)}
+}
+
+// sealChecks: the mode and this host's key, and per peer whether what
+// goes to it is sealed. Broadcasts are never sealed (one publish that
+// every host's inboxes read): said on the seal line.
+func (d *doctor) sealChecks(s *SealReport) {
+	if s == nil {
+		return
+	}
+	const bcast = "; broadcasts go clear (one publish every host reads; refused under require)"
+	switch s.Mode {
+	case bridge.SealOff:
+		d.add("seal", CheckWarn, "off: bodies cross the broker in clear text (this host still opens sealed ones, key "+s.KeyID+")",
+			`set "seal": "auto" in config.json`)
+	default:
+		d.add("seal", CheckOK, fmt.Sprintf("%s: bodies to hosts with a known HPKE key are sealed (%s); this host's key %s, %d key(s) kept to open with%s",
+			s.Mode, bridge.SealScheme, s.KeyID, s.Keys, bcast), "")
+	}
+	for _, p := range s.Peers {
+		name := "seal " + p.Host
+		switch {
+		case p.State == bridge.SealStateSealed:
+			d.add(name, CheckOK, "sealed to its key "+p.KeyID, "")
+		case p.State == bridge.SealStateClear:
+			d.add(name, CheckWarn, "clear: its key "+p.KeyID+" is known, seal is off here", `set "seal": "auto"`)
+		case s.Mode == bridge.SealRequire:
+			d.add(name, CheckFail, "no key: its heartbeat published no HPKE key, so nothing is sent to it (seal require)", "upgrade the gateway of "+p.Host+", or check it is up")
+		default:
+			d.add(name, CheckWarn, "no key: its heartbeat published no HPKE key, so what goes to it is clear text", "upgrade the gateway of "+p.Host+`, or set "seal": "require" to refuse clear`)
+		}
+	}
+}
