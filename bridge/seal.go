@@ -255,3 +255,17 @@ func (c *Core) flagSeal(v *RosterView) {
 		v.Hosts[i].Seal = states[v.Hosts[i].Host]
 	}
 }
+
+// authenticatedRefusal is the FAILED reason a brief's sender hears for a
+// refusal that came after its signature verified (expired, or a sealed
+// body that does not open here), "" for any other: a forged message must
+// not make this gateway write to whoever it names.
+func authenticatedRefusal(reason string) string {
+	switch reason {
+	case RefuseExpired:
+		return "expired before delivery"
+	case RefuseUnsealable:
+		return "its sealed body does not open on the recipient's host (sealed to an HPKE key that host no longer holds: retired past its window)"
+	}
+	return ""
+}

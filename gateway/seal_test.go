@@ -351,3 +351,45 @@ func TestSealPeerWithoutKey(t *testing.T) {
 		t.Fatalf("the old host's inbox got %q", bodies)
 	}
 }
+
+// TestSealKeyGoneSenderTold: a brief sealed to an HPKE key its host no
+// longer holds (rotated twice while the host was down, the first retired
+// key past its window) is refused as unsealable, and its sender — whose
+// signature verified — hears FAILED saying why.
+func TestSealKeyGoneSenderTold(t *testing.T) {
+	ga, gb, lead, w := sealPair(t)
+	ctx := context.Background()
+	hostB, dirB := gb.Host(), gb.StateDir()
+	gb.Close()
+	res, err := ga.Core().Send(ctx, lead.GID, bridge.SendRequest{Target: "w@" + hostB, Message: "sealed to a key about to go"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := keys.RotateSealKey(dirB, hostB, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keys.RotateSealKey(dirB, hostB, now.Add(keys.SealRetention+time.Hour)); err != nil { // prunes the first retired key
+		t.Fatal(err)
+	}
+	gb = gatewaytest.StartHost(t, hostB, brokerURL(t), func(c *gateway.Config) { c.StateDir = dirB; c.Core.PresenceTTL = 10 * time.Second })
+	gatewaytest.Eventually(t, 10*time.Second, "B refuses it as unsealable", func() bool { return gb.Core().Refused()[bridge.RefuseUnsealable] == 1 })
+	var failed *bridge.Message
+	for deadline := time.Now().Add(10 * time.Second); failed == nil && time.Now().Before(deadline); {
+		r, err := ga.Core().Poll(ctx, lead.GID, bridge.PollRequest{Max: 10, Wait: time.Second}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range r.Messages {
+			if m.Kind == bridge.KindFailed && m.Corr == res.MsgID {
+				failed = &r.Messages[i]
+			}
+		}
+	}
+	if failed == nil || !strings.Contains(failed.Body, "sealed body does not open") {
+		t.Fatalf("sender told: %+v", failed)
+	}
+	if r, _ := gb.Core().Poll(ctx, w.GID, bridge.PollRequest{Max: 10, Wait: 200 * time.Millisecond}, nil); r != nil && len(r.Messages) != 0 {
+		t.Fatalf("the worker got %+v", r.Messages)
+	}
+}
