@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // What Config.Seal says (issue 23).
@@ -31,10 +32,20 @@ const (
 
 // Sealer is this host's HPKE keys (keys.SealKeys): the current public key,
 // published in the _gateway heartbeat, and every private key still kept,
-// by id, to open with.
+// by id, to open with; and the peers' keys learned from their signed
+// heartbeats, remembered across restarts (keys.SealPeersFile), so a
+// restarted gateway seals before the peer's next heartbeat.
 type Sealer interface {
 	CurrentSealKey() (id string, pub []byte)
 	Private(id string) (hpke.PrivateKey, bool)
+	RememberPeer(host string, pub []byte) error
+	RememberedPeers() map[string]SealPeer
+}
+
+// SealPeer is a remembered peer key.
+type SealPeer struct {
+	ID  string
+	Pub []byte
 }
 
 // ParseSealPublic decodes a serialized HPKE public key (the gateway sets it
@@ -53,6 +64,7 @@ type peerSeal struct {
 // clear meanwhile. Only verified heartbeats of trusted hosts reach it, so
 // it is bounded by the trust file. Its lock is a leaf.
 type sealBook struct {
+	once  sync.Once // the remembered keys are loaded
 	mu    leafMutex
 	peers map[string]*peerSeal
 }
@@ -61,6 +73,17 @@ func (b *sealBook) get(host string) *peerSeal {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.peers[host]
+}
+
+func (b *sealBook) putIfAbsent(host string, ps *peerSeal) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.peers == nil {
+		b.peers = map[string]*peerSeal{}
+	}
+	if b.peers[host] == nil {
+		b.peers[host] = ps
+	}
 }
 
 func (b *sealBook) put(host string, ps *peerSeal) {
@@ -95,8 +118,29 @@ func (c *Core) learnSealKey(p Presence) {
 		c.log.Warn("heartbeat's HPKE key id is not a key id: not sealing to it", "host", p.Host)
 		return
 	}
+	c.loadRememberedSealKeys() // before put: a remembered older key must not overwrite this one
 	c.seals.put(p.Host, &peerSeal{raw: p.SealKey, id: id, pub: pub})
 	c.log.Info("sealing to host with its published HPKE key", "host", p.Host, "sealKey", id)
+	if err := c.cfg.Sealer.RememberPeer(p.Host, raw); err != nil {
+		c.log.Warn("peer's HPKE key not remembered: after a restart, sealing to it waits for its heartbeat", "host", p.Host, "err", err)
+	}
+}
+
+// loadRememberedSealKeys takes, once, the peer keys remembered from
+// before this start (keys learned since take precedence).
+func (c *Core) loadRememberedSealKeys() {
+	c.seals.once.Do(func() {
+		if c.cfg.Sealer == nil || c.cfg.ParseSealPublic == nil {
+			return
+		}
+		for host, sp := range c.cfg.Sealer.RememberedPeers() {
+			pub, err := c.cfg.ParseSealPublic(sp.Pub)
+			if err != nil || !sealKeyIDOK(sp.ID) || host == c.cfg.Host {
+				continue
+			}
+			c.seals.putIfAbsent(host, &peerSeal{raw: base64.StdEncoding.EncodeToString(sp.Pub), id: sp.ID, pub: pub})
+		}
+	})
 }
 
 // ownSealKey is what this gateway's heartbeat publishes: base64 key, id.
@@ -123,6 +167,7 @@ func (c *Core) sealKeyOf(host string) (hpke.PublicKey, string, bool) {
 		c.seals.put(host, &peerSeal{id: id, pub: pub})
 		return pub, id, true
 	}
+	c.loadRememberedSealKeys()
 	if ps := c.seals.get(host); ps != nil {
 		return ps.pub, ps.id, true
 	}

@@ -8,8 +8,28 @@ import (
 	"github.com/herdbridge/herdbridge/keys"
 )
 
-// sealKeys adapts keys.SealKeys to bridge.Sealer.
-type sealKeys struct{ s *keys.SealKeys }
+// sealKeys adapts keys.SealKeys (and the state dir's seal_peers) to
+// bridge.Sealer.
+type sealKeys struct {
+	s   *keys.SealKeys
+	dir string
+}
+
+func (k sealKeys) RememberPeer(host string, pub []byte) error {
+	return keys.RememberSealPeer(k.dir, host, pub)
+}
+
+func (k sealKeys) RememberedPeers() map[string]bridge.SealPeer {
+	m, err := keys.ReadSealPeers(k.dir)
+	out := make(map[string]bridge.SealPeer, len(m))
+	if err != nil {
+		return out
+	}
+	for h, pub := range m {
+		out[h] = bridge.SealPeer{ID: keys.SealKeyID(pub), Pub: pub}
+	}
+	return out
+}
 
 func (k sealKeys) CurrentSealKey() (string, []byte) {
 	c := k.s.Current()
@@ -47,7 +67,7 @@ func (g *Gateway) setupSeal(cfg *bridge.Config) error {
 		return fmt.Errorf("gateway: HPKE key: %w", err)
 	}
 	g.seals = sk
-	cfg.Sealer, cfg.ParseSealPublic, cfg.Seal = sealKeys{sk}, keys.ParseSealPublic, mode
+	cfg.Sealer, cfg.ParseSealPublic, cfg.Seal = sealKeys{sk, g.cfg.StateDir}, keys.ParseSealPublic, mode
 	return nil
 }
 

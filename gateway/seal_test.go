@@ -393,3 +393,18 @@ func TestSealKeyGoneSenderTold(t *testing.T) {
 		t.Fatalf("the worker got %+v", r.Messages)
 	}
 }
+
+// TestSealKeyRemembered: a gateway that restarts while its peer is down
+// still seals to the peer (the key its signed heartbeat published before,
+// from seal_peers), instead of sending clear until the next heartbeat.
+func TestSealKeyRemembered(t *testing.T) {
+	ga, gb, _, _ := sealPair(t)
+	hostA, dirA, hostB := ga.Host(), ga.StateDir(), gb.Host()
+	want := ga.Core().SealStates([]string{hostB})[0].KeyID
+	gb.Close()
+	ga.Close()
+	ga = gatewaytest.StartHost(t, hostA, brokerURL(t), func(c *gateway.Config) { c.StateDir = dirA })
+	if s := ga.Core().SealStates([]string{hostB})[0]; s.State != bridge.SealStateSealed || s.KeyID != want {
+		t.Fatalf("after a restart with %s down: %+v (want sealed to %s)", hostB, s, want)
+	}
+}
