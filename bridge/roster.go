@@ -39,7 +39,8 @@ type HostView struct {
 	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
 	// Seal says what goes to the host: sealed (its HPKE key is known),
 	// clear (seal is off here) or "no key" (sent clear under seal auto,
-	// refused under require). Empty without sealing (one host).
+	// refused under require). Empty for this host (its own messages never
+	// reach the broker) and without sealing (one host).
 	Seal string `json:"seal,omitempty"`
 }
 
