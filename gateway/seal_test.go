@@ -408,3 +408,28 @@ func TestSealKeyRemembered(t *testing.T) {
 		t.Fatalf("after a restart with %s down: %+v (want sealed to %s)", hostB, s, want)
 	}
 }
+
+// TestSealDoctor: doctor says the mode and this host's key on "seal", and
+// per peer "seal HOST": ok sealed to its key id; under seal require, a
+// peer whose key this host does not know fails.
+func TestSealDoctor(t *testing.T) {
+	ga, gb, _, _ := sealPair(t)
+	res := doctor(ga)
+	if c := check(res, "seal"); c.Status != gateway.CheckOK || !strings.Contains(c.Detail, bridge.SealScheme) || !strings.Contains(c.Detail, "broadcasts go clear") {
+		t.Fatalf("seal line: %+v", c)
+	}
+	want := ga.Core().SealStates([]string{gb.Host()})[0].KeyID
+	if c := check(res, "seal "+gb.Host()); c.Status != gateway.CheckOK || !strings.Contains(c.Detail, want) {
+		t.Fatalf("seal %s line: %+v", gb.Host(), c)
+	}
+
+	// a host that trusts A but has never heard A's heartbeat (A is down
+	// before it starts): no key, and under require that fails
+	hostA := ga.Host()
+	ga.Close()
+	gr := gatewaytest.StartHost(t, gatewaytest.UniqueHost("dr"), brokerURL(t), func(c *gateway.Config) { c.Seal = bridge.SealRequire })
+	c := check(doctor(gr), "seal "+hostA)
+	if c.Status != gateway.CheckFail || !strings.Contains(c.Detail, "no key") {
+		t.Fatalf("seal %s under require with no key: %+v", hostA, c)
+	}
+}
