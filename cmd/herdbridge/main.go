@@ -220,6 +220,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 	brokerCA := fs.String("broker-ca", "", "PEM CA bundle that verifies an amqps:// broker (default: the system roots)")
 	brokerCert := fs.String("broker-cert", "", "PEM client certificate for an amqps:// broker (with --broker-key)")
 	brokerKey := fs.String("broker-key", "", "PEM private key of --broker-cert")
+	seal := fs.String("seal", "", `bodies to other hosts sealed to their HPKE key: auto (default: sealed when the host's key is known, else clear), require (never clear: refused instead), off; overrides "seal" in config.json`)
 	brokerOutage := fs.String("broker-outage", "", "while the broker is unreachable, a message for another host is kept at this gateway and published when it returns (spool, the default: the send says queued) or fails within --broker-wait (fail); messages between entities of this host never need the broker")
 	brokerWait := fs.Duration("broker-wait", 0, "how long a publish waits for an unreachable broker before it is spooled or fails (default 5s)")
 	history := fs.Bool("history", false, "keep every local entity's history of the messages it sent and received (bridge_history; <state-dir>/history, mode 0600); without it only entities registered with --history have one")
@@ -231,7 +232,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 		}
 		cfg := gateway.Config{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Broker: *brokerURL,
 			TLSCert: *tlsCert, TLSKey: *tlsKey, BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey,
-			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history}
+			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history, Seal: *seal}
 		cfg.Core.MaxWait = *maxWait
 		cfgPath := *configPath
 		if cfgPath == "" {
