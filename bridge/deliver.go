@@ -135,8 +135,8 @@ func (c *Core) verifyDelivery(gid string, d Delivery) bool {
 	// authenticated (expiry is checked after signature and sender), so the
 	// sender hears why its brief never arrived — once: a replay of it must
 	// not make us write again
-	if reason == RefuseExpired && d.Env.Kind == KindSend && c.mem.mark(gid+d.Env.MsgID, c.cfg.Now().Add(c.cfg.MessageTTL)) {
-		c.publishAll([]outMsg{c.receiptFor(KindFailed, gid, d.Env, "expired before delivery")})
+	if why := authenticatedRefusal(reason); why != "" && d.Env.Kind == KindSend && c.mem.mark(gid+d.Env.MsgID, c.cfg.Now().Add(c.cfg.MessageTTL)) {
+		c.publishAll([]outMsg{c.receiptFor(KindFailed, gid, d.Env, why)})
 	}
 	c.refuse(d, where, reason, detail)
 	return false

@@ -54,6 +54,11 @@ type FileConfig struct {
 	// queued; "fail" fails the send within brokerWait. --broker-outage
 	// overrides it.
 	BrokerOutage string `json:"brokerOutage,omitempty"`
+	// Seal is whether bodies across hosts are sealed to the recipient
+	// host's HPKE key: "auto" (default: sealed when its key is known,
+	// else clear), "require" (never clear: refused instead) or "off".
+	// --seal overrides it.
+	Seal string `json:"seal,omitempty"`
 	// BrokerWait bounds how long a publish waits for an unreachable broker
 	// before it is spooled or fails (default 5s). --broker-wait overrides it.
 	BrokerWait Duration `json:"brokerWait,omitempty"`

@@ -88,6 +88,7 @@ func Doctor(ctx context.Context, opts DoctorOptions) DoctorResult {
 		d.herdrChecks(rep.Herdr)
 		d.brokerChecks(ctx, rep.Broker, rep.Transport)
 		d.peerChecks(rep)
+		d.sealChecks(rep.Seal)
 	} else {
 		d.herdrDown(ctx)
 		d.brokerDown(ctx)
