@@ -27,8 +27,10 @@ type trafficSenders struct {
 
 func startTraffic(t *testing.T, tr *broker.Transport, gid string, senders int) *trafficSenders {
 	s := &trafficSenders{confirmed: make([]atomic.Int64, senders), stop: make(chan struct{})}
-	for i := range senders {
+	for range senders {
 		s.ids = append(s.ids, uuid.NewString())
+	}
+	for i := range senders {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
