@@ -117,12 +117,12 @@ func (c *consumer) drainLegacy(ch *amqp.Channel, deliveries <-chan amqp.Delivery
 			if c.pending.Load() > 0 || !c.legacyEmpty() {
 				continue
 			}
-			n, ok := c.stopLegacy(ch, deliveries)
+			n, cancelled, ok := c.stopLegacy(ch, deliveries)
 			moved += n
 			if !ok {
 				return nil, nil, false
 			}
-			if !c.retireLegacy(ch, moved) {
+			if !cancelled || !c.retireLegacy(ch, moved) {
 				continue // deliveries is closed now: the next read re-attaches
 			}
 			c.legacy = ""
@@ -152,11 +152,16 @@ func (c *consumer) legacyEmpty() bool {
 // closing the channel with them unread would return them to the queue
 // asynchronously (a quorum queue's returns are a Raft command), after the
 // count that lets retireLegacy delete it — lost with the queue
-// (TestRetireWithDeliveriesInFlight). ok is false when the consumer was
-// stopped meanwhile.
-func (c *consumer) stopLegacy(ch *amqp.Channel, deliveries <-chan amqp.Delivery) (moved int, ok bool) {
+// (TestRetireWithDeliveriesInFlight). cancelled is false when the
+// cancel failed (the channel went, and what it held goes back to the
+// queue in the broker's own time: not a moment to count it); ok is false
+// when the consumer was stopped meanwhile.
+func (c *consumer) stopLegacy(ch *amqp.Channel, deliveries <-chan amqp.Delivery) (moved int, cancelled, ok bool) {
+	cancelled = true
 	if err := ch.Cancel(legacyTag, false); err != nil {
 		c.t.log.Debug("cancelling a legacy drain failed (its channel went; it re-attaches)", "legacy", c.legacy, "err", err)
+		ch.Close() // deliveries closes with it
+		cancelled = false
 	}
 	for d := range deliveries { // closed after the cancel-ok, once what came before it is read
 		moved++
@@ -166,11 +171,11 @@ func (c *consumer) stopLegacy(ch *amqp.Channel, deliveries <-chan amqp.Delivery)
 		select {
 		case <-c.stop:
 			ch.Close()
-			return moved, false
+			return moved, cancelled, false
 		case <-time.After(legacyPoll):
 		}
 	}
-	return moved, true
+	return moved, cancelled, true
 }
 
 // deliverLegacy hands d on, counted as pending until it is settled; a
