@@ -58,3 +58,81 @@ func TestRetireWithDeliveriesInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseInboxMidDrain: an entity removed while its legacy inbox is
+// being drained (the core's closeAndDrain: CloseInbox, the consumer
+// cancelled, CloseInbox again). Every message is received or counted as
+// left for the removal to report: none is both, none neither.
+func TestCloseInboxMidDrain(t *testing.T) {
+	for _, types := range [][2]string{{broker.QueueTypeClassic, broker.QueueTypeQuorum}, {broker.QueueTypeQuorum, broker.QueueTypeClassic}, {broker.QueueTypeQuorum, broker.QueueTypeQuorum}} {
+		t.Run(types[0]+"->"+types[1], func(t *testing.T) { closeMidDrain(t, types[0], types[1]) })
+	}
+}
+
+func closeMidDrain(t *testing.T, from, to string) {
+	gid := uuid.NewString()
+	old := openType(t, from)
+	if err := old.DeclareInbox(context.Background(), gid, bridge.InboxSpec{MaxLength: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	hold(t, old, gid, n)
+	old.Close()
+	tr := openType(t, to)
+	defer tr.Close()
+	defer tr.DeleteInbox(context.Background(), gid)
+	if err := tr.DeclareInbox(context.Background(), gid, bridge.InboxSpec{MaxLength: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	r := newReceiver(10 * time.Millisecond)
+	sub, err := tr.Consume(context.Background(), gid, 8, r.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, n/2)
+	if _, err := tr.CloseInbox(context.Background(), gid); err != nil {
+		t.Fatal(err)
+	}
+	sub.Cancel()
+	left, err := tr.CloseInbox(context.Background(), gid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sent/confirmed %d, received %d distinct, left for the removal %d, %d copies dropped", 2*n, r.count(), left, r.dups)
+	if r.count()+left != 2*n {
+		t.Errorf("received %d + left %d != %d sent", r.count(), left, 2*n)
+	}
+}
+
+// TestCloseQuorumInboxAllInFlight: a quorum inbox whose every message is
+// pushed to its consumer (none ready) when the entity is removed: counted
+// after the consumer is cancelled, what it held must be back in the count
+// (a quorum queue takes a closed channel's deliveries back
+// asynchronously), or the removal deletes them unreported.
+func TestCloseQuorumInboxAllInFlight(t *testing.T) {
+	for round := range 5 {
+		gid := uuid.NewString()
+		tr := openType(t, broker.QueueTypeQuorum)
+		if err := tr.DeclareInbox(context.Background(), gid, bridge.InboxSpec{MaxLength: 1000}); err != nil {
+			t.Fatal(err)
+		}
+		hold(t, tr, gid, 4) // 8 messages: the whole prefetch window
+		r := newReceiver(300 * time.Millisecond)
+		sub, err := tr.Consume(context.Background(), gid, 8, r.handle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // all pushed, the first in the handler
+		sub.Cancel()
+		left, err := tr.CloseInbox(context.Background(), gid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: sent/confirmed 8, received %d, left for the removal %d", round, r.count(), left)
+		if r.count()+left != 8 {
+			t.Errorf("round %d: received %d + left %d != 8", round, r.count(), left)
+		}
+		_ = tr.DeleteInbox(context.Background(), gid)
+		tr.Close()
+	}
+}
