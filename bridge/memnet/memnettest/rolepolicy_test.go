@@ -153,8 +153,9 @@ func TestRolePolicyAcrossHosts(t *testing.T) {
 		if tc.to.PaneID == "" { // a pull worker's sender hears no INJECTED: its FAILED is held for it
 			res = policyFailed(t, a.h, tc.from, res.MsgID)
 		}
-		if res.Status != bridge.StatusFailed || !strings.Contains(res.Reason, "refused by b") || !strings.Contains(res.Reason, policyRefusal) {
-			t.Errorf("%s: %s %q, want FAILED refused by b's role policy", tc.name, res.Status, res.Reason)
+		why := failedWhy(res) // the FAILED notice is a sender's text: in messages, not in our reason
+		if res.Status != bridge.StatusFailed || !strings.Contains(why, "refused by b") || !strings.Contains(why, policyRefusal) {
+			t.Errorf("%s: %s %q, want FAILED refused by b's role policy", tc.name, res.Status, why)
 		}
 		if herdr.typedBody("b", tc.name) {
 			t.Errorf("%s: refused, yet typed", tc.name)
@@ -198,6 +199,18 @@ func TestRolePolicyAcrossHosts(t *testing.T) {
 
 // policyFailed polls e's inbox on h until the FAILED about msgID comes, and
 // returns it as a result.
+// failedWhy is what a FAILED result says: our reason, and the bodies of
+// the FAILED notices it carries in messages.
+func failedWhy(res *bridge.Result) string {
+	why := res.Reason
+	for _, m := range res.Messages {
+		if m.Kind == bridge.KindFailed {
+			why += "\n" + m.Body
+		}
+	}
+	return why
+}
+
 func policyFailed(t *testing.T, h *memnettest.Host, e bridge.Entity, msgID string) *bridge.Result {
 	t.Helper()
 	var got *bridge.Result
