@@ -476,7 +476,7 @@ func presenceBody(env *Envelope) (Presence, error) {
 		(p.Name == GatewayName) != (p.GID == GatewayGID(p.Host)) || p.Name != GatewayName && (!isUUID(p.GID) || !ValidName(p.Name)) {
 		return p, fmt.Errorf("presence body does not match its envelope (%v)", err)
 	}
-	return p, nil
+	return cleanPresence(p), nil
 }
 
 // ownerOf is the host gid lives on as far as this gateway knows: this one

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Lifecycle control across hosts: bridge_stop and bridge_interrupt of a
@@ -87,11 +88,10 @@ func (c *Core) controlCall(ctx context.Context, st *entState, target Entity, kin
 	onReceipt := func(r *Envelope) bool {
 		switch r.Kind {
 		case KindFailed:
-			refused = userErr("%s", string(r.Body))
+			refused = userErr("%s", oneLine(string(r.Body)))
 			return true
 		case KindInjected:
-			status, reason, _ := strings.Cut(string(r.Body), ": ")
-			res.Status, res.Reason = status, reason
+			res.Status, res.Reason = controlAnswer(target.Host, string(r.Body))
 			return true
 		}
 		return false
@@ -178,4 +178,32 @@ func (c *Core) answerControl(d Delivery, worker string, res *Result, err error) 
 	if err := d.Acker.Ack(); err != nil {
 		c.log.Warn("control message ack failed", LogKind, env.Kind, LogMsgID, env.MsgID, "err", err)
 	}
+}
+
+// controlStatuses are the statuses a stop or an interrupt ends with.
+var controlStatuses = map[string]bool{StatusStopped: true, StatusInterrupted: true, StatusUncertain: true, StatusNotWorking: true, StatusFailed: true}
+
+// controlAnswer is the status and reason of host's INJECTED answer to a
+// control message ("<status>: <reason>"). It is another gateway's text,
+// and a gateway of the trust circle can write anything there: a status
+// that is not one a stop or an interrupt ends with reads as uncertain, and
+// the reason is kept on one line, so the answer cannot add lines (a fake
+// status, a next step) to the caller's result.
+func controlAnswer(host, body string) (status, reason string) {
+	status, reason, _ = strings.Cut(body, ": ")
+	if !controlStatuses[status] {
+		return StatusUncertain, "the gateway of " + host + " answered with a status this gateway does not know: " + Clip(body)
+	}
+	return status, oneLine(reason)
+}
+
+// oneLine is s with every control character and line or paragraph
+// separator replaced by a space.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, s)
 }

@@ -136,12 +136,14 @@ func Excerpt(body string) string {
 }
 
 // injectedRung reads the rung an INJECTED receipt reports (its body is
-// "<status>[: reason]").
+// "<status>[: reason]"). The body is the worker's gateway's, maybe of
+// another host: the reason is kept on one line (oneLine), so no gateway
+// can add lines to its sender's result.
 func injectedRung(body string) (string, string) {
 	status, reason, _ := strings.Cut(body, ": ")
 	switch status {
 	case StatusQueued, StatusInjected, StatusSubmitted, StatusUncertain:
-		return status, reason
+		return status, oneLine(reason)
 	}
-	return StatusInjected, body
+	return StatusInjected, oneLine(body)
 }

@@ -1,6 +1,10 @@
 package bridge
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/google/uuid"
+)
 
 // The role policy: who may brief whom (issue 23). A brief is text typed
 // into a worker's pane as its next turn: a SEND to a worker (bridge_send,
@@ -93,8 +97,23 @@ func (c *Core) policyRefusal(st *entState, env *Envelope) (arrival, bool) {
 	reason := fmt.Sprintf("refused by %s: %s was not delivered to %s, because %s and workers may not brief other workers on %s: "+
 		"reply to your primary, or ask the operator of %s to set rolePolicy.workersMayBrief", c.cfg.Host, Excerpt(string(env.Body)), st.Name, who, c.cfg.Host, c.cfg.Host)
 	gid := st.GID
-	return arrival{first: []outMsg{c.receiptFor(KindFailed, gid, env, reason)}, ack: true, seen: true,
+	failed := c.receiptFor(KindFailed, gid, env, reason)
+	failed.env.MsgID = policyFailedID(gid, env.MsgID)
+	return arrival{first: []outMsg{failed}, ack: true, seen: true,
 		after: func() { c.countPolicyRefusal(env, gid, role) }}, true
+}
+
+// policyFailedNS derives a role-policy FAILED's msgId from its worker and
+// its brief.
+var policyFailedNS = uuid.MustParse("f43b5865-bf2b-4259-b6a4-baec51734bcb")
+
+// policyFailedID is the msgId of the FAILED that refuses the brief
+// briefMsgID to gid. The FAILED is published before the brief is acked;
+// a crash between the two hands the brief back and it is refused again,
+// and this second FAILED, with the same msgId, is refused by its sender's
+// gateway as a copy (held set or seen-set): the sender hears it once.
+func policyFailedID(gid, briefMsgID string) string {
+	return uuid.NewSHA1(policyFailedNS, []byte(gid+"/"+briefMsgID)).String()
 }
 
 // countPolicyRefusal counts, logs and traces one brief refused by the

@@ -103,7 +103,8 @@ func QuoteOwnLines(s string) string {
 // OwnLine reports whether line starts like a line herdbridge types: past
 // leading blanks and invisible characters (format characters such as
 // zero-width spaces, and combining marks with nothing to combine with),
-// promptMark's "[herdbridge" in any case.
+// promptMark's "[herdbridge" in any case. Blank-looking fillers count as
+// invisible too (blankFiller).
 func OwnLine(line string) bool {
 	l := strings.TrimLeftFunc(line, invisibleLead)
 	mark := promptMark[:len(promptMark)-1]
@@ -132,5 +133,17 @@ func sameLetter(r, m rune) bool {
 }
 
 func invisibleLead(r rune) bool {
-	return unicode.IsSpace(r) || unicode.In(r, unicode.Cf, unicode.Mn, unicode.Me)
+	return unicode.IsSpace(r) || unicode.In(r, unicode.Cf, unicode.Mn, unicode.Me) || blankFiller(r)
+}
+
+// blankFiller: letters and symbols that render as blank space though
+// Unicode does not class them as spaces (the Hangul fillers, the blank
+// Braille pattern), so a line may start with them and still look like
+// it starts with our mark.
+func blankFiller(r rune) bool {
+	switch r {
+	case '\u115f', '\u1160', '\u3164', '\uffa0', '\u2800':
+		return true
+	}
+	return false
 }

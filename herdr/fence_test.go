@@ -8,7 +8,8 @@ import (
 )
 
 func TestOwnLine(t *testing.T) {
-	ours := []string{"[herdbridge] Brief from boss", "  [HERDBRIDGE] end of brief 0123456789abcdef", "\t[herdBridge", "\u200b[herdbridge]", "\ufeff \u0301[herdbridge]", "[herdbridge-like]"}
+	ours := []string{"[herdbridge] Brief from boss", "  [HERDBRIDGE] end of brief 0123456789abcdef", "\t[herdBridge", "\u200b[herdbridge]", "\ufeff \u0301[herdbridge]", "[herdbridge-like]",
+		"\u3164[herdbridge]", "\u115f\u1160[herdbridge]", "\uffa0[herdbridge]", "\u2800 [herdbridge]"} // fillers that render blank
 	for _, l := range ours {
 		if !OwnLine(l) {
 			t.Errorf("OwnLine(%q) = false", l)

@@ -14,6 +14,7 @@ func TestSanitize(t *testing.T) {
 		"bell\a backspace\b nul\x00 del\x7f": "bell backspace nul del",
 		"crlf\r\nlone cr\rend":               "crlf\nlone cr\nend",
 		"c1 \u009b31m csi":                   "c1 31m csi",
+		"ls\u2028ps\u2029end":                "ls\nps\nend",
 		"bad \xff utf8":                      "bad \uFFFD utf8",
 		"ünïcödé ✓ 日本":                       "ünïcödé ✓ 日本",
 	}

@@ -511,12 +511,7 @@ func dlqCommand(stdout io.Writer) *cobra.Command {
 			fmt.Fprintln(stdout, "no dead letters")
 			return nil
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "AT\tKIND\tMSGID\tFROM\tTO\tREASON\tREPORTED")
-		for _, d := range r.Dead {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.At.Format(time.RFC3339), d.Kind, d.MsgID, d.From, d.To, d.Reason, reportedColumn(d))
-		}
-		return tw.Flush()
+		return writeDeadLetters(stdout, r.Dead)
 	}
 	return c
 }

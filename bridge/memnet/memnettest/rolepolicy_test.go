@@ -152,6 +152,10 @@ func TestRolePolicyAcrossHosts(t *testing.T) {
 		}
 		if tc.to.PaneID == "" { // a pull worker's sender hears no INJECTED: its FAILED is held for it
 			res = policyFailed(t, a.h, tc.from, res.MsgID)
+		} else if len(res.Messages) == 1 && res.Messages[0].Kind == bridge.KindFailed {
+			// the FAILED that ended the call is in messages, its reason
+			// (which quotes the brief) never in ours (issue 23)
+			res = &bridge.Result{Status: res.Status, Reason: res.Messages[0].Body}
 		}
 		why := failedWhy(res) // the FAILED notice is a sender's text: in messages, not in our reason
 		if res.Status != bridge.StatusFailed || !strings.Contains(why, "refused by b") || !strings.Contains(why, policyRefusal) {
