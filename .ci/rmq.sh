@@ -204,12 +204,21 @@ rmq_cluster_stop() {
   kill "$(cat "$RMQ_CLUSTER_DIR/epmd.pid")" 2>/dev/null
   [ -n "${RMQ_KEEP:-}" ] || rm -rf "$RMQ_CLUSTER_DIR"
 }
+# A node paused by pause_minority resumes by itself once healed (~2 s here), but 3.10.8 on Erlang 25 was
+# seen to stay stuck in its boot after the pause (mnesia up, rabbit never started) for minutes: a node
+# whose AMQP port is still closed RMQ_CLUSTER_RESUME seconds after the heal is restarted.
 rmq_cluster_repair() {                                      # heal any cut, start every node that is down, wait for 3 running
-  local n port
+  local n port i
   command -v nft >/dev/null && rmq_cluster_heal
   for n in 1 2 3; do
     port=$(( $(rmq_cluster_base) + n - 1 ))
-    rmq_port_busy "$port" || kill -0 "$(cat "$RMQ_CLUSTER_DIR/n$n/wrapper.pid")" 2>/dev/null || rmq_cluster_server "$n"
+    rmq_port_busy "$port" && continue
+    if kill -0 "$(cat "$RMQ_CLUSTER_DIR/n$n/wrapper.pid")" 2>/dev/null; then   # alive: paused, or booting
+      for i in $(seq $((${RMQ_CLUSTER_RESUME:-30} * 10))); do rmq_port_busy "$port" && break; sleep 0.1; done
+      rmq_port_busy "$port" || { echo "node $n did not resume: restarting it" >&2; rmq_cluster_kill "$n"; rmq_cluster_server "$n"; }
+    else
+      rmq_cluster_server "$n"
+    fi
   done
   for n in 1 2 3; do rmq_cluster_wait "$n" || return 1; done
   rmq_cluster_ctl 1 await_online_nodes 3 --timeout 120 >/dev/null && [ "$(rmq_cluster_running 1)" = 3 ]

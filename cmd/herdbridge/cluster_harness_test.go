@@ -119,6 +119,21 @@ func (cr *clusterRun) refusedSample() string {
 	return ""
 }
 
+// strays is up to n delivered tags that no accepted send carried, with
+// what their send was answered.
+func (cr *clusterRun) strays(n int) []string {
+	cr.l.mu.Lock()
+	defer cr.l.mu.Unlock()
+	var out []string
+	for tag := range cr.l.delivered {
+		if _, ok := cr.l.accepted[tag]; ok || len(out) == n {
+			continue
+		}
+		out = append(out, tag+": "+cr.l.refused[tag]+cr.l.unknown[tag])
+	}
+	return out
+}
+
 // perSecond counts the times in each second from from on, for the log.
 func perSecond(ts []time.Time, from time.Time) []int {
 	var out []int
@@ -270,7 +285,7 @@ func (cr *clusterRun) check(t *testing.T, what string, faultAt time.Time, flowGa
 		t.Errorf("%d confirmed sends came back FAILED", tl.failed)
 	}
 	if tl.strays > 0 {
-		t.Errorf("%d delivered bodies no send of this run carried", tl.strays)
+		t.Errorf("%d delivered bodies no send of this run carried (or whose send was refused): %q", tl.strays, cr.strays(3))
 	}
 	if flowGate && gap > clusterFlowAgain {
 		t.Errorf("confirms stopped for %.2fs, target %v", gap.Seconds(), clusterFlowAgain)
