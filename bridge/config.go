@@ -31,6 +31,7 @@ type Config struct {
 	InboxExpires    time.Duration // a broker deletes an inbox nobody consumed this long: a crashed gateway's orphans (default 7 days)
 	SweepEvery      time.Duration // expiry sweeper period (default 1s)
 	SeenSize        int           // msgId seen-set bound (default 65536)
+	NoticeDelay     time.Duration // first broker-held retry of a notice the transport refused, where the broker has bridge.delay (default 1m; noticedelay.go)
 	// The request book keeps in memory at most this many published calls
 	// with a request_id, in all and per entity (defaults
 	// DefaultRequestsInMemory, DefaultRequestsPerEntityInMemory); the
@@ -132,6 +133,7 @@ func (c *Config) defaults() {
 	if c.SeenSize <= 0 {
 		c.SeenSize = 65536
 	}
+	d(&c.NoticeDelay, time.Minute)
 	c.History.defaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -109,7 +109,7 @@ func (c *Core) hold(st *entState, d Delivery) {
 // verifyDelivery applies verify to a delivery into gid's inbox; false when
 // it was refused or waits for its sender's presence.
 func (c *Core) verifyDelivery(gid string, d Delivery) bool {
-	where := InboxQueueName(gid)
+	where := c.inboxQueue(gid)
 	reason, detail, wait := c.verify(d, func(env *Envelope) string {
 		if d.Key != "" && env.To != d.Key {
 			return "to " + env.To + " but routing key " + d.Key
@@ -353,7 +353,7 @@ func (c *Core) settleArrival(st *entState, d Delivery, a arrival) {
 	case a.forward != nil:
 		c.forwardAcked(*a.forward, d)
 	case a.refuse != "":
-		c.refuse(d, InboxQueueName(st.GID), a.refuse, a.why)
+		c.refuse(d, c.inboxQueue(st.GID), a.refuse, a.why)
 		return
 	case a.hold, a.keep: // acked when a call settles it, or spilled
 	default:

@@ -223,7 +223,7 @@ func (c *Core) overdueReceipts(now time.Time) {
 			c.log.Warn("no INJECTED within the bound: brief reported failed", LogMsgID, a.MsgID, LogTraceID, a.TraceID, LogFrom, a.From, LogTo, a.To)
 			c.mem.mark(overdueKey(a.MsgID), now.Add(c.cfg.MessageTTL)) // a receipt after this FAILED is held all the same
 			c.reportUndelivered([]undelivered{{msgID: a.MsgID, traceID: a.TraceID, from: a.From, kind: KindSend, to: a.To,
-				queue: InboxQueueName(a.To), cause: "no receipt", notifier: a.To,
+				queue: c.inboxQueue(a.To), cause: "no receipt", notifier: a.To,
 				reason: "brief " + a.Excerpt + " to " + a.ToName + ": no INJECTED receipt within the bound, so it was probably not typed (its gateway may have crashed between taking it and typing it); send it again if it still matters"}})
 			c.ledger.forget(a.MsgID, a.TraceID, "cannot forget an overdue brief")
 		}

@@ -43,6 +43,6 @@ func (c *Core) noticeUnroutable(env *Envelope, err error) {
 	c.log.Warn("notice unroutable: no inbox takes it; recorded in the dead-letter log", LogKind, env.Kind, LogMsgID, env.MsgID,
 		LogTraceID, env.TraceID, "corr", env.Corr, LogTo, env.To, "err", err)
 	rec := DeadLetterRecord{At: c.cfg.Now(), MsgID: env.MsgID, TraceID: env.TraceID, Kind: string(env.Kind), From: env.From, To: env.To,
-		Reason: ReasonUnroutable + ": " + string(env.Kind) + " about " + env.Corr + ": no inbox for " + env.To, Queue: InboxQueueName(env.To)}
+		Reason: ReasonUnroutable + ": " + string(env.Kind) + " about " + env.Corr + ": no inbox for " + env.To, Queue: c.inboxQueue(env.To)}
 	c.writeDead([]DeadLetterRecord{rec})
 }

@@ -82,6 +82,7 @@ func (b *noticeBacklog) take() (envs []*Envelope, dropped int) {
 // keepNotice keeps env, whose publish failed with err, for the sweeper;
 // false: the backlog is full and it is lost (logged here).
 func (c *Core) keepNotice(env *Envelope, err error) bool {
+	c.delayNotice(env)
 	if c.noticeLater.keep(env) {
 		c.log.Warn("notice not published now: kept and published again when the transport takes it", LogKind, env.Kind, LogMsgID, env.MsgID,
 			LogTraceID, env.TraceID, "corr", env.Corr, LogTo, env.To, "err", err)

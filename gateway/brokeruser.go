@@ -37,6 +37,10 @@ func brokerResources(host string) []brokerResource {
 		{"exchange", `bridge\.control`, "exchange.declare", "publish control (spawn) to any host", "bind control." + host},
 		{"exchange", `bridge\.dlx`, "exchange.declare", "declare queues dead-lettering to it (RabbitMQ checks); dead-letter what a full inbox refused (LavinMQ)", "bind bridge.dlq"},
 		{"queue", `bridge\.dlq`, "queue.declare", "bind to bridge.dlx", "consume dead letters"},
+		// optional (bridge/broker/delay.go): where the broker has
+		// x-delayed-message; bridge.msg's write covers the other end of
+		// the exchange-to-exchange binding
+		{"exchange", `bridge\.delay`, "exchange.declare (where the broker has x-delayed-message)", "publish delayed notices", "bind bridge.msg to it"},
 		{"queue", `agent\.[^.]+\.inbox\.v2`, "queue.declare/delete of inboxes", "bind/unbind to bridge.msg", "consume inboxes"},
 		{"queue", `control\.` + h, "queue.declare", "bind to bridge.control", "consume control messages"},
 		{"queue", `roster\.` + h, "queue.declare", "bind to bridge.roster", "consume presence"},

@@ -40,6 +40,12 @@ type FileConfig struct {
 	ReceiptWait Duration `json:"receiptWait,omitempty"`
 	// Net bounds connections and their timeouts (NetConfig).
 	Net NetConfig `json:"net"`
+	// Broker is the broker's amqp[s]:// URI (or a comma list of its nodes)
+	// and Brokers a list of its nodes, both used when --broker and
+	// $HERDBRIDGE_BROKER are unset; the nodes are tried in a shuffled
+	// order, the connection moving to another when it is lost.
+	Broker  string   `json:"broker,omitempty"`
+	Brokers []string `json:"brokers,omitempty"`
 	// BrokerOutage is what a message for another host does while the
 	// broker is unreachable: "spool" (default) keeps it in this gateway's
 	// outbox and publishes it when the broker returns, the send returning
@@ -54,6 +60,11 @@ type FileConfig struct {
 	// broker's product at connect: reject-publish on LavinMQ (which treats
 	// reject-publish-dlx as drop-head), reject-publish-dlx elsewhere.
 	BrokerOverflow string `json:"brokerOverflow,omitempty"`
+	// QueueType is the type of the broker's inboxes, control and
+	// dead-letter queues: "auto" (default: quorum on a RabbitMQ cluster
+	// of at least 3 configured nodes, classic otherwise), "classic" or
+	// "quorum". --queue-type overrides it.
+	QueueType string `json:"queueType,omitempty"`
 	// OutboxMaxMessages and OutboxMaxBytes cap the outbox (defaults 100000
 	// and 256 MiB): past either, a message for another host is refused
 	// while the broker is down, saying so.
@@ -72,6 +83,11 @@ type FileConfig struct {
 	DeliveryLease Duration `json:"deliveryLease,omitempty"`
 	// Metrics tunes /metrics (MetricsConfig).
 	Metrics MetricsConfig `json:"metrics"`
+	// BrokerPassword is the password of the user the broker URL names,
+	// kept out of argv (brokerpass.go); only in a config file of mode
+	// 0600. --broker-password-file and $HERDBRIDGE_BROKER_PASSWORD_FILE
+	// win over it.
+	BrokerPassword string `json:"brokerPassword,omitempty"`
 }
 
 // HerdrConfig tunes the herdr side.
@@ -154,6 +170,11 @@ func LoadFile(path string, required bool) (FileConfig, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if c.BrokerPassword != "" {
+		if err := CheckPrivateFile(path, "config file"); err != nil {
+			return c, fmt.Errorf("config %s holds brokerPassword: %w", path, err)
+		}
 	}
 	if c.ResultMaxBytes < 0 {
 		return c, fmt.Errorf("config %s: resultMaxBytes %d is negative: leave it out for the default (2 MiB)", path, c.ResultMaxBytes)

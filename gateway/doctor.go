@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -27,6 +28,9 @@ type DoctorReport struct {
 	Peers       []bridge.PeerView `json:"peers"`
 	Herdr       *HerdrReport      `json:"herdr,omitempty"`  // nil: herdr disabled
 	Broker      *BrokerReport     `json:"broker,omitempty"` // nil: embedded transport
+	// ArgvSecret names the argument of the gateway's own command line
+	// that carries a password (redacted), "" if none (doctorargv.go).
+	ArgvSecret string `json:"argvSecret,omitempty"`
 }
 
 // HerdrReport is herdr as the gateway reaches it.
@@ -63,13 +67,29 @@ type BrokerReport struct {
 	// Server is the broker's product and version as it announced them at
 	// connect, and the x-overflow this gateway declares inboxes with.
 	Server broker.ServerInfo `json:"server"`
+	// Delay is whether bridge.delay (x-delayed-message) is in use.
+	Delay bridge.DelayState `json:"delay"`
+	// QueueType is the type of this gateway's broker queues and why.
+	QueueType broker.QueueTypeChoice `json:"queueType"`
+	// Link is the node connected to and the nodes configured.
+	Link broker.Link `json:"link"`
+}
+
+// brokerLink is the broker node connected to; nil on the embedded
+// transport.
+func (g *Gateway) brokerLink() *broker.Link {
+	if g.broker == nil {
+		return nil
+	}
+	l := g.broker.Link()
+	return &l
 }
 
 // DoctorReport gathers the report; each probe is bounded, so a hung herdr
 // or broker makes a slow answer, not none.
 func (g *Gateway) DoctorReport(ctx context.Context) *DoctorReport {
 	cc := g.core.Config()
-	r := &DoctorReport{Host: g.cfg.Host, Key: cc.KeyFingerprint, Transport: "embedded", URL: g.URL(),
+	r := &DoctorReport{Host: g.cfg.Host, Key: cc.KeyFingerprint, Transport: "embedded", URL: g.URL(), ArgvSecret: ArgvPassword(os.Args),
 		ClockSkewMs: cc.ClockSkew.Milliseconds(), Peers: g.core.Peers()}
 	if r.Peers == nil {
 		r.Peers = []bridge.PeerView{}
@@ -126,7 +146,8 @@ func herdrNeededBy(f FileConfig, panes int) string {
 }
 
 func (g *Gateway) brokerReport(ctx context.Context, cc bridge.Config) *BrokerReport {
-	r := &BrokerReport{Connected: g.broker.Connected(), HeartbeatMs: cc.PresenceEvery.Milliseconds(), Server: g.broker.Server()}
+	r := &BrokerReport{Connected: g.broker.Connected(), HeartbeatMs: cc.PresenceEvery.Milliseconds(), Server: g.broker.Server(),
+		Delay: g.broker.DelayState(), QueueType: g.queueType, Link: g.broker.Link()}
 	if heard := g.core.HeardSelf(); !heard.IsZero() {
 		ms := cc.Now().Sub(heard).Milliseconds()
 		r.HeardSelfMs = &ms

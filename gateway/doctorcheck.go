@@ -51,7 +51,10 @@ type DoctorOptions struct {
 	ConfigPath string
 	// Broker is the broker URL to probe when no gateway answers (a
 	// running gateway reports its own link); empty: not probed.
-	Broker  string
+	Broker string
+	// Argv is doctor's own command line, checked for a password like the
+	// gateway's (nil: not checked).
+	Argv    []string
 	TLS     *tls.Config
 	Timeout time.Duration // per probe (default 5s)
 }
@@ -80,6 +83,7 @@ func Doctor(ctx context.Context, opts DoctorOptions) DoctorResult {
 	d.storesCheck(rep)
 	d.keyChecks(rep)
 	d.trustFileCheck(rep)
+	d.argvCheck(rep)
 	if rep != nil {
 		d.herdrChecks(rep.Herdr)
 		d.brokerChecks(ctx, rep.Broker, rep.Transport)
@@ -311,22 +315,32 @@ func brokerConnected(s broker.ServerInfo) string {
 	return "connected to " + what + " (inboxes x-overflow " + s.Overflow + ": a message to a full inbox is " + full + ")"
 }
 
+// queueTypeText is the doctor's word on the queue type and why.
+func queueTypeText(c broker.QueueTypeChoice) string {
+	if c.Type == "" {
+		return ""
+	}
+	return "; " + c.Type + " queues (" + c.Why + ")"
+}
+
 func (d *doctor) brokerChecks(ctx context.Context, b *BrokerReport, transport string) {
 	if b == nil {
 		d.add("broker", CheckOK, transport+" transport: this host only, no broker", "")
 		return
 	}
 	if !b.Connected {
-		d.add("broker", CheckFail, "the gateway cannot reach its broker (messages for other hosts are spooled or fail)",
+		d.add("broker", CheckFail, "the gateway cannot reach its broker (messages for other hosts are spooled or fail); nodes: "+strings.Join(b.Link.Nodes, ", "),
 			"start RabbitMQ, or check --broker (host, port, login) and the network; the gateway reconnects by itself")
 		return
 	}
-	d.add("broker", CheckOK, brokerConnected(b.Server), "")
+	d.add("broker", CheckOK, brokerConnected(b.Server)+queueTypeText(b.QueueType), "")
+	d.add("broker node", CheckOK, b.Link.Describe(), "")
 	if b.Topology != "" {
 		d.add("broker topology", CheckFail, b.Topology, "restart the gateway: it declares the exchanges and queues it needs")
 	} else {
 		d.add("broker topology", CheckOK, "exchanges and dead-letter queue present", "")
 	}
+	d.add("broker delay", CheckOK, b.Delay.String()+delayMeaning(b.Delay), "")
 	every := time.Duration(b.HeartbeatMs) * time.Millisecond
 	switch {
 	case b.HeardSelfMs == nil:
@@ -340,19 +354,32 @@ func (d *doctor) brokerChecks(ctx context.Context, b *BrokerReport, transport st
 	}
 }
 
-// brokerDown probes --broker when no gateway answers.
+// brokerDown probes --broker when no gateway answers: every node of it.
 func (d *doctor) brokerDown(ctx context.Context) {
-	if d.opts.Broker == "" {
+	urls := broker.ParseURLs(d.opts.Broker)
+	if len(urls) == 0 {
 		d.add("broker", CheckWarn, "not checked: no gateway answers and no --broker was given", "pass --broker URL (as the gateway's) to probe it")
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()
-	if err := broker.Probe(ctx, d.opts.Broker, d.opts.TLS); err != nil {
-		d.add("broker", CheckFail, err.Error(), "start RabbitMQ, or check the URL, its login and the network")
-		return
+	var down []string
+	for _, u := range urls {
+		if err := broker.Probe(ctx, u, d.opts.TLS); err != nil {
+			down = append(down, err.Error())
+		}
 	}
-	d.add("broker", CheckOK, "reachable, topology present", "")
+	switch {
+	case len(down) == len(urls):
+		d.add("broker", CheckFail, strings.Join(down, "; "), "start RabbitMQ, or check the URL, its login and the network")
+	case len(down) > 0:
+		d.add("broker", CheckWarn, fmt.Sprintf("%d of %d nodes reachable, topology present; down: %s", len(urls)-len(down), len(urls), strings.Join(down, "; ")),
+			"start the nodes that are down: the gateway fails over to the others meanwhile")
+	case len(urls) > 1:
+		d.add("broker", CheckOK, fmt.Sprintf("all %d nodes reachable, topology present", len(urls)), "")
+	default:
+		d.add("broker", CheckOK, "reachable, topology present", "")
+	}
 }
 
 // peerChecks: trust both ways and the clock of every other host.
@@ -409,4 +436,13 @@ func (d *doctor) skewCheck(p bridge.PeerView, allow time.Duration) {
 	default:
 		d.add("clock "+p.Host, CheckOK, detail, "")
 	}
+}
+
+// delayMeaning says what the delay state changes, for doctor: optional
+// either way, so it is never a warning.
+func delayMeaning(s bridge.DelayState) string {
+	if s.On {
+		return ": a notice a transport refuses is also handed to the broker for a retry that outlives this gateway"
+	}
+	return ": optional; notices a transport refuses are retried by this gateway alone"
 }

@@ -24,3 +24,6 @@ func (g *Gateway) Outbox() int {
 	n, _ := g.split.Outbox()
 	return n
 }
+
+// StatsOf is what `herdbridge stats` gets from g.
+func StatsOf(g *Gateway) *Stats { return g.stats() }

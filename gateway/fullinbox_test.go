@@ -21,7 +21,17 @@ import (
 // refused message is in the dead-letter log (reason maxlen, that inbox),
 // and nothing already in the inbox is dropped: its entity gets every one
 // once its gateway is back. doctor shows the broker and the mode.
+//
+// On quorum queues as well (always reject-publish there): the cap holds
+// for one sender waiting for each confirm, and the dead letter names the
+// .v3 inbox.
 func TestFullInboxRejectPublish(t *testing.T) {
+	for _, qtype := range []string{broker.QueueTypeClassic, broker.QueueTypeQuorum} {
+		t.Run(qtype, func(t *testing.T) { testFullInboxRejectPublish(t, qtype) })
+	}
+}
+
+func testFullInboxRejectPublish(t *testing.T, qtype string) {
 	url := brokerURL(t)
 	const capacity = 3
 	hostA, hostB, dirB := gatewaytest.UniqueHost("fa"), gatewaytest.UniqueHost("fb"), gatewaytest.TempDir(t)
@@ -29,6 +39,7 @@ func TestFullInboxRejectPublish(t *testing.T) {
 		return func(c *gateway.Config) {
 			c.File.BrokerOverflow = broker.OverflowRejectPublish
 			c.Core.InboxMaxLength = capacity
+			c.QueueType = qtype
 			more(c)
 		}
 	}
@@ -55,7 +66,7 @@ func TestFullInboxRejectPublish(t *testing.T) {
 	if !errors.As(err, &ue) || !strings.Contains(ue.Msg, "inbox of "+target+" is full") {
 		t.Fatalf("send into the full inbox: %v, want the user error that it is full", err)
 	}
-	queue := bridge.InboxQueueName(lead.GID)
+	queue := broker.InboxQueue(lead.GID, qtype)
 	var dead []bridge.DeadLetterRecord
 	gatewaytest.Eventually(t, 10*time.Second, "the refused message in the dead-letter log", func() bool {
 		dl, err := ga.Core().DeadLetters(100000)

@@ -36,7 +36,14 @@ type Config struct {
 	Listen   string // HTTP address for MCP (default 127.0.0.1:7077; loopback unless TLSCert is set)
 	Host     string // this host's id
 	NoSync   bool   // skip fsync: a process crash still loses nothing, an OS crash or power loss can
-	Broker   string // amqp[s]:// URL: gateways meet there; empty: the embedded transport
+	// Broker is the amqp[s]:// URI of the broker gateways meet on, or a
+	// comma list of its nodes (tried in a shuffled order, the connection
+	// moving to another when it is lost); empty: the configuration file's
+	// broker/brokers, else the embedded transport.
+	Broker string
+	// QueueType is the broker queues' type: auto, classic or quorum
+	// (README "Queue types"). Empty: the configuration file's, else auto.
+	QueueType string
 	// BrokerOutage is what a message for another host does while the
 	// broker is unreachable: "spool" (default: kept in this gateway's
 	// outbox, published when it returns; the send says queued) or "fail"
@@ -91,9 +98,11 @@ type Gateway struct {
 	ui       *opsui.Handler // the operator page at /ui
 
 	// what /metrics reads (metrics.go)
-	local   *embedded.Transport // the embedded transport: tr, or split's same-host side
-	broker  *broker.Transport   // with a broker: split's remote side
-	metrics *metrics.Metrics
+	local  *embedded.Transport // the embedded transport: tr, or split's same-host side
+	broker *broker.Transport   // with a broker: split's remote side
+	// queueType is the broker queues' type and why (queuetype.go)
+	queueType broker.QueueTypeChoice
+	metrics   *metrics.Metrics
 	// operatorAuth accepts an operator credential on the read-only views
 	// (readAuthorized); nil: entity tokens only.
 	operatorAuth func(*http.Request) bool
@@ -141,6 +150,9 @@ func Open(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	if cfg.TrustReload <= 0 {
 		cfg.TrustReload = 2 * time.Second
+	}
+	if cfg.Broker == "" { // the command line wins over the file
+		cfg.Broker = strings.Join(broker.ParseURLs(append([]string{cfg.File.Broker}, cfg.File.Brokers...)...), ",")
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, net: cfg.File.Net.withDefaults()}
 	g.life, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -217,6 +229,9 @@ func (g *Gateway) open(ctx context.Context) error {
 	g.shutdown = shutdown
 	g.ui = g.operatorPage()
 	handler = g.withOperatorPage(handler)
+	// every path, /metrics and /ui included, refuses a foreign Host or
+	// Origin before anything else (DNS rebinding)
+	handler = mcp.LocalOnly(handler)
 	// No ReadTimeout or WriteTimeout: SSE and streamable-HTTP GET streams
 	// live for the whole session. A silent new connection is closed after
 	// ReadHeaderTimeout, an idle keep-alive one after IdleTimeout.
@@ -241,21 +256,33 @@ func (g *Gateway) openTransport(ctx context.Context) error {
 		g.tr, g.local = tr, tr
 		return nil
 	}
-	if !strings.HasPrefix(g.cfg.Broker, "amqp://") && !strings.HasPrefix(g.cfg.Broker, "amqps://") {
-		return fmt.Errorf("gateway: --broker %q: use an amqp:// or amqps:// URL", g.cfg.Broker)
-	}
+	urls := broker.ParseURLs(g.cfg.Broker)
 	tlsConf, err := brokerTLS(g.cfg.BrokerCA, g.cfg.BrokerCert, g.cfg.BrokerKey)
 	if err != nil {
 		return err
+	}
+	if err := broker.CheckURLs(urls, tlsConf); err != nil {
+		return fmt.Errorf("gateway: --broker: %w", err)
 	}
 	opts, err := g.splitOptions()
 	if err != nil {
 		return err
 	}
-	remote, err := broker.Open(ctx, broker.Options{URL: g.cfg.Broker, TLS: tlsConf, Logger: g.log, DownWait: opts.Bound, Overflow: g.cfg.File.BrokerOverflow})
+	qtype, err := g.chooseQueueType(ctx, tlsConf)
 	if err != nil {
 		return err
 	}
+	remote, err := broker.Open(ctx, broker.Options{URLs: urls, TLS: tlsConf, Logger: g.log, DownWait: opts.Bound, Overflow: g.cfg.File.BrokerOverflow,
+		QueueType: qtype.Type})
+	if err != nil {
+		return err
+	}
+	if remote.QueueType() != qtype.Type {
+		qtype = broker.QueueTypeChoice{Type: remote.QueueType(), Why: "the broker is LavinMQ, which has no quorum queues"}
+	}
+	g.queueType = qtype
+	g.rememberQueueType(qtype)
+	g.log.Info("broker queue type", "queueType", qtype.Type, "why", qtype.Why)
 	// same-host messages, and the outbox of cross-host ones the broker
 	// cannot take, live in the embedded store: the file the gateway uses
 	// without a broker, so switching modes strands nothing

@@ -33,7 +33,7 @@ func (g *Gateway) openMetrics(cfg *bridge.Config) {
 		o.Depths = g.local.Depths
 	}
 	if g.broker != nil {
-		o.Broker, o.BrokerUp = g.broker.Counts, g.broker.Connected
+		o.Broker, o.BrokerUp, o.BrokerServer = g.broker.Counts, g.broker.Connected, g.broker.Server
 	}
 	if g.audit != nil {
 		o.AuditDropped = g.audit.Dropped

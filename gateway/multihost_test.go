@@ -117,18 +117,26 @@ func TestCrossHost(t *testing.T) {
 
 // TestSameHostIDRefused: a second gateway claiming a host id already in use
 // on the broker fails loudly.
+// On quorum queues too, where the control queue's single active consumer
+// would queue the second gateway instead of refusing it: the exclusive
+// roster.<host> presence queue refuses it.
 func TestSameHostIDRefused(t *testing.T) {
-	host := gatewaytest.UniqueHost("dup")
-	gatewaytest.StartHost(t, host, brokerURL(t))
-	cfg := gateway.Config{StateDir: gatewaytest.TempDir(t), Listen: "127.0.0.1:0", Host: host, Logger: gatewaytest.Logger(), Broker: brokerURL(t)}
-	cfg.File.Herdr.Disabled = true
-	g, err := gateway.Open(context.Background(), cfg)
-	if err == nil {
-		g.Close()
-		t.Fatal("a second gateway with the same host id started")
-	}
-	if !strings.Contains(err.Error(), "host id") {
-		t.Fatalf("error: %v", err)
+	for _, qtype := range []string{"classic", "quorum"} {
+		t.Run(qtype, func(t *testing.T) {
+			host := gatewaytest.UniqueHost("dup")
+			gatewaytest.StartHost(t, host, brokerURL(t), func(c *gateway.Config) { c.QueueType = qtype })
+			cfg := gateway.Config{StateDir: gatewaytest.TempDir(t), Listen: "127.0.0.1:0", Host: host, Logger: gatewaytest.Logger(), Broker: brokerURL(t),
+				QueueType: qtype}
+			cfg.File.Herdr.Disabled = true
+			g, err := gateway.Open(context.Background(), cfg)
+			if err == nil {
+				g.Close()
+				t.Fatal("a second gateway with the same host id started")
+			}
+			if !strings.Contains(err.Error(), "host id") {
+				t.Fatalf("error: %v", err)
+			}
+		})
 	}
 }
 

@@ -49,6 +49,7 @@ func (g *Gateway) operatorPage() *opsui.Handler {
 		Cookie:   opsui.CookieName(g.addr),
 		Secure:   g.tlsConf != nil,
 		Peers:    g.pagePeers,
+		Broker:   g.brokerLink,
 		Host:     g.core.Host(),
 		Boot:     hex.EncodeToString(b),
 		Log:      g.log,

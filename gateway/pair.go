@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge/broker"
@@ -39,8 +38,8 @@ func OpenPairing(ctx context.Context, cfg PairConfig) (*Pairing, error) {
 	if cfg.Broker == "" {
 		return nil, errors.New("pair: pairing runs over the broker: pass --broker amqp[s]://… (or set HERDBRIDGE_BROKER), the URL this host's gateway uses")
 	}
-	if !strings.HasPrefix(cfg.Broker, "amqp://") && !strings.HasPrefix(cfg.Broker, "amqps://") {
-		return nil, fmt.Errorf("pair: --broker %q: use an amqp:// or amqps:// URL", cfg.Broker)
+	if err := broker.CheckURLs(broker.ParseURLs(cfg.Broker), nil); err != nil {
+		return nil, fmt.Errorf("pair: --broker: %w", err)
 	}
 	if err := keys.CheckHost(cfg.Host); err != nil {
 		return nil, fmt.Errorf("pair: %w: pass --host-id as this host's gateway does", err)

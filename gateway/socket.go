@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/mcp"
 )
 
@@ -97,6 +98,13 @@ type Stats struct {
 	AuditError   string            `json:"auditError,omitempty"`
 	// Runtime: goroutines, heap, RSS and open files of the gateway process.
 	Runtime *RuntimeStats `json:"runtime,omitempty"`
+	// Delay is whether the broker's delay exchange is in use (with a
+	// broker only): "bridge.delay: on", or off and why.
+	Delay string `json:"delay,omitempty"`
+	// QueueType is the type of the broker's queues and why (with --broker).
+	QueueType *broker.QueueTypeChoice `json:"queueType,omitempty"`
+	// Broker is the broker node connected to (nil: embedded transport).
+	Broker *broker.Link `json:"broker,omitempty"`
 }
 
 func (g *Gateway) listenSocket() error {
@@ -250,6 +258,12 @@ func (g *Gateway) stats() *Stats {
 	}
 	st.AuditDropped = g.audit.Dropped()
 	st.Runtime = readRuntimeStats()
+	if g.broker != nil {
+		st.Delay = g.broker.DelayState().String()
+		qt := g.queueType
+		st.QueueType = &qt
+	}
+	st.Broker = g.brokerLink()
 	if err := g.audit.Err(); err != nil {
 		st.AuditError = err.Error()
 	}

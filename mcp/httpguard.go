@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -56,13 +58,29 @@ func noOAuth(w http.ResponseWriter, r *http.Request) {
 		"message": "herdbridge offers no OAuth: it authenticates with bearer tokens from `herdbridge register`", "fix": howToConnect})
 }
 
-// checkOrigin refuses, with 403, a request whose Origin header names
-// anything but a loopback origin: a web page elsewhere (or one that
-// rebinds its DNS name to 127.0.0.1) must not drive a local agent's MCP
-// session (MCP spec, transports: "Servers MUST validate the Origin header").
-// Clients that are not browsers send no Origin and pass.
-func checkOrigin(next http.Handler) http.Handler {
+// LocalOnly guards every HTTP path against DNS rebinding, before anything
+// else (authentication included): a web page elsewhere, or one that
+// rebinds its DNS name to 127.0.0.1, must not drive a local agent's MCP
+// session, read /metrics or reach the operator page. Two checks:
+//
+//   - Host: on a connection to a loopback address, the Host header must be
+//     a loopback name (localhost, 127.0.0.1 or any loopback IP, [::1]; any
+//     port), or the request gets 421 — a rebound page sends its own name.
+//     A connection to another address exists only with TLS (a non-loopback
+//     --listen needs a certificate), where a rebound name fails the
+//     browser's certificate check first.
+//   - Origin: anything but a loopback origin gets 403 (MCP spec,
+//     transports: "Servers MUST validate the Origin header"). Clients that
+//     are not browsers send no Origin and pass.
+func LocalOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if loopbackConn(r) && !loopbackHost(r.Host) {
+			writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": "forbidden_host",
+				"message": fmt.Sprintf("Host %q is not a loopback name: herdbridge answers on this address only to localhost, 127.0.0.1 or [::1] "+
+					"(any port), which protects it against DNS rebinding", r.Host),
+				"fix": "connect to http://127.0.0.1:PORT or http://localhost:PORT (the URL `herdbridge register` prints)"})
+			return
+		}
 		for _, o := range r.Header.Values("Origin") {
 			if o != "" && !loopbackOrigin(o) {
 				writeJSON(w, http.StatusForbidden, map[string]string{"error": "forbidden_origin",
@@ -73,6 +91,34 @@ func checkOrigin(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// loopbackConn: the request came in on a connection to a loopback address
+// (the server's side of it). Without the address (a handler called
+// directly, not by net/http's server) it counts as loopback: checked.
+func loopbackConn(r *http.Request) bool {
+	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || a == nil {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	return err != nil || ap.Addr().Unmap().IsLoopback()
+}
+
+// loopbackHost: a Host header naming localhost or a loopback IP, with or
+// without a port, and nothing more.
+func loopbackHost(h string) bool {
+	host := h
+	if hp, _, err := net.SplitHostPort(h); err == nil {
+		host = hp
+	} else if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		host = h[1 : len(h)-1]
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // loopbackOrigin: o is http(s)://localhost, a loopback IP, or [::1], on

@@ -337,7 +337,8 @@ type HTTPOptions struct {
 // Handler serves streamable HTTP at /mcp and SSE at /sse (+ /message),
 // behind bearer-token authentication: a missing or wrong token is a 401
 // (an RFC 6750 challenge and a JSON body saying how to get a token) and
-// nothing else. Every path refuses a non-loopback Origin with 403, and
+// nothing else. Every path refuses a foreign Host (421) and a
+// non-loopback Origin (403) first (LocalOnly), and
 // /.well-known/ is a 404: no OAuth is advertised.
 func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) error) {
 	if opts.SessionIdleTTL <= 0 {
@@ -381,7 +382,7 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, func(context.Context) 
 		}
 		return err2
 	}
-	return checkOrigin(mux), shutdown
+	return LocalOnly(mux), shutdown
 }
 
 func (s *Server) auth(next http.Handler) http.Handler {

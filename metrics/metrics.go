@@ -42,6 +42,9 @@ type Options struct {
 	// connected now. nil: no broker (the embedded transport alone).
 	Broker   func() broker.Counts
 	BrokerUp func() bool
+	// BrokerServer names the broker node connected to and its cluster
+	// (herdbridge_broker_connected_info).
+	BrokerServer func() broker.ServerInfo
 	// AuditDropped is how many audit records were lost.
 	AuditDropped func() uint64
 	// MaxEntities caps the entities named in per-entity labels (default

@@ -250,9 +250,13 @@ func TestEntityCardinalityCapped(t *testing.T) {
 // time.
 func TestSources(t *testing.T) {
 	c := broker.Counts{Publishes: 5, Confirms: 4, Nacks: 1, Returns: 2, Reconnects: 3, Unconfirmed: 6}
+	server := func() broker.ServerInfo { return broker.ServerInfo{Node: "mq2:5672", ClusterName: "rabbit@mq1"} }
 	m := metrics.New(metrics.Options{Core: newFakeCore(0), Broker: func() broker.Counts { return c }, BrokerUp: func() bool { return true },
-		AuditDropped: func() uint64 { return 7 }})
+		BrokerServer: server, AuditDropped: func() uint64 { return 7 }})
 	f := scrape(t, m)
+	if got := value(f, "herdbridge_broker_connected_info", "node", "mq2:5672", "cluster", "rabbit@mq1"); got != 1 {
+		t.Errorf("herdbridge_broker_connected_info{node=mq2:5672,cluster=rabbit@mq1} = %v, want 1", got)
+	}
 	for name, want := range map[string]float64{"herdbridge_broker_publishes_total": 5, "herdbridge_broker_confirms_total": 4,
 		"herdbridge_broker_nacks_total": 1, "herdbridge_broker_returns_total": 2, "herdbridge_broker_reconnects_total": 3,
 		"herdbridge_broker_connected": 1, "herdbridge_broker_unconfirmed": 6, "herdbridge_audit_dropped_records_total": 7} {

@@ -30,6 +30,9 @@ func registerSources(reg *prometheus.Registry, o Options) {
 			Help: "Publishes awaiting their broker confirm now: the confirm window concurrent sends share."},
 			func() float64 { return float64(o.Broker().Unconfirmed) }),
 	)
+	if o.BrokerServer != nil {
+		reg.MustRegister(newBrokerNode(o.BrokerServer, o.BrokerUp))
+	}
 	if o.BrokerUp != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "broker", Name: "connected",
 			Help: "1 while the broker connection is up, else 0."},

@@ -2,6 +2,7 @@ package opsui_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
+	"github.com/herdbridge/herdbridge/opsui"
 )
 
 // chromium finds Debian's Chromium. Under CI its absence fails the test
@@ -71,6 +73,7 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatalf("after login the address bar shows %s, want …/ui with no code", path)
 	}
 	do(t, ctx, "the feed goes live", waitJS(`document.getElementById("conn").dataset.state === "live"`))
+	do(t, ctx, "no broker named on the embedded transport", waitJS(`document.getElementById("broker").hidden`))
 	// a second tab shares the first one's stream instead of opening its own
 	tab2 := tab(t, browser)
 	do(t, tab2, "a second tab", chromedp.Navigate(g.URL()+"/ui"), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
@@ -225,5 +228,41 @@ func TestPageAfterGatewayRestart(t *testing.T) {
 	}
 	if !value(t, old, "restart note", chromedp.Evaluate[bool](`[...document.querySelectorAll("#feed tbody tr.note")].some(tr => tr.textContent.includes("the gateway restarted"))`)) {
 		t.Fatal("the old tab's feed does not say the gateway restarted")
+	}
+}
+
+// TestLoginPageInBrowser: what `herdbridge ui` hands the browser — the
+// file:// URL of a page holding the one-time link, so no secret is on the
+// browser's command line — logs a real Chromium in: it lands on /ui with
+// the page live and no code in the address bar, and the link is used up.
+func TestLoginPageInBrowser(t *testing.T) {
+	exe := chromium(t)
+	g := gatewaytest.StartLocal(t, "")
+	gatewaytest.Register(t, g, "bob", "worker")
+	link := loginLink(t, g)
+	page, err := opsui.WriteLoginPage(g.StateDir(), link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(page, "code") || !strings.HasPrefix(page, "file://") {
+		t.Fatalf("the browser would be started with %q", page)
+	}
+	ctx := tab(t, startBrowser(t, exe))
+	do(t, ctx, "open the login page and see the roster",
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
+		waitJS(`[...document.querySelectorAll("#entities tbody td")].some(td => td.textContent === "bob")`),
+		waitJS(`document.getElementById("conn").dataset.state === "live"`),
+	)
+	if at := value(t, ctx, "the address", chromedp.Location()); !strings.HasSuffix(at, "/ui") || strings.Contains(at, "code") {
+		t.Fatalf("after login the address bar shows %s, want …/ui with no code", at)
+	}
+	res, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the link after the browser used it: %d, want 401 (it works once)", res.StatusCode)
 	}
 }

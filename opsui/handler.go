@@ -3,6 +3,7 @@ package opsui
 import (
 	"embed"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/herdbridge/herdbridge/bridge/broker"
 )
 
 //go:embed assets
@@ -30,10 +33,13 @@ type Config struct {
 	// Peers adds each other host's trust and clock skew to the hosts
 	// table, by host; nil: those columns read "—".
 	Peers func() map[string]Peer
-	Host  string // this gateway's host id
-	Boot  string // an id of this gateway run: a page sees a restart by it
-	Log   *slog.Logger
-	Now   func() time.Time // nil: time.Now
+	// Broker is the broker node the gateway is connected to; nil (or
+	// returning nil): the embedded transport, no broker shown.
+	Broker func() *broker.Link
+	Host   string // this gateway's host id
+	Boot   string // an id of this gateway run: a page sees a restart by it
+	Log    *slog.Logger
+	Now    func() time.Time // nil: time.Now
 }
 
 // Handler serves the operator page under /ui. Stop ends its open event
@@ -147,8 +153,26 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: h.cfg.Cookie, Value: session, Path: "/", MaxAge: int(SessionTTL / time.Second),
 		HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
 	h.cfg.Log.Info("operator logged in to the page")
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		// the link came from another site — the file:// page `herdbridge
+		// ui` opens (launch.go) is one — and a browser does not send a
+		// SameSite=Strict cookie on the redirect of a cross-site
+		// navigation: the page moves on to /ui itself, a same-site
+		// navigation that carries the cookie
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, onwardPage)
+		return
+	}
 	http.Redirect(w, r, "/ui", http.StatusSeeOther)
 }
+
+// onwardPage sends the browser on to /ui (a refresh: the page's CSP allows
+// no inline script, and none is needed).
+const onwardPage = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=/ui">
+<title>herdbridge — logged in</title></head>
+<body><p>Logged in. <a href="/ui">Open the operator page</a>.</p></body></html>
+`
 
 // loginNeeded is the 401 page that says how to get in.
 func (h *handler) loginNeeded(w http.ResponseWriter, why string) {

@@ -3,6 +3,7 @@ package opsui_test
 import (
 	"encoding/json"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 
 // TestPageShowsOtherHosts: across hosts on a real broker, the page of A
 // lists B with its key fingerprint and when A last heard its heartbeat,
-// and a message from B's worker shows in A's feed as name@B, without its
+// the broker node it is connected to, and a message from B's worker shows in A's feed as name@B, without its
 // body.
 func TestPageShowsOtherHosts(t *testing.T) {
 	url := brokertest.URL(t)
@@ -37,6 +38,9 @@ func TestPageShowsOtherHosts(t *testing.T) {
 		}
 		return false
 	})
+	if u, _ := neturl.Parse(url); s.Broker == nil || !s.Broker.Connected || s.Broker.Node != u.Host || s.Broker.ClusterName == "" {
+		t.Fatalf("the page's broker %+v, want connected to %s with its cluster name", s.Broker, u.Host)
+	}
 	if local := s.Hosts[0]; local.Host != hostA || !local.Local || !strings.HasPrefix(local.Key, "SHA256:") {
 		t.Fatalf("this host's row %+v", local)
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker"
 )
 
 // Source is what the page reads of the core (bridge.Core has all three).
@@ -59,6 +60,7 @@ type Snapshot struct {
 	Refused     map[string]uint64 `json:"refused"`
 	Refusals    []Item            `json:"refusals"` // the latest, newest first
 	Streams     int               `json:"streams"`  // open live feeds on this gateway
+	Broker      *broker.Link      `json:"broker,omitempty"`
 }
 
 // deadShown is how many dead letters the page lists.
@@ -69,6 +71,9 @@ func (h *handler) snapshot() Snapshot {
 	h.names.Learn(v)
 	s := Snapshot{Host: h.cfg.Host, Boot: h.cfg.Boot, At: h.now().UTC(), Hosts: []HostRow{}, Entities: []EntityRow{},
 		DeadLetters: []DeadRow{}, Refused: h.cfg.Source.Refused(), Refusals: h.cfg.Feed.Refusals(), Streams: h.cfg.Feed.Streams()}
+	if h.cfg.Broker != nil {
+		s.Broker = h.cfg.Broker()
+	}
 	var peers map[string]Peer
 	if h.cfg.Peers != nil {
 		peers = h.cfg.Peers()

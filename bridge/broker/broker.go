@@ -1,6 +1,7 @@
 // Package broker is the cross-host transport: per-entity inboxes on an AMQP
 // 0-9-1 broker (RabbitMQ or LavinMQ), with the topology of SPEC §5. It owns
-// one connection — re-dialled with backoff after a loss, with the whole
+// one connection to one of the broker's nodes (nodes.go) — re-dialled,
+// on another node when there is one, after a loss, with the whole
 // topology re-declared and every consumer re-attached — a separate publish
 // channel with publisher confirms, mandatory routing and a return listener,
 // and one manual-ack channel per consumer. It uses only what both brokers
@@ -16,6 +17,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -36,7 +38,11 @@ const (
 
 // Options configure a Transport.
 type Options struct {
+	// URL is one broker node; URLs are several (a cluster, a standby),
+	// tried in a shuffled order, the connection moving to another node when
+	// it is lost (nodes.go). URLs wins when both are set.
 	URL       string
+	URLs      []string
 	TLS       *tls.Config
 	Heartbeat time.Duration // default 10s: an exclusive consumer of a crashed gateway is released quickly
 	DLQMax    int           // cap of bridge.dlq (default 10000)
@@ -51,6 +57,19 @@ type Options struct {
 	// or OverflowRejectPublishDLX); empty: chosen by the broker's product
 	// at connect (overflow.go).
 	Overflow string
+	// QueueType is the type of the inboxes, control and dead-letter
+	// queues: classic or quorum (queuetype.go). "" and auto are classic
+	// here: the gateway resolves auto (DecideQueueType) before Open. On
+	// LavinMQ, which has no quorum queues, it is classic whatever is set.
+	QueueType string
+	// ConfirmTimeout bounds how long a publish waits for its confirm while
+	// the connection is up (default 10s). A node cut off from its cluster's
+	// majority keeps the TCP connection but never confirms a quorum
+	// publish: past the bound the connection is closed, the supervisor
+	// moves to another node and the publish goes again (same msgId).
+	ConfirmTimeout time.Duration
+	// inOrder dials the nodes in the order given, not shuffled (tests).
+	inOrder bool
 }
 
 // Transport is the AMQP transport. Create it with Open.
@@ -74,13 +93,22 @@ type Transport struct {
 	pubErr    *amqp.Error // why the broker last closed the publish channel (a channel exception)
 	counts    counters    // for metrics (Counts)
 	server    ServerInfo  // what the broker of the current connection is (overflow.go)
+	delay     delayCell   // whether bridge.delay is usable (delay.go)
+	qtype     string      // classic or quorum: set by Open's first connect, fixed after it
+	blocked   atomic.Bool // the broker holds the current connection's publishes (connection.blocked)
+	urls      []string    // the broker nodes (nodes.go)
+	node      string      // the URL of the node connected to, or last connected to
 }
 
 // Open dials the broker, declares the shared topology and starts the
 // connection's supervisor.
 func Open(ctx context.Context, opts Options) (*Transport, error) {
-	if err := checkTLS(opts); err != nil {
+	urls := nodeURLs(opts)
+	if err := CheckURLs(urls, opts.TLS); err != nil {
 		return nil, err
+	}
+	if opts.ConfirmTimeout <= 0 {
+		opts.ConfirmTimeout = 10 * time.Second
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 10 * time.Second
@@ -101,9 +129,16 @@ func Open(ctx context.Context, opts Options) (*Transport, error) {
 	if opts.Overflow, err = ParseOverflow(opts.Overflow); err != nil {
 		return nil, err
 	}
+	qtype, err := ParseQueueType(opts.QueueType)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if qtype == QueueTypeAuto {
+		qtype = QueueTypeClassic
+	}
 	t := &Transport{opts: opts, log: opts.Logger, up: make(chan struct{}), returned: map[string]time.Time{},
 		inboxes: map[string]bridge.InboxSpec{}, bound: map[string]map[string]bool{}, consumers: map[*consumer]bool{},
-		stop: make(chan struct{})}
+		stop: make(chan struct{}), qtype: qtype, urls: urls}
 	dctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
 	closed, err := t.connect(dctx)
@@ -124,21 +159,54 @@ func redact(url string) string {
 	return url
 }
 
-// connect dials and sets up the shared topology and the publish channel.
+// connect runs one round of dials over the nodes (dialOrder), the node
+// last connected to tried last, and connects to the first that answers and
+// takes the topology. A failed node hands over to the next at once; each
+// gets an equal share of what is left of ctx, so one that hangs cannot eat
+// the others' time.
 func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
-	cfg := amqp.Config{Heartbeat: t.opts.Heartbeat, TLSClientConfig: t.opts.TLS.Clone(), Locale: "en_US",
+	t.mu.Lock()
+	last := t.node
+	t.mu.Unlock()
+	order := dialOrder(t.urls, last, !t.opts.inOrder)
+	var errs []error
+	for i, u := range order {
+		nctx, cancel := ctx, context.CancelFunc(func() {})
+		if dl, ok := ctx.Deadline(); ok {
+			nctx, cancel = context.WithTimeout(ctx, time.Until(dl)/time.Duration(len(order)-i))
+		}
+		closed, err := t.connectNode(nctx, u)
+		cancel()
+		if err == nil {
+			return closed, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	return nil, fmt.Errorf("broker: none of the %d nodes took the connection: %w", len(order), errors.Join(errs...))
+}
+
+// connectNode dials one node and sets up the shared topology and the
+// publish channel.
+func (t *Transport) connectNode(ctx context.Context, url string) (chan *amqp.Error, error) {
+	cfg := amqp.Config{Heartbeat: t.opts.Heartbeat, TLSClientConfig: nodeTLS(t.opts.TLS, url, len(t.urls)), Locale: "en_US",
 		Properties: amqp.Table{"connection_name": "herdbridge gateway"}}
 	type res struct {
 		c   *amqp.Connection
 		err error
 	}
 	ch := make(chan res, 1)
-	go func() { c, err := amqp.DialConfig(t.opts.URL, cfg); ch <- res{c, err} }()
+	go func() { c, err := amqp.DialConfig(url, cfg); ch <- res{c, err} }()
 	var conn *amqp.Connection
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return nil, fmt.Errorf("broker: connect to %s: %w%s", redact(t.opts.URL), r.err, connectHint(r.err, t.opts.TLS))
+			return nil, fmt.Errorf("broker: connect to %s: %w%s", redact(url), r.err, connectHint(r.err, t.opts.TLS))
 		}
 		conn = r.c
 	case <-ctx.Done():
@@ -147,15 +215,16 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 				r.c.Close()
 			}
 		}()
-		return nil, fmt.Errorf("broker: connect to %s: %w", redact(t.opts.URL), ctx.Err())
+		return nil, fmt.Errorf("broker: connect to %s: %w", redact(url), ctx.Err())
 	}
-	si := serverInfo(conn.Properties, t.opts.Overflow)
+	si := t.serverOf(conn)
+	si.Node = nodeName(url)
 	t.mu.Lock()
 	changed := si != t.server
 	t.server = si // before any inbox is declared on this connection
 	t.mu.Unlock()
 	if changed {
-		t.log.Info("broker connected", "product", si.Product, "version", si.Version, "inboxOverflow", si.Overflow)
+		t.log.Info("broker connected", "node", si.Node, "cluster", si.ClusterName, "product", si.Product, "version", si.Version, "inboxOverflow", si.Overflow, "queueType", t.qtype)
 	}
 	if err := t.declareShared(conn); err != nil {
 		conn.Close()
@@ -167,10 +236,12 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 		return nil, err
 	}
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
-	t.wg.Add(1)
+	t.blocked.Store(false)
+	t.wg.Add(2)
 	go t.watchPublish(conn, pubClosed)
+	go t.watchBlocked(conn.NotifyBlocked(make(chan amqp.Blocking, 4)))
 	t.mu.Lock()
-	t.conn, t.pub, t.returns = conn, pub, returns
+	t.conn, t.pub, t.returns, t.node = conn, pub, returns, url
 	specs := make(map[string]bridge.InboxSpec, len(t.inboxes))
 	for gid, s := range t.inboxes {
 		specs[gid] = s
@@ -178,12 +249,13 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 	t.mu.Unlock()
 	for gid, spec := range specs { // after a reconnect: the whole topology again
 		if err := t.declareInbox(gid, spec); err != nil {
-			t.log.Error("re-declaring an inbox after reconnect failed", "queue", bridge.InboxQueueName(gid), "err", err)
+			t.log.Error("re-declaring an inbox after reconnect failed", "queue", t.InboxQueue(gid), "err", err)
 		}
 	}
 	t.mu.Lock()
 	close(t.up)
 	t.mu.Unlock()
+	t.probeDelayLater(url, cfg) // bridge.delay, on a connection of its own (delay.go)
 	return closed, nil
 }
 
@@ -236,26 +308,44 @@ func (t *Transport) watchPublish(conn *amqp.Connection, closed chan *amqp.Error)
 	}
 }
 
-// declareShared declares the exchanges and the dead-letter queue.
+// watchBlocked follows connection.blocked/unblocked: RabbitMQ holds every
+// publish while a resource alarm (memory, disk) lasts — on every node of
+// a cluster alike — so a confirm that does not come then is no reason to
+// move to another node (waitConfirm). The channel closes with the
+// connection.
+func (t *Transport) watchBlocked(blockings chan amqp.Blocking) {
+	defer t.wg.Done()
+	for b := range blockings {
+		t.blocked.Store(b.Active)
+		if b.Active {
+			t.log.Warn("broker blocks publishing (a resource alarm); publishes wait", "node", t.Server().Node, "reason", b.Reason)
+		} else {
+			t.log.Info("broker unblocked publishing", "node", t.Server().Node)
+		}
+	}
+}
+
+// declareShared declares the exchanges and the dead-letter queues: the
+// classic pair always (classic gateways feed it during a rolling
+// upgrade), the quorum pair too on quorum.
 func (t *Transport) declareShared(conn *amqp.Connection) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("broker: open channel: %w", err)
 	}
 	defer ch.Close()
-	for _, x := range []struct{ name, kind string }{
-		{ExchangeMsg, amqp.ExchangeTopic}, {ExchangeRoster, amqp.ExchangeTopic},
-		{ExchangeControl, amqp.ExchangeDirect}, {ExchangeDLX, amqp.ExchangeFanout},
-	} {
+	for _, x := range topologyOf(t.qtype) {
 		if err := ch.ExchangeDeclare(x.name, x.kind, true, false, false, false, nil); err != nil {
 			return declareErr("exchange", x.name, err)
 		}
 	}
-	if _, err := ch.QueueDeclare(QueueDLQ, true, false, false, false, amqp.Table{"x-max-length": int64(t.opts.DLQMax)}); err != nil {
-		return declareErr("queue", QueueDLQ, err)
-	}
-	if err := ch.QueueBind(QueueDLQ, "", ExchangeDLX, false, nil); err != nil {
-		return declareErr("binding of", QueueDLQ, err)
+	for _, dlq := range dlqsOf(t.qtype, t.opts.DLQMax) {
+		if _, err := ch.QueueDeclare(dlq.name, true, false, false, false, dlq.args); err != nil {
+			return declareErr("queue", dlq.name, err)
+		}
+		if err := ch.QueueBind(dlq.name, "", dlq.dlx, false, nil); err != nil {
+			return declareErr("binding of", dlq.name, err)
+		}
 	}
 	return nil
 }
@@ -273,7 +363,9 @@ func declareErr(what, name string, err error) error {
 	return fmt.Errorf("broker: declare %s %s: %w", what, name, err)
 }
 
-// supervise re-dials after a lost connection, with backoff, until Close.
+// supervise re-dials after a lost connection, until Close: a round over
+// the nodes (connect), then a jittered backoff, again (nodes.go). A
+// recovery on another node is logged as a failover.
 func (t *Transport) supervise(closed chan *amqp.Error) {
 	defer t.wg.Done()
 	for {
@@ -287,34 +379,54 @@ func (t *Transport) supervise(closed chan *amqp.Error) {
 				return
 			}
 			t.up = make(chan struct{}) // consumers and publishers wait on this
+			from := t.server.Node
 			t.mu.Unlock()
 			if ok && e != nil {
-				t.log.Warn("broker connection lost; reconnecting", "err", e.Error())
+				t.log.Warn("broker connection lost; reconnecting", "node", from, "err", e.Error())
 			} else {
-				t.log.Warn("broker connection closed; reconnecting")
+				t.log.Warn("broker connection closed; reconnecting", "node", from)
 			}
-		}
-		start := time.Now()
-		backoff := 100 * time.Millisecond
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), t.opts.ConnectTimeout)
-			c, err := t.connect(ctx)
-			cancel()
-			if err == nil {
-				t.log.Info("broker connection recovered", "seconds", time.Since(start).Seconds())
-				t.counts.reconnects.Add(1)
-				closed = c
-				break
+			if closed = t.reconnect(from); closed == nil {
+				return // closed meanwhile
 			}
-			t.log.Warn("broker reconnect failed", "err", err, "retryIn", backoff)
-			select {
-			case <-t.stop:
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(backoff*2, 5*time.Second)
 		}
 	}
+}
+
+// reconnect dials rounds until one connects (its close notice) or the
+// transport closes (nil).
+func (t *Transport) reconnect(from string) chan *amqp.Error {
+	start := time.Now()
+	for round := 0; ; round++ {
+		ctx, cancel := context.WithTimeout(context.Background(), t.opts.ConnectTimeout)
+		c, err := t.connect(ctx)
+		cancel()
+		if err == nil {
+			to := t.Server().Node
+			t.log.Info("broker connection recovered", "node", to, "seconds", time.Since(start).Seconds())
+			if to != from {
+				t.log.Warn("broker failover", "from", from, "to", to, "seconds", time.Since(start).Seconds())
+			}
+			t.counts.reconnects.Add(1)
+			return c
+		}
+		wait := roundBackoff(round)
+		t.log.Warn("broker reconnect failed", "err", err, "retryIn", wait)
+		select {
+		case <-t.stop:
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// nodesText names the broker nodes for an error, credentials redacted.
+func (t *Transport) nodesText() string {
+	names := make([]string, len(t.urls))
+	for i, u := range t.urls {
+		names[i] = redact(u)
+	}
+	return strings.Join(names, ", ")
 }
 
 // waitUp waits until connected; the generation's channels are returned.
@@ -370,7 +482,7 @@ func (t *Transport) waitUpToPublish(ctx context.Context) (*amqp.Connection, *amq
 	defer cancel()
 	conn, pub, err := t.waitUp(wctx)
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
-		return nil, nil, fmt.Errorf("%w: the broker at %s has been unreachable for %v (the gateway keeps reconnecting)", bridge.ErrUnavailable, redact(t.opts.URL), t.opts.DownWait)
+		return nil, nil, fmt.Errorf("%w: the broker at %s has been unreachable for %v (the gateway keeps reconnecting)", bridge.ErrUnavailable, t.nodesText(), t.opts.DownWait)
 	}
 	return conn, pub, err
 }

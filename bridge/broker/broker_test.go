@@ -71,3 +71,42 @@ func TestConformanceRejectPublish(t *testing.T) {
 		Grace:   400 * time.Millisecond,
 	})
 }
+
+// openQuorum opens a transport whose inboxes, control and dead-letter
+// queues are quorum queues (a single RabbitMQ node has them too).
+func openQuorum(t testing.TB) *broker.Transport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	tr, err := broker.Open(ctx, broker.Options{URL: brokerURL(t), Heartbeat: 2 * time.Second, QueueType: broker.QueueTypeQuorum})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.QueueType() != broker.QueueTypeQuorum || tr.Server().Overflow != broker.OverflowRejectPublish {
+		t.Fatalf("queue type %s, server %+v", tr.QueueType(), tr.Server())
+	}
+	return tr
+}
+
+// TestConformanceQuorum: every transport promise on quorum queues — a
+// second consumer waits (single active consumer) instead of being
+// refused, a full inbox refuses the publish (reject-publish) and the
+// transport dead-letters the message to bridge.dlx.v3 itself, and dead
+// letters name the .v3 queues.
+func TestConformanceQuorum(t *testing.T) {
+	brokerURL(t)
+	open := func(t *testing.T) bridge.Transport { return openQuorum(t) }
+	transporttest.Run(t, transporttest.Factory{
+		New:          open,
+		Reopen:       func(t *testing.T, old bridge.Transport) bridge.Transport { old.Close(); return open(t) },
+		Peer:         func(t *testing.T, _ bridge.Transport) bridge.Transport { return open(t) },
+		Timeout:      10 * time.Second,
+		Grace:        400 * time.Millisecond,
+		InboxQueue:   func(gid string) string { return broker.InboxQueue(gid, broker.QueueTypeQuorum) },
+		ControlQueue: func(host string) string { return broker.ControlQueueOf(host, broker.QueueTypeQuorum) },
+		SingleActive: true,
+		// a full quorum inbox refuses until it drained below a low-water
+		// mark (README "Queue types")
+		SoftMaxLength: true,
+	})
+}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/herdbridge/herdbridge/bridge"
 )
 
 // CloseInbox implements bridge.Transport: every binding of the inbox on
@@ -27,26 +25,26 @@ func (t *Transport) CloseInbox(ctx context.Context, gid string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	q := bridge.InboxQueueName(gid)
-	for key := range keys {
-		if err := t.unbind(conn, q, key); err != nil {
+	total := 0
+	for _, q := range []string{t.InboxQueue(gid), InboxQueue(gid, otherType(t.qtype))} { // and a migration's legacy queue
+		n, found, err := queueCount(conn, q)
+		if err != nil {
 			return 0, err
 		}
-	}
-	ch, err := conn.Channel() // a throwaway channel: a 404 closes it
-	if err != nil {
-		return 0, fmt.Errorf("broker: open channel: %w", err)
-	}
-	defer ch.Close()
-	st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
-	if err != nil {
-		var ae *amqp.Error
-		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-			return 0, nil
+		if !found {
+			continue
 		}
-		return 0, fmt.Errorf("broker: count %s: %w", q, err)
+		for key := range keys {
+			if err := t.unbind(conn, q, key); err != nil {
+				return 0, err
+			}
+		}
+		if n, _, err = queueCount(conn, q); err != nil { // counted after the unbind: nothing arrives since
+			return 0, err
+		}
+		total += n
 	}
-	return st.Messages, nil
+	return total, nil
 }
 
 // unbind removes one binding of q, each on its own channel: a binding

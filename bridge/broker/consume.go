@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -20,16 +21,25 @@ type consumer struct {
 	prefetch  int
 	exclusive bool
 	declare   func(*amqp.Channel) error // declares the queue first (exclusive roster queues die with their connection)
-	deliver   func(amqp.Delivery)
+	deliver   func(amqp.Delivery, *acker)
 	stop      chan struct{}
 	done      chan struct{}
 	once      sync.Once
+	// legacy is the other queue type's queue of the same inbox (or control
+	// queue), drained before queue is consumed (migrate.go); "" when none.
+	legacy          string
+	legacyExclusive bool
+	pending         atomic.Int64 // legacy deliveries not settled yet, of generation gen
+	gen             atomic.Int64 // the legacy attachment's generation: a settle of an older one is void
 }
 
-// Consume implements bridge.Transport: one exclusive consumer, manual ack,
-// at most prefetch unacked.
+// Consume implements bridge.Transport: one consumer at a time — an
+// exclusive one on classic queues, the single active consumer of a quorum
+// inbox (which queues a second one instead of refusing it) — manual ack,
+// at most prefetch unacked. An inbox of the other queue type is drained
+// first (migrate.go).
 func (t *Transport) Consume(ctx context.Context, gid string, prefetch int, h func(bridge.Delivery)) (bridge.Subscription, error) {
-	q := bridge.InboxQueueName(gid)
+	q := t.InboxQueue(gid)
 	t.mu.Lock()
 	_, declared := t.inboxes[gid]
 	closed := t.closed
@@ -42,27 +52,52 @@ func (t *Transport) Consume(ctx context.Context, gid string, prefetch int, h fun
 			return nil, fmt.Errorf("%w: %s (%v)", bridge.ErrNoInbox, gid, err)
 		}
 	}
-	c := &consumer{t: t, queue: q, prefetch: max(prefetch, 1), exclusive: true}
-	c.deliver = func(d amqp.Delivery) {
-		h(delivery(d, t))
+	c := &consumer{t: t, queue: q, prefetch: max(prefetch, 1), exclusive: t.qtype != QueueTypeQuorum}
+	c.deliver = func(d amqp.Delivery, a *acker) { h(delivery(d, a)) }
+	if err := t.findLegacy(ctx, c, InboxQueue(gid, otherType(t.qtype))); err != nil {
+		return nil, err
 	}
 	return t.start(ctx, c)
 }
 
 // delivery decodes d; undecodable headers are handed on with Err set, for
 // the core to dead-letter and count.
-func delivery(d amqp.Delivery, t *Transport) bridge.Delivery {
-	out := bridge.Delivery{Key: d.RoutingKey, Redelivered: d.Redelivered, ID: d.MessageId, Acker: &acker{d: d, log: t.log}}
+func delivery(d amqp.Delivery, a *acker) bridge.Delivery {
+	out := bridge.Delivery{Key: d.RoutingKey, Redelivered: d.Redelivered, ID: d.MessageId, Acker: a}
 	out.Env, out.Err = bridge.FromHeaders(map[string]any(d.Headers), d.Body)
 	return out
 }
 
 // ConsumeDeadLetters implements bridge.Transport. Every gateway consumes
-// bridge.dlq (not exclusively): each dead letter reaches one of them.
+// bridge.dlq (not exclusively): each dead letter reaches one of them. A
+// quorum gateway consumes bridge.dlq.v3 as well: classic gateways still
+// feed bridge.dlq during a rolling upgrade.
 func (t *Transport) ConsumeDeadLetters(ctx context.Context, h func(bridge.DeadLetter)) (bridge.Subscription, error) {
-	c := &consumer{t: t, queue: QueueDLQ, prefetch: 64}
-	c.deliver = func(d amqp.Delivery) {
-		dl := bridge.DeadLetter{MsgID: d.MessageId, At: time.Now(), Acker: &acker{d: d, log: t.log}}
+	first, err := t.consumeDLQ(ctx, QueueDLQ, h)
+	if err != nil || t.qtype != QueueTypeQuorum {
+		return first, err
+	}
+	second, err := t.consumeDLQ(ctx, QueueDLQQuorum, h)
+	if err != nil {
+		first.Cancel()
+		return nil, err
+	}
+	return subscriptions{first, second}, nil
+}
+
+// subscriptions cancel together.
+type subscriptions []bridge.Subscription
+
+func (s subscriptions) Cancel() {
+	for _, sub := range s {
+		sub.Cancel()
+	}
+}
+
+func (t *Transport) consumeDLQ(ctx context.Context, q string, h func(bridge.DeadLetter)) (bridge.Subscription, error) {
+	c := &consumer{t: t, queue: q, prefetch: 64}
+	c.deliver = func(d amqp.Delivery, a *acker) {
+		dl := bridge.DeadLetter{MsgID: d.MessageId, At: time.Now(), Acker: a}
 		dl.Reason, dl.Queue = deathOf(d.Headers)
 		if env, err := bridge.FromHeaders(map[string]any(d.Headers), d.Body); err == nil {
 			dl.Env = env
@@ -120,7 +155,7 @@ func (t *Transport) start(ctx context.Context, c *consumer) (bridge.Subscription
 	if err != nil {
 		return nil, err
 	}
-	ch, deliveries, err := c.attach(conn)
+	ch, deliveries, err := c.attachFirst(conn)
 	if err != nil {
 		return nil, err
 	}
@@ -138,31 +173,37 @@ func (t *Transport) start(ctx context.Context, c *consumer) (bridge.Subscription
 }
 
 func (c *consumer) attach(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery, error) {
+	return c.attachTo(conn, c.queue, c.exclusive, c.declare)
+}
+
+// attachTo opens a channel and consumes queue on it, declaring it first
+// with declare (if set).
+func (c *consumer) attachTo(conn *amqp.Connection, queue string, exclusive bool, declare func(*amqp.Channel) error) (*amqp.Channel, <-chan amqp.Delivery, error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, nil, fmt.Errorf("broker: open channel: %w", err)
 	}
-	if c.declare != nil {
-		if err := c.declare(ch); err != nil {
+	if declare != nil {
+		if err := declare(ch); err != nil {
 			ch.Close()
 			return nil, nil, err
 		}
 	}
 	if err := ch.Qos(c.prefetch, 0, false); err != nil {
 		ch.Close()
-		return nil, nil, fmt.Errorf("broker: qos on %s: %w", c.queue, err)
+		return nil, nil, fmt.Errorf("broker: qos on %s: %w", queue, err)
 	}
-	deliveries, err := ch.Consume(c.queue, "", false, c.exclusive, false, false, nil)
+	deliveries, err := ch.Consume(queue, "", false, exclusive, false, false, nil)
 	if err != nil {
 		ch.Close()
 		var ae *amqp.Error
 		if errors.As(err, &ae) && ae.Code == amqp.AccessRefused && permissionRefused(ae) {
-			return nil, nil, accessErr("consume", c.queue, ae)
+			return nil, nil, accessErr("consume", queue, ae)
 		}
 		if errors.As(err, &ae) && ae.Code == amqp.AccessRefused {
-			return nil, nil, fmt.Errorf("%w: %s is consumed by another gateway (%s): is a second gateway running with the same host id?", bridge.ErrConsumerExists, c.queue, ae.Reason)
+			return nil, nil, fmt.Errorf("%w: %s is consumed by another gateway (%s): is a second gateway running with the same host id?", bridge.ErrConsumerExists, queue, ae.Reason)
 		}
-		return nil, nil, fmt.Errorf("broker: consume %s: %w", c.queue, err)
+		return nil, nil, fmt.Errorf("broker: consume %s: %w", queue, err)
 	}
 	return ch, deliveries, nil
 }
@@ -176,6 +217,12 @@ func (c *consumer) run(ch *amqp.Channel, deliveries <-chan amqp.Delivery) {
 		delete(t.consumers, c)
 		t.mu.Unlock()
 	}()
+	if c.legacy != "" {
+		var ok bool
+		if ch, deliveries, ok = c.drainLegacy(ch, deliveries); !ok {
+			return
+		}
+	}
 	for {
 		for open := true; open; {
 			select {
@@ -184,7 +231,7 @@ func (c *consumer) run(ch *amqp.Channel, deliveries <-chan amqp.Delivery) {
 					open = false
 					break
 				}
-				c.deliver(d)
+				c.deliver(d, &acker{d: d, log: t.log})
 			case <-c.stop:
 				ch.Close() // unacked deliveries go back to the queue
 				return
@@ -232,21 +279,28 @@ func (c *consumer) Cancel() {
 // acker settles one delivery. After a reconnect its tag is void: the
 // broker redelivers the message and the core deduplicates it.
 type acker struct {
-	d    amqp.Delivery
-	log  interface{ Debug(string, ...any) }
-	once sync.Once
-	err  error
+	d        amqp.Delivery
+	log      interface{ Debug(string, ...any) }
+	once     sync.Once
+	err      error
+	onSettle func() // a legacy queue's delivery: counted until settled (migrate.go)
+}
+
+func (a *acker) settled() {
+	if a.onSettle != nil {
+		a.onSettle()
+	}
 }
 
 func (a *acker) Ack() error {
-	a.once.Do(func() { a.err = a.d.Ack(false) })
+	a.once.Do(func() { a.err = a.d.Ack(false); a.settled() })
 	return a.err
 }
 
 // Requeue puts a dead letter back in bridge.dlq for another try (a
 // dead-letter notice that could not be forwarded yet).
 func (a *acker) Requeue() error {
-	a.once.Do(func() { a.err = a.d.Nack(false, true) })
+	a.once.Do(func() { a.err = a.d.Nack(false, true); a.settled() })
 	return a.err
 }
 
@@ -257,6 +311,7 @@ func (a *acker) Reject(reason string) error {
 		trace, _ := a.d.Headers[bridge.HdrTraceID].(string)
 		a.log.Debug("rejecting to the dead-letter exchange", bridge.LogMsgID, a.d.MessageId, bridge.LogTraceID, trace, "reason", reason)
 		a.err = a.d.Reject(false)
+		a.settled()
 	})
 	return a.err
 }

@@ -16,14 +16,21 @@ import (
 
 // inboxArgs are an inbox's queue arguments (SPEC §5). Overflow is
 // reject-publish-dlx, or reject-publish where that is what keeps the
-// promise (LavinMQ: overflow.go): the publisher is nacked — so a sender
-// hears "inbox full" — and the message is dead-lettered, never dropped in
-// silence.
-func inboxArgs(spec bridge.InboxSpec, overflow string) amqp.Table {
+// promise (LavinMQ: overflow.go; quorum queues, which have no
+// reject-publish-dlx): the publisher is nacked — so a sender hears "inbox
+// full" — and the message is dead-lettered, never dropped in silence.
+func inboxArgs(spec bridge.InboxSpec, overflow, qtype string) amqp.Table {
 	args := amqp.Table{"x-dead-letter-exchange": ExchangeDLX}
+	if qtype == QueueTypeQuorum {
+		args = quorumArgs()
+	}
 	if spec.MaxLength > 0 {
 		args["x-max-length"] = int64(spec.MaxLength)
-		args["x-overflow"] = overflow
+		if qtype != QueueTypeQuorum {
+			args["x-overflow"] = overflow
+		} else {
+			args["x-max-length"] = quorumMaxLength(spec.MaxLength)
+		}
 	}
 	if spec.MessageTTL > 0 {
 		args["x-message-ttl"] = spec.MessageTTL.Milliseconds()
@@ -65,7 +72,7 @@ func (t *Transport) declareInbox(gid string, spec bridge.InboxSpec) error {
 	if conn == nil {
 		return bridge.ErrClosed
 	}
-	q := bridge.InboxQueueName(gid)
+	q := t.InboxQueue(gid)
 	if err := t.declareInboxQueue(conn, q, spec, overflow); err != nil {
 		return err
 	}
@@ -90,7 +97,10 @@ func (t *Transport) declareInbox(gid string, spec bridge.InboxSpec) error {
 	t.mu.Lock()
 	t.bound[gid] = want
 	t.mu.Unlock()
-	return nil
+	for key := range old {
+		want[key] = true
+	}
+	return t.unbindLegacy(conn, gid, want) // after the new queue is bound: no message finds neither
 }
 
 // declareInboxQueue declares q. Where inboxes are reject-publish
@@ -100,18 +110,18 @@ func (t *Transport) declareInbox(gid string, spec bridge.InboxSpec) error {
 // or, holding messages, kept as it is with a warning, and migrated by a
 // later start that finds it empty.
 func (t *Transport) declareInboxQueue(conn *amqp.Connection, q string, spec bridge.InboxSpec, overflow string) error {
-	err := declareQueueOn(conn, q, inboxArgs(spec, overflow))
-	if err == nil || overflow != OverflowRejectPublish || spec.MaxLength <= 0 || !isPrecondition(err) {
+	err := declareQueueOn(conn, q, inboxArgs(spec, overflow, t.qtype))
+	if err == nil || t.qtype == QueueTypeQuorum || overflow != OverflowRejectPublish || spec.MaxLength <= 0 || !isPrecondition(err) {
 		if err != nil {
 			return declareErr("queue", q, err)
 		}
 		return nil
 	}
-	if declareQueueOn(conn, q, inboxArgs(spec, OverflowRejectPublishDLX)) != nil {
+	if declareQueueOn(conn, q, inboxArgs(spec, OverflowRejectPublishDLX, t.qtype)) != nil {
 		return declareErr("queue", q, err) // it differs in more than its overflow
 	}
 	if deleteQueueOn(conn, q, true) == nil {
-		if err := declareQueueOn(conn, q, inboxArgs(spec, overflow)); err != nil {
+		if err := declareQueueOn(conn, q, inboxArgs(spec, overflow, t.qtype)); err != nil {
 			return declareErr("queue", q, err)
 		}
 		t.log.Warn("inbox migrated from x-overflow reject-publish-dlx to reject-publish (this broker drops the oldest message of a full reject-publish-dlx queue)", "queue", q)
@@ -150,14 +160,15 @@ func isPrecondition(err error) bool {
 	return errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed
 }
 
-// DeleteInbox implements bridge.Transport.
+// DeleteInbox implements bridge.Transport: the inbox of this transport's
+// queue type, and the other type's if a migration left it.
 func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 	t.mu.Lock()
 	delete(t.inboxes, gid)
 	delete(t.bound, gid)
 	var cons []*consumer
 	for c := range t.consumers {
-		if c.queue == bridge.InboxQueueName(gid) {
+		if c.queue == t.InboxQueue(gid) {
 			cons = append(cons, c)
 		}
 	}
@@ -169,17 +180,10 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 	if err != nil {
 		return err
 	}
-	ch, err := conn.Channel()
-	if err != nil {
-		return fmt.Errorf("broker: open channel: %w", err)
-	}
-	defer ch.Close()
-	if _, err := ch.QueueDelete(bridge.InboxQueueName(gid), false, false, false); err != nil {
-		var ae *amqp.Error
-		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-			return nil
+	for _, q := range []string{t.InboxQueue(gid), InboxQueue(gid, otherType(t.qtype))} {
+		if err := deleteQueueOn(conn, q, false); err != nil && !isNotFound(err) {
+			return fmt.Errorf("broker: delete %s: %w", q, err)
 		}
-		return fmt.Errorf("broker: delete %s: %w", bridge.InboxQueueName(gid), err)
 	}
 	return nil
 }
@@ -256,8 +260,11 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub *amqp.Channel, dc *amqp.DeferredConfirmation,
 	key string, env *bridge.Envelope, mandatory bool, retryChannel func() error) (again bool, err error) {
 	t.counts.published()
-	acked, err := dc.WaitContext(ctx)
+	acked, stalled, err := t.waitConfirm(ctx, conn, dc, env)
 	t.counts.settled()
+	if stalled {
+		return true, nil // outcome unknown, as with a lost connection: publish again
+	}
 	if err != nil {
 		return false, fmt.Errorf("broker: publish %s: %w", env.MsgID, err)
 	}
@@ -279,12 +286,42 @@ func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub
 		if bridge.IsBroadcastKey(key) {
 			return false, nil // a full inbox refused its copy; it was dead-lettered
 		}
-		return false, fmt.Errorf("%w: %s refused the message", bridge.ErrInboxFull, bridge.InboxQueueName(key))
+		return false, fmt.Errorf("%w: %s refused the message", bridge.ErrInboxFull, t.InboxQueue(key))
 	}
 	if mandatory && t.wasReturned(env.MsgID) {
 		return false, fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
 	}
 	return false, nil
+}
+
+// waitConfirm waits for dc's confirm, at most ConfirmTimeout while the
+// connection is up. A node that keeps the TCP connection but cannot
+// confirm (cut off from its cluster's majority, a quorum publish waiting
+// on it forever) would hold every publish until its caller gives up: past
+// the bound the connection is closed — the supervisor moves to another
+// node — and stalled says the publish goes again, its outcome unknown.
+// Not while the broker says it blocks publishing (a resource alarm): that
+// holds on every node, and the publish waits for it as before.
+func (t *Transport) waitConfirm(ctx context.Context, conn *amqp.Connection, dc *amqp.DeferredConfirmation,
+	env *bridge.Envelope) (acked, stalled bool, err error) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, t.opts.ConfirmTimeout)
+		acked, err = dc.WaitContext(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return acked, false, err
+		}
+		if !t.blocked.Load() || conn.IsClosed() {
+			break
+		}
+		// a resource alarm holds it, on every node: wait, do not move
+	}
+	if !conn.IsClosed() {
+		t.log.Warn("broker confirm stalled; closing the connection to move to another node", bridge.LogMsgID, env.MsgID,
+			bridge.LogTraceID, env.TraceID, "node", t.Server().Node, "waited", t.opts.ConfirmTimeout)
+		_ = conn.CloseDeadline(time.Now().Add(time.Second)) // close-ok may never come back on a stalled link
+	}
+	return false, true, nil
 }
 
 // publishFailed decides what a publish that failed with err does: nil is

@@ -43,6 +43,30 @@ type ServerInfo struct {
 	Product  string `json:"product,omitempty"` // "RabbitMQ", "LavinMQ", …
 	Version  string `json:"version,omitempty"`
 	Overflow string `json:"overflow"` // the x-overflow inboxes are declared with
+	// Node is the connected node's host:port (no credentials); ClusterName
+	// the cluster_name it reports (RabbitMQ; empty elsewhere).
+	Node        string `json:"node,omitempty"`
+	ClusterName string `json:"clusterName,omitempty"`
+}
+
+// serverOf is what conn's broker is, with this transport's queue type.
+// The first connect fixes the type: LavinMQ, which has no quorum queues
+// (it declares a quorum queue as its default one), keeps classic. Quorum
+// inboxes are reject-publish (they have no reject-publish-dlx): the
+// transport dead-letters what a full one refuses.
+func (t *Transport) serverOf(conn *amqp.Connection) ServerInfo {
+	si := serverInfo(conn.Properties, t.opts.Overflow)
+	t.mu.Lock()
+	first := t.conn == nil
+	t.mu.Unlock()
+	if first && t.qtype == QueueTypeQuorum && strings.EqualFold(si.Product, "LavinMQ") {
+		t.log.Warn("queue type quorum asked for, but LavinMQ has no quorum queues: classic queues are used")
+		t.qtype = QueueTypeClassic
+	}
+	if t.qtype == QueueTypeQuorum {
+		si.Overflow = OverflowRejectPublish
+	}
+	return si
 }
 
 // serverInfo reads the server properties of connection.start (untrusted
@@ -51,7 +75,7 @@ type ServerInfo struct {
 // everything else.
 func serverInfo(props amqp.Table, forced string) ServerInfo {
 	text := func(k string) string { return propText(props[k]) }
-	si := ServerInfo{Product: text("product"), Version: text("version"), Overflow: forced}
+	si := ServerInfo{Product: text("product"), Version: text("version"), Overflow: forced, ClusterName: text("cluster_name")}
 	if si.Overflow == "" {
 		si.Overflow = OverflowRejectPublishDLX
 		if strings.EqualFold(si.Product, "LavinMQ") {
@@ -98,19 +122,19 @@ func (t *Transport) overflow() string {
 	return t.server.Overflow
 }
 
-// deadLetterRefused writes to bridge.dlx the message a full inbox refused
+// deadLetterRefused writes to its type's dead-letter exchange the message a full inbox refused
 // under reject-publish, as the broker would have under
 // reject-publish-dlx (reason maxlen, the queue it was refused by), so
 // that it is in a dead-letter log all the same. A broadcast's nack does
 // not say which inbox refused its copy: the queue is given as its key.
 func (t *Transport) deadLetterRefused(ctx context.Context, pub *amqp.Channel, key string, env *bridge.Envelope) {
-	queue := bridge.InboxQueueName(key)
+	queue := t.InboxQueue(key)
 	if bridge.IsBroadcastKey(key) {
 		queue = "an inbox bound to " + key
 	}
 	h := amqp.Table(env.Headers())
 	h["x-first-death-reason"], h["x-first-death-queue"] = bridge.ReasonMaxLen, queue
-	dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, ExchangeDLX, "", false, false, amqp.Publishing{
+	dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, dlxOf(t.qtype), "", false, false, amqp.Publishing{
 		Headers: h, DeliveryMode: amqp.Persistent, MessageId: env.MsgID, Timestamp: env.TS,
 		ContentType: "text/plain; charset=utf-8", Body: env.Body})
 	if err == nil {

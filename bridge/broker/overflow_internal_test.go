@@ -22,13 +22,13 @@ func TestServerInfoChoosesOverflow(t *testing.T) {
 		forced string
 		want   ServerInfo
 	}{
-		{"RabbitMQ", amqp.Table{"product": "RabbitMQ", "version": "3.10.8"}, "", ServerInfo{"RabbitMQ", "3.10.8", OverflowRejectPublishDLX}},
-		{"LavinMQ", amqp.Table{"product": "LavinMQ", "version": "2.0.2", "platform": "Crystal"}, "", ServerInfo{"LavinMQ", "2.0.2", OverflowRejectPublish}},
-		{"LavinMQ as bytes, other case", amqp.Table{"product": []byte("lavinmq")}, "", ServerInfo{"lavinmq", "", OverflowRejectPublish}},
-		{"nothing said", nil, "", ServerInfo{"", "", OverflowRejectPublishDLX}},
-		{"product of the wrong type", amqp.Table{"product": int32(7)}, "", ServerInfo{"", "", OverflowRejectPublishDLX}},
-		{"forced on RabbitMQ", amqp.Table{"product": "RabbitMQ"}, OverflowRejectPublish, ServerInfo{"RabbitMQ", "", OverflowRejectPublish}},
-		{"forced on LavinMQ", amqp.Table{"product": "LavinMQ"}, OverflowRejectPublishDLX, ServerInfo{"LavinMQ", "", OverflowRejectPublishDLX}},
+		{"RabbitMQ", amqp.Table{"product": "RabbitMQ", "version": "3.10.8", "cluster_name": "rabbit@mq1"}, "", ServerInfo{Product: "RabbitMQ", Version: "3.10.8", Overflow: OverflowRejectPublishDLX, ClusterName: "rabbit@mq1"}},
+		{"LavinMQ", amqp.Table{"product": "LavinMQ", "version": "2.0.2", "platform": "Crystal"}, "", ServerInfo{Product: "LavinMQ", Version: "2.0.2", Overflow: OverflowRejectPublish}},
+		{"LavinMQ as bytes, other case", amqp.Table{"product": []byte("lavinmq")}, "", ServerInfo{Product: "lavinmq", Version: "", Overflow: OverflowRejectPublish}},
+		{"nothing said", nil, "", ServerInfo{Product: "", Version: "", Overflow: OverflowRejectPublishDLX}},
+		{"product of the wrong type", amqp.Table{"product": int32(7)}, "", ServerInfo{Product: "", Version: "", Overflow: OverflowRejectPublishDLX}},
+		{"forced on RabbitMQ", amqp.Table{"product": "RabbitMQ"}, OverflowRejectPublish, ServerInfo{Product: "RabbitMQ", Version: "", Overflow: OverflowRejectPublish}},
+		{"forced on LavinMQ", amqp.Table{"product": "LavinMQ"}, OverflowRejectPublishDLX, ServerInfo{Product: "LavinMQ", Version: "", Overflow: OverflowRejectPublishDLX}},
 	} {
 		if got := serverInfo(tc.props, tc.forced); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
@@ -45,12 +45,12 @@ func TestServerInfoChoosesOverflow(t *testing.T) {
 // rejects still dead-letter under reject-publish).
 func TestInboxArgsOverflow(t *testing.T) {
 	for _, mode := range []string{OverflowRejectPublishDLX, OverflowRejectPublish} {
-		a := inboxArgs(bridge.InboxSpec{MaxLength: 10}, mode)
+		a := inboxArgs(bridge.InboxSpec{MaxLength: 10}, mode, QueueTypeClassic)
 		if a["x-overflow"] != mode || a["x-max-length"] != int64(10) || a["x-dead-letter-exchange"] != ExchangeDLX {
 			t.Errorf("%s: %v", mode, a)
 		}
 	}
-	if a := inboxArgs(bridge.InboxSpec{}, OverflowRejectPublish); a["x-overflow"] != nil {
+	if a := inboxArgs(bridge.InboxSpec{}, OverflowRejectPublish, QueueTypeClassic); a["x-overflow"] != nil {
 		t.Errorf("an uncapped inbox has an overflow: %v", a)
 	}
 }

@@ -26,7 +26,7 @@ var (
 
 // PairOptions configure DialPair.
 type PairOptions struct {
-	URL            string
+	URL            string // one node, or a comma list of nodes
 	TLS            *tls.Config
 	ConnectTimeout time.Duration // default 10s
 }
@@ -38,26 +38,40 @@ type PairConn struct {
 	conn *amqp.Connection
 }
 
-// DialPair connects to the broker for pairing.
+// DialPair connects to the broker for pairing: to the first of its nodes
+// (URL, or a comma list of them) that answers, in the order given.
 func DialPair(ctx context.Context, opts PairOptions) (*PairConn, error) {
-	if err := checkTLS(Options{URL: opts.URL, TLS: opts.TLS}); err != nil {
+	urls := ParseURLs(opts.URL)
+	if err := CheckURLs(urls, opts.TLS); err != nil {
 		return nil, err
 	}
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = 10 * time.Second
 	}
-	cfg := amqp.Config{Heartbeat: 10 * time.Second, TLSClientConfig: opts.TLS.Clone(), Locale: "en_US",
+	var errs []error
+	for _, u := range urls {
+		c, err := dialPairNode(ctx, opts, u, len(urls))
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+func dialPairNode(ctx context.Context, opts PairOptions, url string, nodes int) (*PairConn, error) {
+	cfg := amqp.Config{Heartbeat: 10 * time.Second, TLSClientConfig: nodeTLS(opts.TLS, url, nodes), Locale: "en_US",
 		Properties: amqp.Table{"connection_name": "herdbridge pair"}, Dial: amqp.DefaultDial(opts.ConnectTimeout)}
 	type res struct {
 		c   *amqp.Connection
 		err error
 	}
 	ch := make(chan res, 1)
-	go func() { c, err := amqp.DialConfig(opts.URL, cfg); ch <- res{c, err} }()
+	go func() { c, err := amqp.DialConfig(url, cfg); ch <- res{c, err} }()
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return nil, fmt.Errorf("broker: connect to %s: %w%s", redact(opts.URL), r.err, connectHint(r.err, opts.TLS))
+			return nil, fmt.Errorf("broker: connect to %s: %w%s", redact(url), r.err, connectHint(r.err, opts.TLS))
 		}
 		return &PairConn{conn: r.c}, nil
 	case <-ctx.Done():
@@ -66,7 +80,7 @@ func DialPair(ctx context.Context, opts PairOptions) (*PairConn, error) {
 				r.c.Close()
 			}
 		}()
-		return nil, fmt.Errorf("broker: connect to %s: %w", redact(opts.URL), ctx.Err())
+		return nil, fmt.Errorf("broker: connect to %s: %w", redact(url), ctx.Err())
 	}
 }
 

@@ -55,6 +55,6 @@ func (t *Transport) ConsumePresence(ctx context.Context, host string, h func(bri
 		}
 		return ch.QueueBind(q, "roster.#", ExchangeRoster, false, nil)
 	}
-	c.deliver = func(d amqp.Delivery) { h(delivery(d, t)) }
+	c.deliver = func(d amqp.Delivery, a *acker) { h(delivery(d, a)) }
 	return t.start(ctx, c)
 }

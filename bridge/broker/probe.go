@@ -16,6 +16,31 @@ var topology = []struct{ name, kind string }{
 	{ExchangeControl, amqp.ExchangeDirect}, {ExchangeDLX, amqp.ExchangeFanout},
 }
 
+// topologyOf is the exchanges a gateway of qtype declares.
+func topologyOf(qtype string) []struct{ name, kind string } {
+	if qtype != QueueTypeQuorum {
+		return topology
+	}
+	return append(append([]struct{ name, kind string }{}, topology...), struct{ name, kind string }{ExchangeDLXQuorum, amqp.ExchangeFanout})
+}
+
+// dlq is one dead-letter queue and the exchange that feeds it.
+type dlq struct {
+	name, dlx string
+	args      amqp.Table
+}
+
+// dlqsOf is the dead-letter queues a gateway of qtype declares and
+// consumes: bridge.dlq, and on quorum bridge.dlq.v3 (quorum, capped,
+// the oldest dropped past the cap as on bridge.dlq).
+func dlqsOf(qtype string, max int) []dlq {
+	out := []dlq{{QueueDLQ, ExchangeDLX, amqp.Table{"x-max-length": int64(max)}}}
+	if qtype == QueueTypeQuorum {
+		out = append(out, dlq{QueueDLQQuorum, ExchangeDLXQuorum, amqp.Table{"x-queue-type": QueueTypeQuorum, "x-max-length": int64(max), "x-overflow": "drop-head"}})
+	}
+	return out
+}
+
 // CheckTopology reports whether the shared exchanges and the dead-letter
 // queue exist (`herdbridge doctor`), declaring nothing: a passive declare
 // on a channel of its own, which the broker closes at the first missing
@@ -25,22 +50,24 @@ func (t *Transport) CheckTopology(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return checkTopology(conn)
+	return checkTopology(conn, t.qtype)
 }
 
-func checkTopology(conn *amqp.Connection) error {
+func checkTopology(conn *amqp.Connection, qtype string) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("broker: open channel: %w", err)
 	}
 	defer ch.Close()
-	for _, x := range topology {
+	for _, x := range topologyOf(qtype) {
 		if err := ch.ExchangeDeclarePassive(x.name, x.kind, true, false, false, false, nil); err != nil {
 			return topologyErr("exchange", x.name, err)
 		}
 	}
-	if _, err := ch.QueueDeclarePassive(QueueDLQ, true, false, false, false, nil); err != nil {
-		return topologyErr("queue", QueueDLQ, err)
+	for _, q := range dlqsOf(qtype, 0) {
+		if _, err := ch.QueueDeclarePassive(q.name, true, false, false, false, nil); err != nil {
+			return topologyErr("queue", q.name, err)
+		}
 	}
 	return nil
 }
@@ -79,7 +106,7 @@ func Probe(ctx context.Context, url string, tlsConf *tls.Config) error {
 			return fmt.Errorf("broker: connect to %s: %w%s", redact(url), r.err, connectHint(r.err, tlsConf))
 		}
 		defer r.c.Close()
-		return checkTopology(r.c)
+		return checkTopology(r.c, QueueTypeClassic)
 	case <-ctx.Done():
 		go func() {
 			if r := <-ch; r.c != nil {

@@ -62,6 +62,10 @@ const (
 // Options configure a Network.
 type Options struct {
 	DLQMax int // cap of bridge.dlq; past it the oldest is dropped (default 10000)
+	// Delay gives the network the delay exchange (bridge.delay, as
+	// LavinMQ has natively and RabbitMQ with its plugin): delay.go. Off,
+	// as on a stock RabbitMQ, PublishDelayed is refused.
+	Delay  bool
 	Logger *slog.Logger
 }
 
@@ -75,7 +79,9 @@ type Network struct {
 	queues map[string]*queue
 	binds  map[Exchange]map[string]map[*queue]bool // exchange -> binding key -> queues
 	conns  map[*Transport]bool
-	seq    uint64 // message sequence: requeued messages keep their place
+	seq    uint64               // message sequence: requeued messages keep their place
+	delays map[*time.Timer]bool // delayed publishes not yet due (delay.go)
+	delayN int                  // delayed publishes taken, in all
 	closed bool
 }
 
@@ -130,6 +136,7 @@ func (n *Network) Close() {
 	for _, q := range n.queues {
 		n.dropQueueLocked(q)
 	}
+	n.stopDelaysLocked()
 	n.mu.Unlock()
 }
 

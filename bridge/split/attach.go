@@ -61,7 +61,7 @@ func (t *Transport) later(gid string, spec *bridge.InboxSpec, s *inboxSub) {
 	if s != nil {
 		t.attaches[s] = true
 	}
-	t.log.Warn("broker unreachable: the inbox works on this host now, its broker side follows when the broker returns", "queue", bridge.InboxQueueName(gid))
+	t.log.Warn("broker unreachable: the inbox works on this host now, its broker side follows when the broker returns", "queue", t.InboxQueue(gid))
 	t.startAttacherLocked()
 }
 
@@ -127,7 +127,7 @@ func (t *Transport) attachPending() bool {
 	for gid, spec := range declares {
 		err := t.bounded(context.Background(), func(ctx context.Context) error { return t.remote.DeclareInbox(ctx, gid, spec) })
 		if err != nil {
-			t.log.Warn("declaring an inbox on the broker failed; retrying", "queue", bridge.InboxQueueName(gid), "err", err)
+			t.log.Warn("declaring an inbox on the broker failed; retrying", "queue", t.InboxQueue(gid), "err", err)
 			continue
 		}
 		t.amu.Lock()
@@ -163,7 +163,7 @@ func (t *Transport) attachOne(s *inboxSub) {
 		return err
 	})
 	if err != nil {
-		t.log.Warn("attaching an inbox's broker consumer failed; retrying", "queue", bridge.InboxQueueName(s.gid), "err", err)
+		t.log.Warn("attaching an inbox's broker consumer failed; retrying", "queue", t.InboxQueue(s.gid), "err", err)
 		return
 	}
 	t.amu.Lock()
@@ -173,7 +173,7 @@ func (t *Transport) attachOne(s *inboxSub) {
 		rs.Cancel()
 		return
 	}
-	t.log.Info("inbox attached on the broker after an outage", "queue", bridge.InboxQueueName(s.gid))
+	t.log.Info("inbox attached on the broker after an outage", "queue", t.InboxQueue(s.gid))
 }
 
 func sameSpec(a, b bridge.InboxSpec) bool {

@@ -63,7 +63,7 @@ func (t *Transport) settleOrphans() {
 
 // settleOrphan is one orphan queue; false: try again later.
 func (t *Transport) settleOrphan(gid string, h func(bridge.Delivery)) bool {
-	queue := bridge.InboxQueueName(gid)
+	queue := t.InboxQueue(gid)
 	n, err := t.closeRemote(gid)
 	if err != nil {
 		t.log.Warn("closing the broker queue of an inbox removed during an outage failed; retrying", "queue", queue, "err", err)
@@ -100,7 +100,7 @@ func (t *Transport) drainOrphan(gid string, h func(bridge.Delivery)) bool {
 		return err
 	})
 	if err != nil {
-		t.log.Warn("consuming the broker queue of an inbox removed during an outage failed; retrying", "queue", bridge.InboxQueueName(gid), "err", err)
+		t.log.Warn("consuming the broker queue of an inbox removed during an outage failed; retrying", "queue", t.InboxQueue(gid), "err", err)
 		return false
 	}
 	defer rs.Cancel()
@@ -115,6 +115,6 @@ func (t *Transport) drainOrphan(gid string, h func(bridge.Delivery)) bool {
 			return true
 		}
 	}
-	t.log.Warn("the broker queue of an inbox removed during an outage was not emptied in time: the rest is left to its TTL", "queue", bridge.InboxQueueName(gid))
+	t.log.Warn("the broker queue of an inbox removed during an outage was not emptied in time: the rest is left to its TTL", "queue", t.InboxQueue(gid))
 	return true
 }

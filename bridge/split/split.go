@@ -216,7 +216,7 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 	}
 	rerr := t.bounded(ctx, func(ctx context.Context) error { return t.remote.DeleteInbox(ctx, gid) })
 	if t.down(ctx, rerr) {
-		t.log.Warn("broker unreachable: the broker queue of a deleted inbox is closed, emptied and deleted when the broker returns", "queue", bridge.InboxQueueName(gid), "err", rerr)
+		t.log.Warn("broker unreachable: the broker queue of a deleted inbox is closed, emptied and deleted when the broker returns", "queue", t.InboxQueue(gid), "err", rerr)
 		t.orphan(gid)
 		rerr = nil
 	}
@@ -242,7 +242,7 @@ func (t *Transport) CloseInbox(ctx context.Context, gid string) (int, error) {
 	var r int
 	rerr := t.bounded(ctx, func(ctx context.Context) (err error) { r, err = t.remote.CloseInbox(ctx, gid); return err })
 	if t.down(ctx, rerr) {
-		t.log.Warn("broker unreachable: the broker queue of a closing inbox is closed, emptied and deleted when the broker returns", "queue", bridge.InboxQueueName(gid), "err", rerr)
+		t.log.Warn("broker unreachable: the broker queue of a closing inbox is closed, emptied and deleted when the broker returns", "queue", t.InboxQueue(gid), "err", rerr)
 		t.orphan(gid)
 		return n, nil
 	}

@@ -248,10 +248,23 @@ func testControlExclusive(h *harness) {
 	tr := h.cur()
 	h.control(tr)
 	host := h.hostID()
-	h.must(h.consumeControl(tr, host, true))
-	if _, err := h.consumeControl(tr, host, true); !errors.Is(err, bridge.ErrConsumerExists) {
-		h.t.Fatalf("second ConsumeControl: err = %v, want ErrConsumerExists", err)
+	first := h.must(h.consumeControl(tr, host, true))
+	second, err := h.consumeControl(tr, host, true)
+	if !h.f.SingleActive {
+		if !errors.Is(err, bridge.ErrConsumerExists) {
+			h.t.Fatalf("second ConsumeControl: err = %v, want ErrConsumerExists", err)
+		}
+		return
 	}
+	if err != nil {
+		h.t.Fatalf("second ConsumeControl of a single-active-consumer queue: %v", err)
+	}
+	h.spawn(tr, host, `{"profile":"a"}`)
+	first.exactly(1)
+	second.exactly(0)
+	first.cancel()
+	h.spawn(tr, host, `{"profile":"b"}`)
+	second.exactly(1)
 }
 
 // testControlReject: a refused control message is dead-lettered.
@@ -267,8 +280,8 @@ func testControlReject(h *harness) {
 		t.Fatalf("Reject: %v", err)
 	}
 	dl := dead.exactly(1)[0]
-	if dl.MsgID != e.MsgID || !strings.HasPrefix(dl.Reason, bridge.ReasonRejected) || dl.Queue != "control."+host {
-		t.Errorf("dead letter %s/%q from %q, want %s/rejected from %q", dl.MsgID, dl.Reason, dl.Queue, e.MsgID, "control."+host)
+	if dl.MsgID != e.MsgID || !strings.HasPrefix(dl.Reason, bridge.ReasonRejected) || dl.Queue != h.f.controlQueue(host) {
+		t.Errorf("dead letter %s/%q from %q, want %s/rejected from %q", dl.MsgID, dl.Reason, dl.Queue, e.MsgID, h.f.controlQueue(host))
 	}
 	ib.cancel()
 	h.must(h.consumeControl(tr, host, false)).exactly(0)

@@ -60,6 +60,35 @@ type Factory struct {
 	// transport New returns is isolated from the others (its own store or
 	// vhost): on a shared broker broadcast.all crosses subtests.
 	Parallel bool
+	// InboxQueue is the queue name dead letters of gid's inbox give
+	// (nil: bridge.InboxQueueName); ControlQueue is host's control queue
+	// (nil: "control."+host). A broker's quorum queues have their own.
+	InboxQueue   func(gid string) string
+	ControlQueue func(host string) string
+	// SingleActive: a second consumer of an inbox or control queue is not
+	// refused but waits, receiving nothing, until the first is cancelled,
+	// and then takes over (a quorum queue's single active consumer).
+	SingleActive bool
+	// SoftMaxLength: a full inbox takes messages again only once it has
+	// drained below a low-water mark of its cap, not as soon as one
+	// leaves (a quorum queue's reject-publish).
+	SoftMaxLength bool
+}
+
+// inboxQueue is the name f's dead letters give gid's inbox.
+func (f Factory) inboxQueue(gid string) string {
+	if f.InboxQueue != nil {
+		return f.InboxQueue(gid)
+	}
+	return bridge.InboxQueueName(gid)
+}
+
+// controlQueue is the name f's dead letters give host's control queue.
+func (f Factory) controlQueue(host string) string {
+	if f.ControlQueue != nil {
+		return f.ControlQueue(host)
+	}
+	return "control." + host
 }
 
 // Run runs the conformance suite against f.
@@ -688,8 +717,8 @@ func testRejectDeadLetters(h *harness) {
 	if dl.MsgID != e.MsgID {
 		t.Errorf("MsgID = %q, want %q", dl.MsgID, e.MsgID)
 	}
-	if dl.Queue != bridge.InboxQueueName(gid) {
-		t.Errorf("Queue = %q, want %q", dl.Queue, bridge.InboxQueueName(gid))
+	if dl.Queue != h.f.inboxQueue(gid) {
+		t.Errorf("Queue = %q, want %q", dl.Queue, h.f.inboxQueue(gid))
 	}
 	if dl.At.IsZero() {
 		t.Error("At is zero")
@@ -717,8 +746,8 @@ func testMaxLength(h *harness) {
 	if dl.Reason != bridge.ReasonMaxLen {
 		t.Errorf("Reason = %q, want %q", dl.Reason, bridge.ReasonMaxLen)
 	}
-	if dl.Queue != bridge.InboxQueueName(gid) {
-		t.Errorf("Queue = %q, want %q", dl.Queue, bridge.InboxQueueName(gid))
+	if dl.Queue != h.f.inboxQueue(gid) {
+		t.Errorf("Queue = %q, want %q", dl.Queue, h.f.inboxQueue(gid))
 	}
 	if diff := sameEnvelope(dl.Env, over); diff != "" {
 		t.Errorf("dead-lettered envelope: %s", diff)
@@ -748,6 +777,10 @@ func testMaxLengthReadyOnly(h *harness) {
 	}
 	mustAck(t, got[0])
 	ib.waitN(3) // "2" moves from ready to outstanding
+	if h.f.SoftMaxLength {
+		wantBodies(t, "deliveries", ib.exactly(3), "0", "1", "2")
+		return // one ready of a cap of 2 is not below the low-water mark
+	}
 	h.mustPublish(gid, h.reply(gid, "5"))
 	wantBodies(t, "deliveries", ib.exactly(3), "0", "1", "2")
 }
@@ -767,8 +800,8 @@ func testMessageTTL(h *harness) {
 	if dl.Reason != bridge.ReasonExpired {
 		t.Errorf("Reason = %q, want %q", dl.Reason, bridge.ReasonExpired)
 	}
-	if dl.Queue != bridge.InboxQueueName(gid) {
-		t.Errorf("Queue = %q, want %q", dl.Queue, bridge.InboxQueueName(gid))
+	if dl.Queue != h.f.inboxQueue(gid) {
+		t.Errorf("Queue = %q, want %q", dl.Queue, h.f.inboxQueue(gid))
 	}
 	if diff := sameEnvelope(dl.Env, e); diff != "" {
 		t.Errorf("dead-lettered envelope: %s", diff)
@@ -867,18 +900,32 @@ func testCloseInbox(h *harness) {
 	}
 }
 
+// testSecondConsumer: one consumer of an inbox at a time. A second one is
+// refused, or (SingleActive) receives nothing until the first is
+// cancelled, and then everything after.
 func testSecondConsumer(h *harness) {
 	t := h.t
 	gid := h.declare(bridge.InboxSpec{})
 	first := h.consume(gid, 10, true)
-	if _, err := h.tryConsume(gid, 10, true); !errors.Is(err, bridge.ErrConsumerExists) {
+	waiting, err := h.tryConsume(gid, 10, true)
+	if h.f.SingleActive {
+		if err != nil {
+			t.Fatalf("second Consume of a single-active-consumer inbox: %v", err)
+		}
+	} else if !errors.Is(err, bridge.ErrConsumerExists) {
 		t.Fatalf("second Consume: err = %v, want ErrConsumerExists", err)
 	}
 	h.mustPublish(gid, h.reply(gid, "to the first"))
 	first.exactly(1)
+	if waiting != nil {
+		waiting.exactly(0)
+	}
 	first.cancel()
 	first.cancel() // idempotent
-	second := h.consume(gid, 10, true)
+	second := waiting
+	if second == nil {
+		second = h.consume(gid, 10, true)
+	}
 	h.mustPublish(gid, h.reply(gid, "to the second"))
 	wantBodies(t, "second consumer", second.exactly(1), "to the second")
 	if _, err := h.tryConsume(uuid.NewString(), 10, true); !errors.Is(err, bridge.ErrNoInbox) {

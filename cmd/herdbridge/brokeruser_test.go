@@ -271,7 +271,7 @@ func TestBrokerUserLeastPrivilege(t *testing.T) {
 func TestBrokerUserRecipe(t *testing.T) {
 	host := "h1.example-x"
 	gid := uuid.NewString()
-	allowed := []string{"bridge.msg", "bridge.roster", "bridge.control", "bridge.dlx", "bridge.dlq",
+	allowed := []string{"bridge.msg", "bridge.roster", "bridge.control", "bridge.dlx", "bridge.dlq", "bridge.delay",
 		bridge.InboxQueueName(gid), broker.ControlQueue(host), broker.RosterQueue(host),
 		broker.ExchangePair, "pair.K7", "pair.K7." + strings.Repeat("0f", 16)}
 	denied := []string{"control.h2", "roster.h2", "control.h1xexample-x", "control.h1.example-x.evil", "xcontrol.h1.example-x",

@@ -32,9 +32,16 @@ gateway is down too (then --broker probes the broker).`,
 	fs, dir := newFlags(c)
 	asJSON := fs.Bool("json", false, "print JSON: {ok, checks: [{name, status, detail, fix}]}")
 	configPath := fs.String("config", "", "configuration file (default: config.json in the state dir): herdr's socket when no gateway answers")
-	brokerURL := fs.String("broker", os.Getenv("HERDBRIDGE_BROKER"), "broker URL to probe when no gateway answers (default $HERDBRIDGE_BROKER)")
+	brokerURL := addBrokerFlag(fs, "broker URL to probe when no gateway answers (default $HERDBRIDGE_BROKER)")
+	brokerPasswordFile := brokerPasswordFlag(fs)
 	c.RunE = func(c *cobra.Command, _ []string) error {
-		res := gateway.Doctor(c.Context(), gateway.DoctorOptions{StateDir: *dir, ConfigPath: *configPath, Broker: *brokerURL})
+		broker := brokerURL.String()
+		if file, err := stateConfig(*dir, *configPath); err == nil { // a bad config is doctor's to report, not to stop on
+			if broker, err = withBrokerPassword(broker, *brokerPasswordFile, file); err != nil {
+				return err
+			}
+		}
+		res := gateway.Doctor(c.Context(), gateway.DoctorOptions{StateDir: *dir, ConfigPath: *configPath, Broker: broker, Argv: os.Args})
 		if err := printDoctor(stdout, res, *asJSON); err != nil {
 			return err
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/mcp"
 )
@@ -88,7 +89,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 		gatewayCommand(), registerCommand(stdout), mcpCommand(stdin, stdout, stderr),
 		rosterCommand(stdout), statsCommand(stdout), doctorCommand(stdout), uiCommand(stdout, stderr), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout), historyCommand(stdout),
 		demoCommand(stdout), keysCommand(stdout, stderr), pairCommand(stdout, stderr), brokerUserCommand(stdout),
-		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout), versionCommand(stdout),
+		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout, stderr), versionCommand(stdout),
 		traceCommand(stdout), loadtestCommand(stdout, stderr),
 	)
 	root.InitDefaultCompletionCmd() // completion bash|zsh|fish|powershell (cobra's, so it covers every flag)
@@ -213,7 +214,8 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 	logFormat := fs.String("log-format", "text", "text (key=value) or json (one JSON object a line); every line about a message carries msgId and traceId")
 	maxWait := fs.Duration("max-wait", 45*time.Second, "cap of any blocking tool call")
 	configPath := fs.String("config", "", "configuration file (default: config.json in the state dir, if present)")
-	brokerURL := fs.String("broker", os.Getenv("HERDBRIDGE_BROKER"), "amqp[s]:// URL of the broker gateways meet on (default $HERDBRIDGE_BROKER; empty: embedded, this host only)")
+	brokerURL := addBrokerFlag(fs, "amqp[s]:// URL of the broker gateways meet on (default $HERDBRIDGE_BROKER, else the config file's broker/brokers; empty: embedded, this host only)")
+	brokerPasswordFile := brokerPasswordFlag(fs)
 	fsync := fs.Bool("fsync", true, "fsync every commit of the embedded store; false is several times faster and still loses nothing when the gateway process crashes, but an OS crash or power loss can lose or corrupt the store")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) to serve HTTPS; with --tls-key, --listen may be a non-loopback address")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
@@ -221,6 +223,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 	brokerCert := fs.String("broker-cert", "", "PEM client certificate for an amqps:// broker (with --broker-key)")
 	brokerKey := fs.String("broker-key", "", "PEM private key of --broker-cert")
 	brokerOutage := fs.String("broker-outage", "", "while the broker is unreachable, a message for another host is kept at this gateway and published when it returns (spool, the default: the send says queued) or fails within --broker-wait (fail); messages between entities of this host never need the broker")
+	queueType := fs.String("queue-type", os.Getenv("HERDBRIDGE_QUEUE_TYPE"), "type of the broker's inbox, control and dead-letter queues: auto (quorum on a RabbitMQ cluster of at least 3 --broker nodes, classic otherwise; remembered in the state dir), classic or quorum (default $HERDBRIDGE_QUEUE_TYPE, else queueType in config.json, else auto); changing it migrates the queues")
 	brokerWait := fs.Duration("broker-wait", 0, "how long a publish waits for an unreachable broker before it is spooled or fails (default 5s)")
 	history := fs.Bool("history", false, "keep every local entity's history of the messages it sent and received (bridge_history; <state-dir>/history, mode 0600); without it only entities registered with --history have one")
 	c.RunE = func(c *cobra.Command, _ []string) error {
@@ -229,15 +232,21 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 		if err != nil {
 			return err
 		}
-		cfg := gateway.Config{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Broker: *brokerURL,
+		cfg := gateway.Config{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Broker: brokerURL.String(),
 			TLSCert: *tlsCert, TLSKey: *tlsKey, BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey,
-			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history}
+			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history, QueueType: *queueType}
 		cfg.Core.MaxWait = *maxWait
 		cfgPath := *configPath
 		if cfgPath == "" {
 			cfgPath = filepath.Join(*dir, "config.json")
 		}
 		if cfg.File, err = gateway.LoadFile(cfgPath, *configPath != ""); err != nil {
+			return err
+		}
+		if cfg.Broker == "" { // the file's broker nodes take the password too
+			cfg.Broker = strings.Join(broker.ParseURLs(append([]string{cfg.File.Broker}, cfg.File.Brokers...)...), ",")
+		}
+		if cfg.Broker, err = withBrokerPassword(cfg.Broker, *brokerPasswordFile, cfg.File); err != nil {
 			return err
 		}
 		g, err := gateway.Open(ctx, cfg)
@@ -435,12 +444,25 @@ func statsCommand(stdout io.Writer) *cobra.Command {
 			signing = "on, host key " + st.Key
 		}
 		fmt.Fprintf(stdout, "host %s; signing %s; audit log %s\n", st.Host, signing, st.Audit)
+		if st.Delay != "" {
+			fmt.Fprintln(stdout, st.Delay)
+		}
+		if b := st.Broker; b != nil {
+			state := "connected to"
+			if !b.Connected {
+				state = "NOT connected; last connected to"
+			}
+			fmt.Fprintf(stdout, "broker: %s node %s\n", state, b.Describe())
+		}
 		if rt := st.Runtime; rt != nil {
 			fmt.Fprintf(stdout, "runtime: %d goroutines, heap %.1f MiB (%.1f MiB more held free), RSS %.1f MiB (%.1f anonymous, %.1f file-backed), %d open files, CPU %.2f s\n",
 				rt.Goroutines, mib(rt.HeapBytes), mib(rt.HeapFreeBytes), mib(rt.RSSBytes), mib(rt.RSSAnonBytes), mib(rt.RSSFileBytes), rt.OpenFiles, rt.CPUSeconds)
 		}
 		if st.AuditDropped > 0 || st.AuditError != "" {
 			fmt.Fprintf(stdout, "audit records dropped: %d (%s)\n", st.AuditDropped, st.AuditError)
+		}
+		if qt := st.QueueType; qt != nil {
+			fmt.Fprintf(stdout, "broker queues: %s (%s)\n", qt.Type, qt.Why)
 		}
 		reasons := make([]string, 0, len(st.Refused))
 		for k := range st.Refused {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -47,7 +46,8 @@ func pairCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	fs, dir := newFlags(c)
 	host := fs.String("host-id", gateway.DefaultHost(), "this host's id (as its gateway's --host-id)")
-	brokerURL := fs.String("broker", os.Getenv("HERDBRIDGE_BROKER"), "amqp[s]:// URL of the broker the gateways meet on (default $HERDBRIDGE_BROKER)")
+	brokerURL := addBrokerFlag(fs, "amqp[s]:// URL of the broker the gateways meet on (default $HERDBRIDGE_BROKER)")
+	brokerPasswordFile := brokerPasswordFlag(fs)
 	brokerCA := fs.String("broker-ca", "", "PEM CA bundle that verifies an amqps:// broker (default: the system roots)")
 	brokerCert := fs.String("broker-cert", "", "PEM client certificate for an amqps:// broker (with --broker-key)")
 	brokerKey := fs.String("broker-key", "", "PEM private key of --broker-cert")
@@ -59,7 +59,15 @@ func pairCommand(stdout, stderr io.Writer) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		cfg := gateway.PairConfig{StateDir: *dir, Host: *host, Broker: *brokerURL, BrokerCA: *brokerCA,
+		file, err := stateConfig(*dir, "")
+		if err != nil {
+			return err
+		}
+		broker, err := withBrokerPassword(brokerURL.String(), *brokerPasswordFile, file)
+		if err != nil {
+			return err
+		}
+		cfg := gateway.PairConfig{StateDir: *dir, Host: *host, Broker: broker, BrokerCA: *brokerCA,
 			BrokerCert: *brokerCert, BrokerKey: *brokerKey, Expires: *expires, MaxFailures: *attempts, Logger: log}
 		out := pairOutput{w: stdout, json: *asJSON}
 		if len(pos) == 1 {

@@ -11,13 +11,13 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func serviceCommand(stdout io.Writer) *cobra.Command {
+func serviceCommand(stdout, stderr io.Writer) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "service install --user [--print] [-- GATEWAY-FLAGS…]",
 		Short: "Run the gateway as a systemd user service",
 		Example: `  herdbridge service install --user
   herdbridge service install --user --print
-  herdbridge service install --user -- --broker amqp://user:pass@mq:5672/ --host-id laptop`,
+  herdbridge service install --user -- --broker amqp://user:pass@mq:5672/ --host-id laptop   # the URL goes to a 0600 EnvironmentFile`,
 		Args: noArgs,
 	}
 	install := &cobra.Command{
@@ -25,7 +25,10 @@ func serviceCommand(stdout io.Writer) *cobra.Command {
 		Short: "Write a systemd user unit that runs herdbridge gateway",
 		Long: `Write ~/.config/systemd/user/herdbridge.service ($XDG_CONFIG_HOME if set), a systemd
 user unit that runs "herdbridge gateway" for the state dir, restarting it on failure, and
-print the systemctl line that enables and starts it. Flags after -- go to the gateway.`,
+print the systemctl line that enables and starts it. Flags after -- go to the gateway;
+a --broker URL with a password is not put on the unit's command line (readable by
+every local user) but in $XDG_CONFIG_HOME/herdbridge/gateway.env, mode 0600, as
+HERDBRIDGE_BROKER, which the unit loads as its EnvironmentFile.`,
 		Example: `  herdbridge service install --user && systemctl --user enable --now herdbridge
   herdbridge service install --user --print > herdbridge.service`,
 	}
@@ -60,14 +63,29 @@ print the systemctl line that enables and starts it. Flags after -- go to the ga
 		if err != nil {
 			return err
 		}
-		unit := userUnit(exe, stateDir, extra)
+		extra, secretURL := splitBrokerSecret(extra)
+		envPath := ""
+		if secretURL != "" {
+			if envPath, err = serviceEnvPath(); err != nil {
+				return err
+			}
+		}
+		unit := userUnit(exe, stateDir, extra, envPath)
 		if *printOnly {
+			if envPath != "" {
+				fmt.Fprintf(stderr, "the unit reads the broker URL from %s, which --print does not write: put this in it, mode 0600:\n%s", envPath, serviceEnv(secretURL))
+			}
 			_, err := io.WriteString(stdout, unit)
 			return err
 		}
 		path, err := userUnitPath()
 		if err != nil {
 			return err
+		}
+		if envPath != "" {
+			if err := writeServiceEnv(envPath, serviceEnv(secretURL), stdout); err != nil {
+				return err
+			}
 		}
 		if err := updateFile(path, 0o600, func([]byte) ([]byte, error) { return []byte(unit), nil }, stdout); err != nil {
 			return err
@@ -92,18 +110,23 @@ func userUnitPath() (string, error) {
 	return filepath.Join(base, "systemd", "user", "herdbridge.service"), nil
 }
 
-// userUnit is the systemd user unit that runs the gateway.
-func userUnit(exe, stateDir string, extra []string) string {
+// userUnit is the systemd user unit that runs the gateway; envFile, when
+// set, is the EnvironmentFile holding the broker URL.
+func userUnit(exe, stateDir string, extra []string, envFile string) string {
 	argv := append([]string{exe, "gateway", "--state-dir", stateDir}, extra...)
 	for i, a := range argv {
 		argv[i] = systemdQuote(a)
+	}
+	env := ""
+	if envFile != "" {
+		env = "EnvironmentFile=" + strings.ReplaceAll(envFile, "%", "%%") + "\n"
 	}
 	return `[Unit]
 Description=herdbridge gateway (message fabric for coding agents)
 Documentation=https://github.com/herdbridge/herdbridge#readme
 
 [Service]
-ExecStart=` + strings.Join(argv, " ") + `
+` + env + `ExecStart=` + strings.Join(argv, " ") + `
 Restart=on-failure
 RestartSec=2
 

@@ -33,9 +33,14 @@ func TestServiceArgs(t *testing.T) {
 
 // TestServiceUnit: the user unit runs this gateway for the state dir,
 // restarts it on failure, quotes what systemd would split or expand, and
-// install writes it where systemd looks and says how to start it.
+// install writes it where systemd looks and says how to start it. A
+// --broker URL with a password is not in ExecStart (every local user reads
+// a process's argv) but in a 0600 EnvironmentFile as HERDBRIDGE_BROKER.
 func TestServiceUnit(t *testing.T) {
-	out, _, err := cli("service", "install", "--user", "--print", "--command", "/home/me/go/bin/herdbridge", "--state-dir", "/home/me/hb state",
+	cfg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	envPath := filepath.Join(cfg, "herdbridge", "gateway.env")
+	out, errOut, err := cli("service", "install", "--user", "--print", "--command", "/home/me/go/bin/herdbridge", "--state-dir", "/home/me/hb state",
 		"--", "--broker", "amqp://u:p%40@mq:5672/", "--host-id", "laptop")
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +50,8 @@ Description=herdbridge gateway (message fabric for coding agents)
 Documentation=https://github.com/herdbridge/herdbridge#readme
 
 [Service]
-ExecStart=/home/me/go/bin/herdbridge gateway --state-dir "/home/me/hb state" --broker amqp://u:p%%40@mq:5672/ --host-id laptop
+EnvironmentFile=` + envPath + `
+ExecStart=/home/me/go/bin/herdbridge gateway --state-dir "/home/me/hb state" --host-id laptop
 Restart=on-failure
 RestartSec=2
 
@@ -55,9 +61,14 @@ WantedBy=default.target
 	if out != want {
 		t.Errorf("unit:\n%s\nwant:\n%s", out, want)
 	}
-	cfg := t.TempDir()
-	t.Setenv("XDG_CONFIG_HOME", cfg)
-	out, _, err = cli("service", "install", "--user", "--command", "/usr/bin/herdbridge", "--state-dir", "/srv/hb")
+	if !strings.Contains(errOut, `HERDBRIDGE_BROKER="amqp://u:p%40@mq:5672/"`) || !strings.Contains(errOut, "mode 0600") {
+		t.Errorf("--print says nothing of the EnvironmentFile: %s", errOut)
+	}
+	if _, err := os.Stat(envPath); err == nil {
+		t.Error("--print wrote the EnvironmentFile")
+	}
+	out, _, err = cli("service", "install", "--user", "--command", "/usr/bin/herdbridge", "--state-dir", "/srv/hb",
+		"--", "--broker=amqp://u:pa$$w@mq:5672/", "--broker-wait", "3s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +77,33 @@ WantedBy=default.target
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(unit), "\nExecStart=/usr/bin/herdbridge gateway --state-dir /srv/hb\n") || !strings.Contains(out, "systemctl --user enable --now herdbridge") {
+	if !strings.Contains(string(unit), "\nEnvironmentFile="+envPath+"\nExecStart=/usr/bin/herdbridge gateway --state-dir /srv/hb --broker-wait 3s\n") ||
+		strings.Contains(string(unit), "pa$") || !strings.Contains(out, "systemctl --user enable --now herdbridge") {
 		t.Errorf("installed unit:\n%s\noutput:\n%s", unit, out)
 	}
-	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
-		t.Errorf("unit mode %v: it may hold a broker password, want 0600", st.Mode())
+	env, err := os.ReadFile(envPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(env), "\nHERDBRIDGE_BROKER=\"amqp://u:pa\\$\\$w@mq:5672/\"\n") {
+		t.Errorf("EnvironmentFile:\n%s", env)
+	}
+	for p, mode := range map[string]os.FileMode{path: 0o600, envPath: 0o600, filepath.Dir(envPath): 0o700} {
+		if st, _ := os.Stat(p); st.Mode().Perm() != mode {
+			t.Errorf("%s mode %v, want %o", p, st.Mode(), mode)
+		}
+	}
+	// quotes and backquotes are escaped too; a URL url.Parse refuses still
+	// counts as holding a password
+	if got := serviceEnv("amqp://u:a\"b`c\\d@mq/"); !strings.Contains(got, `HERDBRIDGE_BROKER="amqp://u:a\"b\`+"`"+`c\\d@mq/"`) {
+		t.Errorf("escaped: %s", got)
+	}
+	if rest, u := splitBrokerSecret([]string{"--broker", "amqp://u:p\"q@mq/", "-v"}); u == "" || len(rest) != 1 {
+		t.Errorf("an unparsable URL with a password stayed in argv: %q %q", rest, u)
+	}
+	// a URL without a password stays on the command line, with no EnvironmentFile
+	out, _, err = cli("service", "install", "--user", "--print", "--command", "/bin/hb", "--state-dir", "/srv/hb", "--", "--broker", "amqp://u@mq/")
+	if err != nil || !strings.Contains(out, "--broker amqp://u@mq/\n") || strings.Contains(out, "EnvironmentFile") {
+		t.Errorf("a URL without a password: %v\n%s", err, out)
 	}
 }

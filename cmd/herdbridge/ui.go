@@ -24,8 +24,10 @@ func uiCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `Open the gateway's live operator page in a browser, through a one-time login link
 that the gateway mints over its admin socket. The link works once, for ` + opsui.CodeTTL.String() + `;
 the browser keeps an operator session cookie, and the address bar keeps no secret.
-The browser is $BROWSER if set, else xdg-open (open on macOS); where none works
-(no display, an SSH session) the link is printed instead.`,
+The browser is $BROWSER if set, else xdg-open (open on macOS); it is handed the
+file:// URL of a page readable by this user only (in the state dir) that opens the
+link, so the secret is never on a command line, where other users could read it.
+Where no browser works (no display, an SSH session) the link is printed instead.`,
 		Example: "  herdbridge ui\n  herdbridge ui --print   # only print the link (open it on this host, or through ssh -L)",
 		Args:    noArgs,
 	}
@@ -40,7 +42,13 @@ The browser is $BROWSER if set, else xdg-open (open on macOS); where none works
 			fmt.Fprintln(stdout, link)
 			return nil
 		}
-		if err := openBrowser(c.Context(), link); err != nil {
+		// the browser gets a file:// URL naming no secret: its command
+		// line is readable by every local uid (opsui.WriteLoginPage)
+		page, err := opsui.WriteLoginPage(*dir, link)
+		if err != nil {
+			return err
+		}
+		if err := openBrowser(c.Context(), page); err != nil {
 			fmt.Fprintf(stderr, "could not open a browser (%v): open this link on this host; it works once, for %s:\n", err, opsui.CodeTTL)
 			fmt.Fprintln(stdout, link)
 			return nil

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"html"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -49,14 +52,17 @@ func TestUIPrint(t *testing.T) {
 	loginWorks(t, link)
 }
 
-// TestUIOpensBrowser: `herdbridge ui` hands the link to $BROWSER and
-// prints no secret; where the browser cannot start, it prints the link.
+// TestUIOpensBrowser: `herdbridge ui` hands $BROWSER a file:// URL and
+// prints no secret: the browser's command line, which every local uid can
+// read in /proc, names no code; the page it opens is this user's only
+// (0600 in a 0700 dir) and leads to a working one-time link. Where the
+// browser cannot start, it prints the link.
 func TestUIOpensBrowser(t *testing.T) {
 	dir := gatewaytest.TempDir(t)
 	gatewaytest.StartLocal(t, dir)
 	got := filepath.Join(gatewaytest.TempDir(t), "opened")
 	script := filepath.Join(gatewaytest.TempDir(t), "browser.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\nprintf %s \"$1\" > "+got+"\n"), 0o700); err != nil {
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nprintf %s \"$*\" > "+got+"\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("BROWSER", script)
@@ -68,7 +74,11 @@ func TestUIOpensBrowser(t *testing.T) {
 	if strings.Contains(out+errOut, "code=") || !strings.Contains(errOut, "opened") {
 		t.Fatalf("ui printed stdout %q stderr %q", out, errOut)
 	}
-	loginWorks(t, string(opened))
+	argv := string(opened)
+	if strings.Contains(argv, "code") || !strings.HasPrefix(argv, "file://") {
+		t.Fatalf("the browser's command line is %q: it must name no secret (a file:// page)", argv)
+	}
+	loginWorks(t, pageLink(t, argv))
 
 	t.Setenv("BROWSER", filepath.Join(dir, "no-such-browser"))
 	out, errOut = runUI(t, "--state-dir", dir)
@@ -76,6 +86,34 @@ func TestUIOpensBrowser(t *testing.T) {
 		t.Fatalf("fallback stderr %q", errOut)
 	}
 	loginWorks(t, strings.TrimSpace(out))
+}
+
+// pageLink checks the login page at a file:// URL is readable by this
+// user only and returns the link it opens.
+func pageLink(t *testing.T, fileURL string) string {
+	t.Helper()
+	u, err := url.Parse(fileURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{u.Path: 0o600, filepath.Dir(u.Path): 0o700} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %o, want %o", path, fi.Mode().Perm(), want)
+		}
+	}
+	raw, err := os.ReadFile(u.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`content="0;url=([^"]+)"`).FindStringSubmatch(string(raw))
+	if m == nil {
+		t.Fatalf("the login page holds no refresh to the link: %s", raw)
+	}
+	return html.UnescapeString(m[1])
 }
 
 // TestUIWithoutGateway: with no gateway the command says how to start one.

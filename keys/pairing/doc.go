@@ -6,9 +6,9 @@
 //
 // The code is low-entropy (30 secret bits), so it is never sent, nor is
 // anything an eavesdropper could test guesses against offline: the
-// exchange is a PAKE — CPace over ristretto255 (draft-irtf-cfrg-cpace),
-// with the group and RFC 9380 hash-to-group of
-// github.com/cloudflare/circl. Each party's share is a random multiple of
+// exchange is a PAKE — CPace over ristretto255 and SHA-512 as
+// draft-irtf-cfrg-cpace-21 specifies it (checked against its test
+// vectors), on the group of github.com/cloudflare/circl. Each party's share is a random multiple of
 // a generator derived from the code, so a party who does not know the code
 // gets one guess per attempt, and an onlooker none. Both host ids and keys
 // are bound into the derived key; each side proves it holds that key with

@@ -25,9 +25,9 @@ func FuzzParseCode(f *testing.F) {
 
 func FuzzParseMessage(f *testing.F) {
 	sid := make([]byte, sidLen)
-	f.Add([]byte(`{"v":1,"t":"abort","sid":"AAAAAAAAAAAAAAAAAAAAAA=="}`))
+	f.Add([]byte(`{"v":2,"t":"abort","sid":"AAAAAAAAAAAAAAAAAAAAAA=="}`))
 	f.Add((&Message{Type: TypeConfirm, SID: sid, Tag: make([]byte, tagLen)}).Marshal())
-	f.Add([]byte(`{"v":1,"t":"hello","sid":"AAAAAAAAAAAAAAAAAAAAAA==","host":"h","key":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl","share":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}`))
+	f.Add([]byte(`{"v":2,"t":"hello","sid":"AAAAAAAAAAAAAAAAAAAAAA==","host":"h","key":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl","share":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := ParseMessage(data)

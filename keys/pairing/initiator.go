@@ -100,6 +100,9 @@ func (o *Offer) waitErr(ctx context.Context, err error) error {
 // handle runs one attempt, begun by a hello.
 func (o *Offer) handle(ctx context.Context, raw []byte) (Result, error) {
 	hello, err := ParseMessage(raw)
+	if errors.Is(err, ErrVersion) {
+		o.answerVersion(ctx, raw)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -119,7 +122,7 @@ func (o *Offer) handle(ctx context.Context, raw []byte) (Result, error) {
 		return Result{}, err
 	}
 	reply := &Message{Type: TypeReply, SID: hello.SID, Host: o.opts.Host, Key: o.opts.Key, Share: mine.enc}
-	tr := transcript(o.code, hello.SID, hello, reply)
+	tr := transcript(hello, reply)
 	isk := sessionKey(hello.SID, k, tr)
 	reply.Tag = confirmTag(isk, tagInitiator, tr)
 	to := joinerAddr(o.code, hello.SID)

@@ -60,7 +60,7 @@ func (j *joiner) run(ctx context.Context) (Result, error) {
 		j.abort(ctx)
 		return Result{}, err
 	}
-	tr := transcript(j.code, j.sid, hello, reply)
+	tr := transcript(hello, reply)
 	isk := sessionKey(j.sid, k, tr)
 	if !equalTag(reply.Tag, confirmTag(isk, tagInitiator, tr)) {
 		j.abort(ctx)
@@ -96,7 +96,9 @@ func (j *joiner) next(ctx context.Context, want string) (*Message, error) {
 	raw, err := j.room.Next(ctx)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("pairing: no answer from the other host within %s (is herdbridge pair still running there, and on this broker?)", j.opts.StepWait)
+			return nil, fmt.Errorf("pairing: no answer from the other host within %s (is herdbridge pair still running there, and on this broker? "+
+				"a herdbridge there older than pairing version %d does not answer: its log says \"message version %d\"; run the same release on both hosts)",
+				j.opts.StepWait, version, version)
 		}
 		return nil, fmt.Errorf("pairing: waiting for the other host: %w", err)
 	}

@@ -22,7 +22,10 @@ const (
 
 // Wire sizes.
 const (
-	version = 1
+	// version 2 is CPace as draft-irtf-cfrg-cpace-21 (pairing v1 was an
+	// earlier construction of its own): the two derive different keys, so
+	// a message of another version is refused by name (ErrVersion).
+	version = 2
 	sidLen  = 16
 	tagLen  = 32
 	// MaxMessage bounds what ParseMessage reads: a reply, the largest
@@ -82,7 +85,7 @@ func ParseMessage(data []byte) (*Message, error) {
 		return nil, errors.New("pairing: message has data after its JSON object")
 	}
 	if w.V != version {
-		return nil, fmt.Errorf("pairing: message version %d; this herdbridge speaks %d (run the same release on both hosts)", w.V, version)
+		return nil, versionErr(w.V)
 	}
 	if len(w.SID) != sidLen {
 		return nil, fmt.Errorf("pairing: session id of %d bytes, want %d", len(w.SID), sidLen)
@@ -131,16 +134,13 @@ func (m *Message) checkFields(key string) error {
 	return nil
 }
 
-// transcript is what both sides' session key and tags are bound to: the
-// nameplate, the session id and each party's share, host id and key.
-func transcript(code Code, sid []byte, joiner, initiator *Message) []byte {
-	var t []byte
-	t = lv(t, []byte(code.Nameplate()))
-	t = lv(t, sid)
-	for _, p := range []*Message{joiner, initiator} {
-		t = lv(t, p.Share)
-		t = lv(t, []byte(p.Host))
-		t = lv(t, p.Key)
-	}
-	return t
+// transcript is the draft's transcript_ir with the joiner as party A:
+// each share followed by its party's associated data, the host id and key
+// it asks the other to pin. The session id and the nameplate are bound in
+// already (sessionKey, channelID).
+func transcript(joiner, initiator *Message) []byte {
+	return transcriptIR(joiner.Share, associatedData(joiner), initiator.Share, associatedData(initiator))
 }
+
+// associatedData is CPace's AD of a party: its host id and public key.
+func associatedData(p *Message) []byte { return lvCat([]byte(p.Host), p.Key) }

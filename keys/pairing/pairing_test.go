@@ -322,16 +322,16 @@ func TestParseMessageRefuses(t *testing.T) {
 		t.Fatalf("good hello: %v", err)
 	}
 	for name, raw := range map[string]string{
-		"unknown field":  `{"v":1,"t":"abort","sid":"AAAAAAAAAAAAAAAAAAAAAA==","x":1}`,
-		"version":        `{"v":2,"t":"abort","sid":"AAAAAAAAAAAAAAAAAAAAAA=="}`,
-		"type":           `{"v":1,"t":"nope","sid":"AAAAAAAAAAAAAAAAAAAAAA=="}`,
-		"short sid":      `{"v":1,"t":"abort","sid":"AAAA"}`,
-		"abort with tag": `{"v":1,"t":"abort","sid":"AAAAAAAAAAAAAAAAAAAAAA==","tag":"AAAA"}`,
-		"confirm no tag": `{"v":1,"t":"confirm","sid":"AAAAAAAAAAAAAAAAAAAAAA=="}`,
-		"hello no key":   `{"v":1,"t":"hello","sid":"AAAAAAAAAAAAAAAAAAAAAA==","host":"h","share":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}`,
-		"trailing data":  `{"v":1,"t":"abort","sid":"AAAAAAAAAAAAAAAAAAAAAA=="} {}`,
+		"unknown field":  `{"v":2,"t":"abort","sid":"AAAAAAAAAAAAAAAAAAAAAA==","x":1}`,
+		"version":        `{"v":1,"t":"abort","sid":"AAAAAAAAAAAAAAAAAAAAAA=="}`,
+		"type":           `{"v":2,"t":"nope","sid":"AAAAAAAAAAAAAAAAAAAAAA=="}`,
+		"short sid":      `{"v":2,"t":"abort","sid":"AAAA"}`,
+		"abort with tag": `{"v":2,"t":"abort","sid":"AAAAAAAAAAAAAAAAAAAAAA==","tag":"AAAA"}`,
+		"confirm no tag": `{"v":2,"t":"confirm","sid":"AAAAAAAAAAAAAAAAAAAAAA=="}`,
+		"hello no key":   `{"v":2,"t":"hello","sid":"AAAAAAAAAAAAAAAAAAAAAA==","host":"h","share":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}`,
+		"trailing data":  `{"v":2,"t":"abort","sid":"AAAAAAAAAAAAAAAAAAAAAA=="} {}`,
 		"not json":       `hello`,
-		"oversized":      `{"v":1,"t":"abort","sid":"AAAAAAAAAAAAAAAAAAAAAA==","host":"` + strings.Repeat("a", MaxMessage) + `"}`,
+		"oversized":      `{"v":2,"t":"abort","sid":"AAAAAAAAAAAAAAAAAAAAAA==","host":"` + strings.Repeat("a", MaxMessage) + `"}`,
 	} {
 		if _, err := ParseMessage([]byte(raw)); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -125,6 +125,20 @@ function renderRefused(s) {
   fill($("refusals").tBodies[0], rows, "none", 6);
 }
 
+// renderBroker names the broker node this gateway is connected to (text
+// only: the cluster name is the broker's own words).
+function renderBroker(s) {
+  const el = $("broker"), b = s.broker;
+  el.hidden = !b;
+  if (!b) return;
+  let t = (b.connected ? "broker " : "broker down, last ") + b.node;
+  if (b.nodes && b.nodes.length > 1) t += " (of " + b.nodes.length + " nodes)";
+  if (b.clusterName) t += " · cluster " + b.clusterName;
+  el.textContent = t;
+  el.title = (b.nodes || []).join(", ");
+  el.dataset.state = b.connected ? "up" : "down";
+}
+
 async function snapshot() {
   if (snapBusy || loggedOut) return;
   snapBusy = true;
@@ -135,7 +149,7 @@ async function snapshot() {
     const s = await r.json();
     $("host").textContent = s.host;
     document.title = "herdbridge · " + s.host;
-    renderHosts(s); renderEntities(s); renderDead(s); renderRefused(s);
+    renderHosts(s); renderEntities(s); renderDead(s); renderRefused(s); renderBroker(s);
     $("updated").textContent = "updated " + clock(s.at);
     document.body.dataset.ready = "1";
   } catch (e) {

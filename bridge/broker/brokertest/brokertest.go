@@ -157,6 +157,23 @@ func (p *Private) Restart(t testing.TB) {
 	}
 }
 
+// Ctl runs rabbitmqctl against the private broker; args are passed as
+// they are (each single-quoted for the shell, no quote allowed in them).
+func (p *Private) Ctl(t testing.TB, args ...string) {
+	t.Helper()
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		if strings.Contains(a, "'") {
+			t.Fatalf("Ctl: %q has a quote", a)
+		}
+		quoted[i] = "'" + a + "'"
+	}
+	fmt.Fprintf(p.stdin, "if HOME=\"$RMQ_DIR\" /usr/lib/rabbitmq/bin/rabbitmqctl -q %s >&2; then echo OK; else echo FAIL; fi\n", strings.Join(quoted, " "))
+	if l := p.line(t, 60*time.Second); l != "OK" {
+		t.Fatalf("rabbitmqctl %v: %q", args, l)
+	}
+}
+
 // LogTail is the last n lines of the broker's log files, for a failing
 // test to show (read it before the test's cleanups stop the broker).
 func (p *Private) LogTail(n int) string {

@@ -151,6 +151,10 @@ func (p *Proxy) cutLink(l *link) {
 	l.broker.Close()
 }
 
+// Stop kills the proxy, as the death of the node behind it would: every
+// relayed connection is cut and no new one is accepted.
+func (p *Proxy) Stop() { p.close() }
+
 func (p *Proxy) close() {
 	p.mu.Lock()
 	p.closed = true
