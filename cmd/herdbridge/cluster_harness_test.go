@@ -119,6 +119,16 @@ func (cr *clusterRun) refusedSample() string {
 	return ""
 }
 
+// failedSample is one FAILED notice's body, for the log.
+func (cr *clusterRun) failedSample() string {
+	cr.l.mu.Lock()
+	defer cr.l.mu.Unlock()
+	for _, body := range cr.l.failed {
+		return body
+	}
+	return ""
+}
+
 // strays is up to n delivered tags that no accepted send carried, with
 // what their send was answered.
 func (cr *clusterRun) strays(n int) []string {
@@ -174,7 +184,8 @@ func (cr *clusterRun) send(s *gatewaytest.Conn, kind string) string {
 }
 
 // traffic sends from every sender until stop is closed and at least
-// clusterSends were sent; it returns when the last send has returned.
+// clusterSends were sent, while R's primary drains; the function it
+// returns waits for the last send and the drain to end.
 func (cr *clusterRun) traffic(stop <-chan struct{}) (wait func()) {
 	var wg sync.WaitGroup
 	for _, s := range cr.senders {
@@ -193,7 +204,30 @@ func (cr *clusterRun) traffic(stop <-chan struct{}) (wait func()) {
 			}
 		}()
 	}
-	return func() { wg.Wait(); cr.ended = time.Now() }
+	done := make(chan struct{})
+	drained := make(chan struct{})
+	go func() { defer close(drained); cr.drainWhile(done) }()
+	return func() { wg.Wait(); cr.ended = time.Now(); close(done); <-drained }
+}
+
+// drainWhile polls R's primary until done is closed, as a receiving agent
+// does: its inbox must not fill up (10,000) behind a long run.
+func (cr *clusterRun) drainWhile(done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		r, err := cr.lead.CallCtx(ctx, "bridge_poll", map[string]any{"max": 500, "wait_s": 1})
+		cancel()
+		if err == nil && !r.IsError {
+			cr.l.notePoll("during-"+r.Status, r.Messages)
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }
 
 // accepted is how many sends were answered with a msgId so far.
@@ -282,7 +316,7 @@ func (cr *clusterRun) check(t *testing.T, what string, faultAt time.Time, flowGa
 		t.Errorf("%d duplicates (%d flagged redelivered)", tl.dups, tl.flagged)
 	}
 	if tl.failed > 0 {
-		t.Errorf("%d confirmed sends came back FAILED", tl.failed)
+		t.Errorf("%d confirmed sends came back FAILED (%d of them delivered too), e.g. %q", tl.failed, tl.both, cr.failedSample())
 	}
 	if tl.strays > 0 {
 		t.Errorf("%d delivered bodies no send of this run carried (or whose send was refused): %q", tl.strays, cr.strays(3))
