@@ -111,18 +111,18 @@ func (c *Core) applyAnswerReceipt(st *entState, rt *recvTurn, r *Envelope, res *
 			res.Status, res.Reason = StatusAlreadyAnswered, ""
 			return
 		}
-		res.Status, res.Reason = StatusTooLate, string(r.Body)
+		c.endedBy(res, StatusTooLate, r)
 		st.mu.Lock()
 		rt.late = true
 		st.noteRecv(rt)
 		st.mu.Unlock()
 	case KindAbandoned:
-		res.Status, res.Reason = StatusAbandoned, string(r.Body)
+		c.endedBy(res, StatusAbandoned, r)
 		st.mu.Lock()
 		rt.abandoned = true
 		st.noteRecv(rt)
 		st.mu.Unlock()
 	case KindFailed:
-		res.Status, res.Reason = StatusFailed, string(r.Body)
+		c.endedBy(res, StatusFailed, r)
 	}
 }

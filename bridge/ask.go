@@ -153,7 +153,7 @@ func (c *Core) awaitAnswer(ctx context.Context, st *entState, t *askTurn, wait t
 		return nil, err
 	}
 	st.mu.Lock()
-	status, reason, ans := t.status, t.reason, t.answer
+	status, reason, ans, notice := t.status, t.reason, t.answer, t.notice
 	st.mu.Unlock()
 	if status == "" {
 		res.Status = StatusPending
@@ -163,6 +163,9 @@ func (c *Core) awaitAnswer(ctx context.Context, st *entState, t *askTurn, wait t
 	res.Status, res.Reason = status, reason
 	if ans != nil {
 		res.Messages = []Message{c.message(ans)}
+	}
+	if notice != nil {
+		res.Messages = append(res.Messages, c.message(notice))
 	}
 	return res, nil
 }

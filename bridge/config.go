@@ -60,16 +60,25 @@ type Config struct {
 	Spawn SpawnLimits
 	// History keeps entities' transcripts (history.go); Dir empty: none.
 	History HistoryConfig
+	// RolePolicy says who may brief whom (rolepolicy.go).
+	RolePolicy RolePolicy
 
 	// Trust (SPEC §3, §8). With a Verifier, every delivery must carry a
 	// signature valid under its host's trusted key and a from that lives on
 	// that host; with a Signer, everything published is signed. Both nil on
 	// one host (embedded transport: nothing crosses a broker).
-	Signer       Signer
-	Verifier     Verifier
-	ClockSkew    time.Duration // allowance on ts/expiresAt between hosts' clocks (default 2m)
-	PresenceWait time.Duration // how long a message from a sender without presence waits for it (default PresenceTTL)
-	Audit        *AuditLog     // metadata of every hop of every message (observe.go); nil: none
+	Signer   Signer
+	Verifier Verifier
+	// Sealer is this host's HPKE keys, ParseSealPublic decodes a peer's
+	// published one, and Seal is auto | require | off (seal.go; "" is
+	// auto). Sealer nil: nothing is sealed, and a sealed message is
+	// refused as unsealable.
+	Sealer          Sealer
+	ParseSealPublic ParseSealPublic
+	Seal            string
+	ClockSkew       time.Duration // allowance on ts/expiresAt between hosts' clocks (default 2m)
+	PresenceWait    time.Duration // how long a message from a sender without presence waits for it (default PresenceTTL)
+	Audit           *AuditLog     // metadata of every hop of every message (observe.go); nil: none
 	// Observer is told every hop of every message (observe.go): metrics,
 	// the operator page's feed. nil: nobody.
 	Observer Observer

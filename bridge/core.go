@@ -70,6 +70,7 @@ type Core struct {
 	reqs        *requests
 	turns       *turnBook
 	pres        *presence
+	seals       *sealBook // peers' HPKE keys (seal.go)
 	nudges      nudgeSet
 	spawns      spawnClaims
 	slots       spawnSlots
@@ -114,7 +115,7 @@ func New(cfg Config) (*Core, error) {
 		cfg: cfg, log: cfg.Logger, tr: cfg.Transport, st: cfg.Store,
 		reg: newRegistry(), gate: newGate(), mem: newMemory(cfg.SeenSize, cfg.MessageTTL, cfg.ClockSkew),
 		ledger: newLedger(cfg.Store, cfg.Logger), reqs: newRequests(cfg.Store, cfg.Logger, cfg.RequestsInMemory, cfg.RequestsPerEntityInMemory),
-		turns: &turnBook{st: cfg.Store, log: cfg.Logger}, pres: newPresence(), spills: newSpiller(cfg.Prefetch),
+		turns: &turnBook{st: cfg.Store, log: cfg.Logger}, pres: newPresence(), seals: &sealBook{}, spills: newSpiller(cfg.Prefetch),
 	}
 	if cfg.History.Dir != "" {
 		c.hist = newHistoryLog(cfg.History, cfg.Logger, cfg.Now, c.nameOf)

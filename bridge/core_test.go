@@ -517,8 +517,9 @@ func TestStatuses(t *testing.T) {
 			h.heldFor("w", 1)
 			h.clk.Advance(h.c.Config().MessageTTL + time.Second)
 			res := awaitOK(t, "send", sent)
-			if !strings.Contains(res.Reason, "expired") {
-				t.Fatalf("failed send reason %q", res.Reason)
+			// the FAILED notice is in messages, as data; the reason is ours
+			if len(res.Messages) != 1 || res.Messages[0].Kind != bridge.KindFailed || !strings.Contains(res.Messages[0].Body, "expired") || !strings.Contains(res.Reason, "FAILED notice in messages") {
+				t.Fatalf("failed send reason %q messages %+v", res.Reason, res.Messages)
 			}
 			return res.Status
 		}},

@@ -46,6 +46,8 @@ type WireEnvelope struct {
 	TurnID    string `json:"turnId,omitempty"`
 	SpawnID   string `json:"spawnId,omitempty"`
 	Priority  string `json:"priority,omitempty"`
+	Seal      string `json:"seal,omitempty"`
+	SealKey   string `json:"sealKey,omitempty"`
 	TS        int64  `json:"ts"`
 	ExpiresAt int64  `json:"expiresAt"`
 	Sig       []byte `json:"sig,omitempty"`
@@ -59,7 +61,7 @@ func NoticeOf(dl DeadLetter, e *Envelope) DeadLetterNotice {
 
 func wireOf(e *Envelope) WireEnvelope {
 	return WireEnvelope{V: e.V, Kind: e.Kind, MsgID: e.MsgID, TraceID: e.TraceID, From: e.From, To: e.To, Host: e.Host,
-		Corr: e.Corr, TurnID: e.TurnID, SpawnID: e.SpawnID, Priority: e.Priority,
+		Corr: e.Corr, TurnID: e.TurnID, SpawnID: e.SpawnID, Priority: e.Priority, Seal: e.Seal, SealKey: e.SealKey,
 		TS: e.TS.UnixMilli(), ExpiresAt: e.ExpiresAt.UnixMilli(), Sig: e.Sig, Body: e.Body}
 }
 
@@ -80,7 +82,7 @@ func ParseDeadLetterNotice(raw []byte) (DeadLetterNotice, *Envelope, error) {
 		return n, nil, malformed("dead-letter notice: ts/expiresAt out of range")
 	}
 	e := &Envelope{V: w.V, Kind: w.Kind, MsgID: w.MsgID, TraceID: w.TraceID, From: w.From, To: w.To, Host: w.Host,
-		Corr: w.Corr, TurnID: w.TurnID, SpawnID: w.SpawnID, Priority: w.Priority,
+		Corr: w.Corr, TurnID: w.TurnID, SpawnID: w.SpawnID, Priority: w.Priority, Seal: w.Seal, SealKey: w.SealKey,
 		TS: time.UnixMilli(w.TS), ExpiresAt: time.UnixMilli(w.ExpiresAt), Sig: w.Sig, Body: w.Body}
 	if e.Body == nil {
 		e.Body = []byte{}

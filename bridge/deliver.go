@@ -74,6 +74,9 @@ func (c *Core) arrive(st *entState, d Delivery) arrival {
 		return a
 	}
 	env := d.Env
+	if a, refused := c.policyRefusal(st, env); refused {
+		return a
+	}
 	c.recordIn(st, env)
 	var a arrival
 	switch env.Kind {
@@ -132,8 +135,8 @@ func (c *Core) verifyDelivery(gid string, d Delivery) bool {
 	// authenticated (expiry is checked after signature and sender), so the
 	// sender hears why its brief never arrived — once: a replay of it must
 	// not make us write again
-	if reason == RefuseExpired && d.Env.Kind == KindSend && c.mem.mark(gid+d.Env.MsgID, c.cfg.Now().Add(c.cfg.MessageTTL)) {
-		c.publishAll([]outMsg{c.receiptFor(KindFailed, gid, d.Env, "expired before delivery")})
+	if why := authenticatedRefusal(reason); why != "" && d.Env.Kind == KindSend && c.mem.mark(gid+d.Env.MsgID, c.cfg.Now().Add(c.cfg.MessageTTL)) {
+		c.publishAll([]outMsg{c.receiptFor(KindFailed, gid, d.Env, why)})
 	}
 	c.refuse(d, where, reason, detail)
 	return false
@@ -313,13 +316,10 @@ func (c *Core) settleNotice(st *entState, d Delivery) arrival {
 // received (ABANDONED: the asker went away).
 func (c *Core) endsTurn(st *entState, env *Envelope) bool {
 	if t := st.askByMsg[env.Corr]; t != nil && t.status == "" {
-		switch env.Kind {
-		case KindNoWaiter:
-			st.endAsk(t, StatusNoWaiter, string(env.Body))
-		case KindFailed:
-			st.endAsk(t, StatusFailed, string(env.Body))
-		case KindAbandoned:
-			st.endAsk(t, StatusAbandoned, string(env.Body))
+		status := map[Kind]string{KindNoWaiter: StatusNoWaiter, KindFailed: StatusFailed, KindAbandoned: StatusAbandoned}[env.Kind]
+		if status != "" && t.status == "" {
+			t.notice = env // the asker's call shows it in messages, as data
+			st.endAsk(t, status, noticeReason(env.Kind))
 		}
 		return true
 	}

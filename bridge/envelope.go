@@ -104,11 +104,15 @@ type Envelope struct {
 	// Priority is PriorityNext for a SEND that jumps its worker's pane
 	// queue, else "". Signed only when set (SigningInput), so every
 	// envelope without it signs as before.
-	Priority  string
-	TS        time.Time
-	ExpiresAt time.Time
-	Sig       []byte
-	Body      []byte
+	Priority string
+	// Seal names the scheme the body is sealed with (SealScheme) and
+	// SealKey the recipient host's HPKE key id; both "" for a clear body.
+	// Signed only when set, like Priority (envelope_seal.go).
+	Seal, SealKey string
+	TS            time.Time
+	ExpiresAt     time.Time
+	Sig           []byte
+	Body          []byte
 }
 
 // Header names on the wire (AMQP headers; the embedded store uses the same).
@@ -127,6 +131,8 @@ const (
 	HdrTS        = "ts"
 	HdrExpiresAt = "expiresAt"
 	HdrSig       = "sig"
+	HdrSeal      = "seal"
+	HdrSealKey   = "sealKey"
 )
 
 // BroadcastAll is the routing key every inbox is bound to.
@@ -241,6 +247,9 @@ func (e *Envelope) Validate() error {
 	if e.Priority != "" && (e.Priority != PriorityNext || e.Kind != KindSend) {
 		return malformed("priority %q on a %s (only a SEND may be %q)", e.Priority, e.Kind, PriorityNext)
 	}
+	if err := e.validateSeal(); err != nil {
+		return err
+	}
 	if e.TS.IsZero() || e.ExpiresAt.IsZero() {
 		return malformed("ts and expiresAt are required")
 	}
@@ -275,7 +284,8 @@ func (e *Envelope) Headers() map[string]any {
 		HdrTS:        e.TS.UnixMilli(),
 		HdrExpiresAt: e.ExpiresAt.UnixMilli(),
 	}
-	for k, v := range map[string]string{HdrTraceID: e.TraceID, HdrCorr: e.Corr, HdrTurnID: e.TurnID, HdrSpawnID: e.SpawnID, HdrPriority: e.Priority} {
+	for k, v := range map[string]string{HdrTraceID: e.TraceID, HdrCorr: e.Corr, HdrTurnID: e.TurnID, HdrSpawnID: e.SpawnID, HdrPriority: e.Priority,
+		HdrSeal: e.Seal, HdrSealKey: e.SealKey} {
 		if v != "" {
 			h[k] = v
 		}
@@ -312,6 +322,8 @@ func FromHeaders(h map[string]any, body []byte) (*Envelope, error) {
 	e.TurnID = r.str(HdrTurnID, false)
 	e.SpawnID = r.str(HdrSpawnID, false)
 	e.Priority = r.str(HdrPriority, false)
+	e.Seal = r.str(HdrSeal, false)
+	e.SealKey = r.str(HdrSealKey, false)
 	ts := r.num(HdrTS)
 	exp := r.num(HdrExpiresAt)
 	if r.err != nil {
@@ -449,6 +461,9 @@ func (e *Envelope) SigningInput() []byte {
 	}
 	if e.Priority != "" {
 		fields = append(fields, HdrPriority+"="+e.Priority)
+	}
+	if e.Seal != "" { // after priority, both named: neither can pass for the other
+		fields = append(fields, HdrSeal+"="+e.Seal, HdrSealKey+"="+e.SealKey)
 	}
 	n := len(SigningDomain) + 1 + 8 + len(e.Body)
 	for _, f := range fields {

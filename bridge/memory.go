@@ -28,6 +28,7 @@ type memory struct {
 // binding is a sender's host as this gateway knows it.
 type binding struct {
 	host      string
+	role      Role // in its last signed presence that named one
 	seen      time.Time
 	persisted time.Time
 }
@@ -110,9 +111,10 @@ func (m *memory) liveHostOf(gid string, now time.Time) string {
 	return ""
 }
 
-// bind records that gid lives on host (a verified heartbeat whose owner
-// was checked).
-func (m *memory) bind(gid, host string, now time.Time) {
+// bind records that gid lives on host with role (a verified heartbeat
+// whose owner was checked; role "" — a Gone — keeps the one known). A new
+// role is persisted at once.
+func (m *memory) bind(gid, host string, role Role, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b := m.bindings[gid]
@@ -121,10 +123,23 @@ func (m *memory) bind(gid, host string, now time.Time) {
 		m.bindings[gid] = b
 	}
 	b.seen = now
+	if role != "" && role != b.role {
+		b.role, b.persisted = role, time.Time{}
+	}
 	if now.Sub(b.persisted) > time.Hour {
 		b.persisted = now
-		m.dirtySenders = append(m.dirtySenders, store.Sender{GID: gid, Host: host, Seen: now})
+		m.dirtySenders = append(m.dirtySenders, store.Sender{GID: gid, Host: host, Seen: now, Role: string(b.role)})
 	}
+}
+
+// roleOf is the role gid's binding to host recorded ("" if none).
+func (m *memory) roleOf(gid, host string) Role {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b := m.bindings[gid]; b != nil && b.host == host {
+		return b.role
+	}
+	return ""
 }
 
 // load restores the seen-set and the sender bindings at start.
@@ -139,7 +154,7 @@ func (m *memory) load(st *store.Store, now time.Time) error {
 		m.seen.addDigest(r.Digest)
 	}
 	for _, r := range senders {
-		m.bindings[r.GID] = &binding{host: r.Host, seen: r.Seen, persisted: r.Seen}
+		m.bindings[r.GID] = &binding{host: r.Host, role: Role(r.Role), seen: r.Seen, persisted: r.Seen}
 	}
 	return nil
 }

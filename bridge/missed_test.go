@@ -48,8 +48,9 @@ func TestMissedAskHeldNudgedAndDrained(t *testing.T) {
 	h := newHarness(t, func(c *bridge.Config) { c.Nudger = n })
 	p, w := pair(h)
 	asked := missAsk(t, h, w, "p", "which db?")
-	if !strings.Contains(asked.Reason, "MISSED_ASK") {
-		t.Errorf("no_waiter reason %q does not tell the asker its question is kept", asked.Reason)
+	// the NO_WAITER notice (data, in messages) tells the asker its question is kept
+	if len(asked.Messages) != 1 || asked.Messages[0].Kind != bridge.KindNoWaiter || !strings.Contains(asked.Messages[0].Body, "MISSED_ASK") {
+		t.Errorf("no_waiter result %q %+v does not carry the notice telling the asker its question is kept", asked.Reason, asked.Messages)
 	}
 	h.heldFor("p", 1)
 	select {

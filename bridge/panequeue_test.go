@@ -194,7 +194,7 @@ func TestPaneQueueBounded(t *testing.T) {
 		}
 	}
 	r, err := c.Send(ctx, p.GID, bridge.SendRequest{Target: "w", Message: "three"}, nil)
-	if err != nil || r.Status != bridge.StatusFailed || !strings.Contains(r.Reason, "2 briefs already wait") {
+	if err != nil || r.Status != bridge.StatusFailed || len(r.Messages) != 1 || !strings.Contains(r.Messages[0].Body, "2 briefs already wait") {
 		t.Fatalf("a third brief for a queue bounded at 2: %+v %v", r, err)
 	}
 	inj.ready.Store(true)

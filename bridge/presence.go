@@ -42,6 +42,13 @@ type Presence struct {
 	// (giveup.go). Absent from an older one: an overdue brief to it is
 	// reported FAILED by its sender's gateway alone, as before.
 	GiveUps bool `json:"giveUps,omitempty"`
+	// SealKey (the _gateway entry) is the host's current HPKE public key
+	// (base64) and SealKeyID its id: what others seal its bodies to
+	// (seal.go). The heartbeat's signature vouches for it. Absent from an
+	// older gateway, which is then sent clear (seal auto) or nothing
+	// (seal require).
+	SealKey   string `json:"sealKey,omitempty"`
+	SealKeyID string `json:"sealKeyId,omitempty"`
 }
 
 // presence is the view of the other hosts, rebuilt from their signed
@@ -335,8 +342,9 @@ func (c *Core) publishPresence(extra []Presence) {
 				ps = append(ps, p)
 			}
 		}
+		sealKey, sealID := c.ownSealKey()
 		return append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint,
-			Started: c.startedAt.UnixMilli(), Trusts: c.trustList(), DeadLetterNotices: true, GiveUps: true})
+			Started: c.startedAt.UnixMilli(), Trusts: c.trustList(), DeadLetterNotices: true, GiveUps: true, SealKey: sealKey, SealKeyID: sealID})
 	})
 }
 
@@ -439,7 +447,10 @@ func (c *Core) onPresence(d Delivery) {
 		return
 	}
 	if p.Name != GatewayName {
-		c.mem.bind(p.GID, p.Host, now) // a Gone keeps its binding: its backlog still verifies
+		c.mem.bind(p.GID, p.Host, p.Role, now) // a Gone keeps its binding: its backlog still verifies (and is judged by its role)
+	}
+	if p.Name == GatewayName {
+		c.learnSealKey(p)
 	}
 	if c.pres.record(p, now) {
 		c.kickPresence() // a host that (re)started knows nobody: tell it who we are now

@@ -33,8 +33,12 @@ func (c *Core) publishSpool(ctx context.Context, key string, env *Envelope, mand
 		c.observeEnv(HopPublish, env, key, "publish failed: "+err.Error())
 		return false, err
 	}
-	c.sign(env)
-	err = c.tr.Publish(ctx, key, env, mandatory)
+	wire, err := c.sealAndSign(env) // env stays clear: the history and request book keep it
+	if err != nil {
+		c.observeEnv(HopPublish, env, key, "publish failed: "+err.Error())
+		return false, err
+	}
+	err = c.tr.Publish(ctx, key, wire, mandatory)
 	switch {
 	case errors.Is(err, ErrSpooled):
 		c.observeEnv(HopPublish, env, key, "spooled: the broker is unreachable, published when it returns")

@@ -57,9 +57,12 @@ func (c *Core) remoteSpawn(ctx context.Context, caller, host string, body SpawnB
 	env.SpawnID, env.TraceID = spawnID, spawnID
 	receipts, done := st.expectReceipt(env.MsgID)
 	defer done()
-	c.sign(env)
+	wire, err := c.sealAndSign(env)
+	if err != nil {
+		return nil, err
+	}
 	c.observeEnv(HopPublish, env, host, "published")
-	if err := ct.PublishControl(ctx, host, env); err != nil {
+	if err := ct.PublishControl(ctx, host, wire); err != nil {
 		return nil, userErr("spawn on %s: %v", host, err)
 	}
 	ph.passed(PhaseSpawnSent)
@@ -75,7 +78,7 @@ func (c *Core) remoteSpawn(ctx context.Context, caller, host string, body SpawnB
 	}
 	failed := func(f *Envelope) bool {
 		if f.Kind == KindFailed {
-			res.Status, res.Reason = StatusFailed, string(f.Body)
+			c.endedBy(res, StatusFailed, f)
 		}
 		return f.Kind == KindFailed
 	}

@@ -69,10 +69,13 @@ func (c *Core) controlCall(ctx context.Context, st *entState, target Entity, kin
 	env := c.newEnv(kind, st.GID, "control."+target.Host, raw, controlTTL)
 	receipts, done := st.expectReceipt(env.MsgID)
 	defer done()
-	c.sign(env)
+	wire, err := c.sealAndSign(env)
+	if err != nil {
+		return nil, err
+	}
 	c.observeEnv(HopPublish, env, target.Host, "published")
 	what := strings.ToLower(string(kind))
-	if err := ct.PublishControl(ctx, target.Host, env); err != nil {
+	if err := ct.PublishControl(ctx, target.Host, wire); err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			return nil, userErr("%s of %s not sent: the broker is unreachable (%v). A %s is not spooled, since one arriving later could act on work you no longer mean: call again once the broker is back", what, target.Addr(), err, what)
 		}

@@ -354,13 +354,13 @@ func receiptStatus(k Kind, env *Envelope) (string, string) {
 		}
 		return injectedRung(string(env.Body))
 	case KindFailed:
-		return StatusFailed, string(env.Body)
+		return StatusFailed, noticeReason(env.Kind)
 	case KindAbandoned:
-		return StatusAbandoned, string(env.Body)
+		return StatusAbandoned, noticeReason(env.Kind)
 	case KindNoWaiter:
-		return StatusNoWaiter, string(env.Body)
+		return StatusNoWaiter, noticeReason(env.Kind)
 	case KindTooLate:
-		return StatusTooLate, string(env.Body)
+		return StatusTooLate, noticeReason(env.Kind)
 	case KindAnswer:
 		return StatusAnswered, ""
 	}

@@ -54,19 +54,27 @@ type Message struct {
 	// Redelivered: handed to an earlier call whose client may have read it
 	// but never confirmed it (README "Semantics"): a possible duplicate.
 	Redelivered bool `json:"redelivered,omitempty"`
+	// Provenance is who sent it as this gateway verified it (provenance.go):
+	// what a model may trust, where the body is only data.
+	Provenance Provenance `json:"provenance"`
 }
 
 // Result is the outcome of a tool call.
 type Result struct {
-	Status   string       `json:"status"`
-	MsgID    string       `json:"msgId,omitempty"`
-	TraceID  string       `json:"traceId,omitempty"`
-	TurnID   string       `json:"turnId,omitempty"`
-	SpawnID  string       `json:"spawnId,omitempty"` // bridge_spawn: the new worker's gid
-	Phases   []SpawnPhase `json:"phases,omitempty"`  // bridge_spawn: the steps it went through
-	History  *HistoryView `json:"history,omitempty"` // bridge_history
-	Target   string       `json:"target,omitempty"`
-	Reason   string       `json:"reason,omitempty"`
+	Status  string       `json:"status"`
+	MsgID   string       `json:"msgId,omitempty"`
+	TraceID string       `json:"traceId,omitempty"`
+	TurnID  string       `json:"turnId,omitempty"`
+	SpawnID string       `json:"spawnId,omitempty"` // bridge_spawn: the new worker's gid
+	Phases  []SpawnPhase `json:"phases,omitempty"`  // bridge_spawn: the steps it went through
+	History *HistoryView `json:"history,omitempty"` // bridge_history
+	Target  string       `json:"target,omitempty"`
+	Reason  string       `json:"reason,omitempty"` // herdbridge's own words, never a sender's
+	// Fence is the nonce of this result's fences (set by the MCP layer,
+	// mcp/fence.go): fresh for every result and in none of the text its
+	// senders wrote, it is what the text content quotes every body
+	// between; a body cannot know it, so cannot close its quote.
+	Fence    string       `json:"fence,omitempty"`
 	Messages []Message    `json:"messages,omitempty"`
 	Held     *HeldSummary `json:"held,omitempty"` // what else waits for the caller
 	// More: how many more held messages match this poll than it carries
@@ -84,7 +92,7 @@ type Progress func(waited, of time.Duration, msg string)
 // message is env as a tool result shows it.
 func (c *Core) message(env *Envelope) Message {
 	return Message{MsgID: env.MsgID, Kind: env.Kind, From: env.From, FromName: c.nameOf(env.From), To: env.To, Body: string(env.Body),
-		TurnID: env.TurnID, Corr: env.Corr, TS: env.TS.UTC(), TraceID: env.TraceID}
+		TurnID: env.TurnID, Corr: env.Corr, TS: env.TS.UTC(), TraceID: env.TraceID, Provenance: c.provenance(env)}
 }
 
 // caller is the local entity a call comes from.

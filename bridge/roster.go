@@ -37,6 +37,11 @@ type HostView struct {
 	// (this clock); for this host, when its own last came back through
 	// the broker. Nil when none was heard (one host: always).
 	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
+	// Seal says what goes to the host: sealed (its HPKE key is known),
+	// clear (seal is off here) or "no key" (sent clear under seal auto,
+	// refused under require). Empty for this host (its own messages never
+	// reach the broker) and without sealing (one host).
+	Seal string `json:"seal,omitempty"`
 }
 
 // RosterView is bridge_roster.
@@ -66,6 +71,7 @@ func (c *Core) Roster() RosterView {
 	}
 	c.pres.views(&v)
 	c.flagTrust(&v)
+	c.flagSeal(&v)
 	sort.Slice(v.Hosts[1:], func(i, j int) bool { return v.Hosts[1+i].Host < v.Hosts[1+j].Host })
 	sort.Slice(v.Entities, func(i, j int) bool {
 		a, b := v.Entities[i], v.Entities[j]

@@ -70,6 +70,11 @@ func (c *Core) send(ctx context.Context, st *entState, req SendRequest, prog Pro
 	if target.GID == st.GID {
 		return nil, userErr("%s is you: send to another entity", Clip(req.Target))
 	}
+	if target.Role == RoleWorker {
+		if err := c.briefRefused(st.view(), "brief other workers"); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkPriority(req.Priority, target, req.TurnID); err != nil {
 		return nil, err
 	}
@@ -219,7 +224,7 @@ func (c *Core) awaitSend(ctx context.Context, s *openSend, res *Result, prog Pro
 		st: s.st, d: wait, w: s.w, prog: prog, what: "waiting for a reply from " + s.target.Name,
 		receipts: s.receipts,
 		onReceipt: func(r *Envelope) bool {
-			over = applySendReceipt(res, r, s.w == nil)
+			over = c.applySendReceipt(res, r, s.w == nil)
 			return over
 		},
 		nudged: s.nudged,
@@ -245,13 +250,13 @@ func (c *Core) awaitSend(ctx context.Context, s *openSend, res *Result, prog Pro
 // applySendReceipt records a receipt of the brief in res and reports
 // whether the call is over: FAILED and ABANDONED end it, INJECTED ends it
 // when no reply is awaited.
-func applySendReceipt(res *Result, r *Envelope, noReply bool) bool {
+func (c *Core) applySendReceipt(res *Result, r *Envelope, noReply bool) bool {
 	switch r.Kind {
 	case KindFailed:
-		res.Status, res.Reason = StatusFailed, string(r.Body)
+		c.endedBy(res, StatusFailed, r)
 		return true
 	case KindAbandoned:
-		res.Status, res.Reason = StatusAbandoned, string(r.Body)
+		c.endedBy(res, StatusAbandoned, r)
 		return true
 	case KindInjected:
 		res.Status, res.Reason = injectedRung(string(r.Body))
@@ -324,6 +329,9 @@ func (c *Core) Broadcast(ctx context.Context, gid string, req BroadcastRequest) 
 	}
 	if group := req.Group; group != "" && group != "all" && !ValidGroup(group) {
 		return nil, userErr("group %s is not valid: lowercase letters, digits, '_' or '-', at most %d bytes", Clip(group), MaxGroupBytes)
+	}
+	if err := c.briefRefused(st.view(), "broadcast"); err != nil {
+		return nil, err
 	}
 	return c.idempotent(ctx, st, req.RequestID, "bridge_broadcast", []string{req.Message, req.Group},
 		func(ctx context.Context) (*Result, error) { return c.broadcast(ctx, gid, req) },

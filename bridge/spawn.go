@@ -136,6 +136,9 @@ func (c *Core) profiles() []string {
 // Spawn is bridge_spawn for the entity caller.
 func (c *Core) Spawn(ctx context.Context, caller string, req SpawnRequest) (*Result, error) {
 	remote := req.Host != "" && req.Host != c.cfg.Host
+	if err := c.spawnBriefRefused(caller, req.Brief); err != nil {
+		return nil, err // before anything starts: the brief could not be sent
+	}
 	if !remote { // what this host cannot start is said first
 		if req.Name == "" {
 			req.Name = defaultWorkerName(req.Profile)

@@ -133,10 +133,13 @@ func (c *Core) stopLocal(ctx context.Context, by, gid string, req StopRequest) (
 	}
 	e := st.view()
 	why := e.Name + " was stopped by " + by
+	// the reason is sender-written: it goes to the counterparts inside
+	// their notices (quoted as data), never back into a result's reason
+	res := &Result{Status: StatusStopped, Target: e.Addr(), Reason: why}
 	if req.Reason != "" {
 		why += " (" + req.Reason + ")"
+		res.Reason += " (the reason given is passed on to whoever waited on it)"
 	}
-	res := &Result{Status: StatusStopped, Target: e.Addr(), Reason: why}
 	closePane := e.Spawned
 	if req.ClosePane != nil {
 		closePane = *req.ClosePane

@@ -17,7 +17,8 @@ type askTurn struct {
 	turnID, msgID, target, traceID string
 	expiresAt                      time.Time
 	answer                         *Envelope
-	status                         string // "" while open; answered|no_waiter|expired|abandoned|failed
+	notice                         *Envelope // the NO_WAITER, FAILED or ABANDONED that ended it (in memory only)
+	status                         string    // "" while open; answered|no_waiter|expired|abandoned|failed
 	reason                         string
 	wake                           chan struct{}
 }

@@ -38,6 +38,7 @@ const (
 	RefuseReplayed      = "replayed"            // msgId already taken, not a broker redelivery
 	RefuseNoEntity      = "no-local-entity"     // the inbox's entity is gone
 	RefuseBadKind       = "bad-kind"            // a kind that does not belong on that queue
+	RefuseUnsealable    = "unsealable"          // signed, but its sealed body does not open here (seal.go)
 )
 
 // gatewayNS derives the gid a gateway uses as from for what it originates
@@ -131,6 +132,9 @@ func (c *Core) verify(d Delivery, toErr func(*Envelope) string) (reason, detail 
 	}
 	if needPresence {
 		return RefuseFromNotOnHost, "no signed presence of " + env.From + " on " + env.Host + " yet", true
+	}
+	if reason, detail := c.openSealed(env); reason != "" { // verified first: the signature is over the sealed form
+		return reason, detail, false
 	}
 	return "", "", false
 }

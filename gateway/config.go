@@ -25,6 +25,8 @@ type FileConfig struct {
 	Herdr      HerdrConfig `json:"herdr"`
 	// History is the opt-in per-entity transcript (HistoryConfig).
 	History HistoryConfig `json:"history"`
+	// RolePolicy says who may brief whom (RolePolicyConfig).
+	RolePolicy RolePolicyConfig `json:"rolePolicy"`
 	// InboxMaxLength caps each inbox (default 10000); past it sends are
 	// refused with "inbox full" and the message is dead-lettered. On a
 	// broker, changing it for an existing inbox is refused at startup
@@ -52,6 +54,11 @@ type FileConfig struct {
 	// queued; "fail" fails the send within brokerWait. --broker-outage
 	// overrides it.
 	BrokerOutage string `json:"brokerOutage,omitempty"`
+	// Seal is whether bodies across hosts are sealed to the recipient
+	// host's HPKE key: "auto" (default: sealed when its key is known,
+	// else clear), "require" (never clear: refused instead) or "off".
+	// --seal overrides it.
+	Seal string `json:"seal,omitempty"`
 	// BrokerWait bounds how long a publish waits for an unreachable broker
 	// before it is spooled or fails (default 5s). --broker-wait overrides it.
 	BrokerWait Duration `json:"brokerWait,omitempty"`
@@ -128,6 +135,15 @@ type HistoryConfig struct {
 	MaxBytes int64 `json:"maxBytes,omitempty"`
 	// MaxAge: older entries are dropped (default 720h, 30 days).
 	MaxAge Duration `json:"maxAge,omitempty"`
+}
+
+// RolePolicyConfig is "rolePolicy": by default primaries and
+// orchestrators brief workers, and workers reply, ask and answer.
+type RolePolicyConfig struct {
+	// WorkersMayBrief lets this host's workers brief other workers
+	// (bridge_send to a worker, bridge_spawn with a brief) and broadcast,
+	// and lets other hosts' workers brief this host's workers.
+	WorkersMayBrief bool `json:"workersMayBrief,omitempty"`
 }
 
 // Duration is a time.Duration written as "30s".

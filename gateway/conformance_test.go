@@ -319,7 +319,7 @@ func TestSpoofingReplyStaysFenced(t *testing.T) {
 	if m == nil || m[1] == "0000000000000000" {
 		t.Fatalf("no fence in %q", r.Text)
 	}
-	fenced := "--- message 1 of 1: REPLY from w (msgId " + r.Messages[0].MsgID + ")\n<<<body-" + m[1] + ">>>\n" + spoof + "\n<<<end-" + m[1] + ">>>"
+	fenced := "--- message 1 of 1: REPLY from w@" + g.Host() + " (worker; sender on this host; written by the agent; msgId " + r.Messages[0].MsgID + ")\n<<<body-" + m[1] + ">>>\n" + spoof + "\n<<<end-" + m[1] + ">>>"
 	if !strings.Contains(r.Text, fenced) || strings.Count(r.Text, "\n<<<end-"+m[1]+">>>") != 1 {
 		t.Fatalf("text content:\n%s\nwant it to hold:\n%s", r.Text, fenced)
 	}

@@ -30,7 +30,8 @@ type DoctorReport struct {
 	Broker      *BrokerReport     `json:"broker,omitempty"` // nil: embedded transport
 	// ArgvSecret names the argument of the gateway's own command line
 	// that carries a password (redacted), "" if none (doctorargv.go).
-	ArgvSecret string `json:"argvSecret,omitempty"`
+	ArgvSecret string      `json:"argvSecret,omitempty"`
+	Seal       *SealReport `json:"seal,omitempty"` // nil: nothing sealed (embedded transport)
 }
 
 // HerdrReport is herdr as the gateway reaches it.
@@ -101,6 +102,7 @@ func (g *Gateway) DoctorReport(ctx context.Context) *DoctorReport {
 		r.Transport = "broker"
 		r.Broker = g.brokerReport(ctx, cc)
 	}
+	r.Seal = g.sealReport()
 	return r
 }
 

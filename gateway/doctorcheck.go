@@ -88,6 +88,7 @@ func Doctor(ctx context.Context, opts DoctorOptions) DoctorResult {
 		d.herdrChecks(rep.Herdr)
 		d.brokerChecks(ctx, rep.Broker, rep.Transport)
 		d.peerChecks(rep)
+		d.sealChecks(rep.Seal)
 	} else {
 		d.herdrDown(ctx)
 		d.brokerDown(ctx)
@@ -334,7 +335,7 @@ func (d *doctor) brokerChecks(ctx context.Context, b *BrokerReport, transport st
 		return
 	}
 	d.add("broker", CheckOK, brokerConnected(b.Server)+queueTypeText(b.QueueType), "")
-	d.add("broker node", CheckOK, b.Link.Describe(), "")
+	d.brokerNode(b.Link)
 	if b.Topology != "" {
 		d.add("broker topology", CheckFail, b.Topology, "restart the gateway: it declares the exchanges and queues it needs")
 	} else {
@@ -352,6 +353,17 @@ func (d *doctor) brokerChecks(ctx context.Context, b *BrokerReport, transport st
 	default:
 		d.add("broker login", CheckOK, "this login publishes and reads its heartbeats", "")
 	}
+}
+
+// brokerNode is the connected node, and a warning when the transport
+// has been on nodes of two clusters (broker/clustercheck.go).
+func (d *doctor) brokerNode(l broker.Link) {
+	if l.ClusterMismatch == "" {
+		d.add("broker node", CheckOK, l.Describe(), "")
+		return
+	}
+	d.add("broker node", CheckWarn, l.Describe()+"; "+l.ClusterMismatch,
+		"list only nodes of one cluster in --broker (`rabbitmqctl cluster_status` on each), then restart the gateway")
 }
 
 // brokerDown probes --broker when no gateway answers: every node of it.

@@ -59,6 +59,9 @@ type Config struct {
 	// TrustReload is how often a running gateway looks for trust file
 	// changes (default 2s).
 	TrustReload time.Duration
+	// Seal is auto | require | off (sealed bodies across hosts, seal.go);
+	// empty: the configuration file's, else auto.
+	Seal string
 	// History keeps every local entity's history (--history); File.History
 	// may too.
 	History bool
@@ -89,7 +92,8 @@ type Gateway struct {
 	http     *http.Server
 	shutdown func(context.Context) error
 	audit    *bridge.AuditLog
-	ring     *keys.Ring // trusted keys (across hosts only)
+	ring     *keys.Ring     // trusted keys (across hosts only)
+	seals    *keys.SealKeys // this host's HPKE keys (across hosts only)
 	sock, ln net.Listener
 	net      NetConfig      // File.Net with its defaults
 	uids     uidCounter     // admin socket connections per peer uid
@@ -352,6 +356,7 @@ func (g *Gateway) coreConfig() bridge.Config {
 		cfg.DeliveryLease = time.Duration(g.cfg.File.DeliveryLease)
 	}
 	cfg.Spawn = g.spawnLimits()
+	cfg.RolePolicy.WorkersMayBrief = cfg.RolePolicy.WorkersMayBrief || g.cfg.File.RolePolicy.WorkersMayBrief
 	hc := g.cfg.File.History
 	cfg.History = bridge.HistoryConfig{Dir: filepath.Join(g.cfg.StateDir, historyDir), All: g.cfg.History || hc.All,
 		MaxBytes: hc.MaxBytes, MaxAge: time.Duration(hc.MaxAge)}
@@ -451,6 +456,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	if g.ring != nil {
 		eg.Go(func() error { g.ring.Watch(ctx, g.cfg.TrustReload); return nil })
+	}
+	if g.seals != nil {
+		eg.Go(func() error { g.seals.Watch(ctx, g.cfg.TrustReload); return nil })
 	}
 	eg.Go(func() error {
 		<-ctx.Done()

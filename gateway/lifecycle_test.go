@@ -60,7 +60,7 @@ func TestStopBusyWorker(t *testing.T) {
 
 	stopID := "5d0c1b8e-2a3f-4c5d-8e9f-0a1b2c3d4e5f"
 	r := p.Call("bridge_stop", map[string]any{"target": "w", "reason": "wrong approach", "close_pane": true, "stop_id": stopID})
-	if r.IsError || r.Status != bridge.StatusStopped || !strings.Contains(r.Reason, "wrong approach") || !strings.Contains(r.Reason, "closed") {
+	if r.IsError || r.Status != bridge.StatusStopped || strings.Contains(r.Reason, "wrong approach") || !strings.Contains(r.Reason, "passed on") || !strings.Contains(r.Reason, "closed") {
 		t.Fatalf("stop: %+v %s", r.Result, r.Text)
 	}
 	if n := requests(fake, "pane.close")(); n != 1 || !fake.Pane(pane).Closed {
@@ -268,7 +268,7 @@ func TestCrossHostStopAndInterrupt(t *testing.T) {
 	}
 	stopID := "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 	r = p.Call("bridge_stop", map[string]any{"target": target, "reason": "plan changed", "close_pane": true, "stop_id": stopID})
-	if r.IsError || r.Status != bridge.StatusStopped || !strings.Contains(r.Reason, "plan changed") || !strings.Contains(r.Reason, "closed") {
+	if r.IsError || r.Status != bridge.StatusStopped || strings.Contains(r.Reason, "plan changed") || !strings.Contains(r.Reason, "passed on") || !strings.Contains(r.Reason, "closed") {
 		t.Fatalf("remote stop: %+v %s", r.Result, r.Text)
 	}
 	if !fake.Pane(pane).Closed {

@@ -207,7 +207,8 @@ func TestPaneQueueUserDraft(t *testing.T) {
 	p, pane := queueSetup(t, fake, nil)
 	fake.SetDraft(pane, "half-typed thought")
 	r := p.MustStatus("bridge_send", map[string]any{"target": "w", "message": "Do not merge me"}, "queued")
-	if !strings.Contains(r.Reason, "unsent draft") || !strings.Contains(r.Reason, "half-typed thought") {
+	// it says a draft blocks the pane, never the draft's words: they are the person's, not herdbridge's
+	if !strings.Contains(r.Reason, "unsent draft (18 characters)") || strings.Contains(r.Reason, "half-typed") {
 		t.Fatalf("queued reason %q", r.Reason)
 	}
 	// the queue looks again (every 200 ms here) and still leaves the draft alone

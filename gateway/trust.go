@@ -47,7 +47,7 @@ func (g *Gateway) setupTrust(cfg *bridge.Config) error {
 	cfg.Signer, cfg.Verifier = k, ringVerifier{ring}
 	cfg.KeyFingerprint = keys.Fingerprint(k.Public())
 	cfg.Trusted = ring.Hosts // published in the heartbeat: peers see whether this host trusts them
-	return nil
+	return g.setupSeal(cfg)
 }
 
 // brokerTLS builds the TLS configuration for amqps:// from a CA bundle and

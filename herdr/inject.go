@@ -83,22 +83,26 @@ func failed(format string, a ...any) bridge.InjectReceipt {
 	return bridge.InjectReceipt{Status: bridge.StatusFailed, Reason: fmt.Sprintf(format, a...)}
 }
 
-// Prompt is the text typed for b: a one-line header naming the sender and
-// how to reply, then the sanitized brief — or, past MaxInline, the path of
-// a file holding it.
+// Prompt is the text typed for b: a header naming the sender, how to
+// reply and a fresh fence nonce, the sender's text (Sanitize, then
+// QuoteOwnLines), and the closing fence line (fence.go) — or, past
+// MaxInline, one line naming the file that holds the text.
 func (in *Injector) Prompt(b bridge.Brief) (string, error) {
+	return in.prompt(b, newNonce())
+}
+
+// prompt is Prompt with the fence nonce given: own-draft recovery
+// rebuilds a prompt with the nonce it finds in the composer.
+func (in *Injector) prompt(b bridge.Brief, nonce string) (string, error) {
 	in.once.Do(in.defaults)
 	from := b.FromName
 	if from == "" {
 		from = b.Env.From
 	}
-	header := fmt.Sprintf("%s Brief from %s (reply with bridge_send target %q):\n", promptMark, from, from)
-	if b.Env.Kind == bridge.KindBroadcast {
-		header = fmt.Sprintf("%s Broadcast from %s:\n", promptMark, from)
-	}
-	body := Sanitize(string(b.Env.Body))
+	broadcast := b.Env.Kind == bridge.KindBroadcast
+	body := QuoteOwnLines(Sanitize(string(b.Env.Body)))
 	if len(body) <= in.MaxInline {
-		return header + body, nil
+		return fenced(broadcast, from, nonce, body), nil
 	}
 	if in.BriefDir == "" {
 		return "", fmt.Errorf("brief of %d bytes is over the %d-byte inline limit and no brief directory is set", len(body), in.MaxInline)
@@ -113,7 +117,16 @@ func (in *Injector) Prompt(b bridge.Brief) (string, error) {
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		return "", err
 	}
-	return header + fmt.Sprintf("The brief is %d bytes, so it is in the file %s: read it and act on it.", len(body), path), nil
+	return fileHeader(broadcast, from, len(body), path), nil
+}
+
+// fileHeader is the one line typed for a brief kept in a file: no text of
+// the sender's is typed, and the line says the whole file is its text.
+func fileHeader(broadcast bool, from string, size int, path string) string {
+	if broadcast {
+		return fmt.Sprintf("%s Broadcast from %s: it is %d bytes, so it is in the file %s, all of it %s's text: read it and act on it.", promptMark, from, size, path, from)
+	}
+	return fmt.Sprintf("%s Brief from %s (reply with bridge_send target %q): it is %d bytes, so it is in the file %s, all of it %s's text: read it and act on it.", promptMark, from, from, size, path, from)
 }
 
 var _ bridge.BriefFiles = (*Injector)(nil)
@@ -264,7 +277,14 @@ func (in *Injector) Resubmit(ctx context.Context, b bridge.Brief) bridge.InjectR
 		return *end
 	}
 	defer unlock()
-	if !SameText(in.draft(ctx, a.pane), a.text) {
+	// the brief was typed with a nonce of its own: rebuild it with that one
+	draft := in.draft(ctx, a.pane)
+	if nonce := nonceOf(draft); nonce != "" {
+		if text, err := in.prompt(b, nonce); err == nil {
+			a.text = text
+		}
+	}
+	if !SameText(draft, a.text) {
 		return failed("the composer of pane %s does not hold the brief", a.pane)
 	}
 	if in.pressEnter(ctx, a.pane, a.modern) == nil && in.turnStarted(ctx, a.pane, a.modern, a.before, in.VerifyWait) {

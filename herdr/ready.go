@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/herdbridge/herdbridge/bridge"
 )
@@ -37,15 +38,23 @@ func (in *Injector) ready(ctx context.Context, e bridge.Entity, modern, checkDra
 	}
 	if draft := in.draft(ctx, pane); checkDraft && strings.HasPrefix(draft, promptMark) {
 		return agentState{}, &bridge.InjectReceipt{Status: bridge.StatusNotReady, Waits: bridge.WaitsOwnDraft,
-			Reason: fmt.Sprintf("the composer of %s's pane %s holds an earlier brief herdbridge typed that was never submitted (%q): the brief is not typed over it (the two would be submitted as one)", e.Name, pane, clip(draft, 60))}
+			Reason: fmt.Sprintf("the composer of %s's pane %s holds an earlier brief herdbridge typed that was never submitted (%s): the brief is not typed over it (the two would be submitted as one)", e.Name, pane, draftSize(draft))}
 	} else if checkDraft && draft != "" {
 		return agentState{}, &bridge.InjectReceipt{Status: bridge.StatusNotReady, Waits: bridge.WaitsDraft,
-			Reason: fmt.Sprintf("the composer of %s's pane %s holds an unsent draft (%q) that is not from herdbridge: the brief is not typed over it (it would be merged) and waits until the draft is sent or cleared", e.Name, pane, clip(draft, 40))}
+			Reason: fmt.Sprintf("the composer of %s's pane %s holds an unsent draft (%s) that is not from herdbridge: the brief is not typed over it (it would be merged) and waits until the draft is sent or cleared", e.Name, pane, draftSize(draft))}
 	}
 	return look()
 }
 
 func ptr(r bridge.InjectReceipt) *bridge.InjectReceipt { return &r }
+
+// draftSize is a composer draft as a reason names it: its size, never its
+// words. The reason reaches the sender's model as herdbridge's sentence,
+// and the draft is text a person (or another sender's brief) put there:
+// quoted, it would be someone else's words inside ours.
+func draftSize(draft string) string {
+	return fmt.Sprintf("%d characters", utf8.RuneCountInString(draft))
+}
 
 // WaitsHerdr is InjectReceipt.Waits for a pane whose herdr cannot be asked
 // right now (not running, restarting, too slow to answer).
@@ -133,15 +142,18 @@ func promptLine(l string) (string, bool) {
 // SameText reports whether a composer's draft is exactly text, as a TUI
 // shows it: line breaks, wrapping and indentation aside.
 func SameText(draft, text string) bool {
-	strip := func(s string) string {
-		return strings.Map(func(r rune) rune {
-			if unicode.IsSpace(r) {
-				return -1
-			}
-			return r
-		}, s)
-	}
-	return draft != "" && strip(draft) == strip(text)
+	return draft != "" && stripBlanks(draft) == stripBlanks(text)
+}
+
+// stripBlanks is s without its white space (a screen's wrapping and
+// indentation are not the text's).
+func stripBlanks(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 func clip(s string, n int) string {

@@ -7,7 +7,11 @@
 //	host_ed25519       private key, OpenSSH format (what ssh-keygen -t ed25519 writes), mode 0600
 //	host_ed25519.pub   "ssh-ed25519 AAAA… herdbridge@<host>"
 //	trusted_hosts      one "<host> ssh-ed25519 AAAA… [comment]" per line; a host may have several
-//	retired_keys/      previous host keys after Rotate, so this host's in-flight messages still verify
+//	retired_keys/      previous host keys after Rotate, so this host's in-flight messages still verify,
+//	                   and previous HPKE keys after RotateSealKey (kept SealRetention)
+//	host_hpke          HPKE private key (ML-KEM-768+X25519) other hosts seal bodies to, PEM, mode 0600
+//	host_hpke.pub      "hpke-mlkem768x25519 BASE64 herdbridge@<host>"
+//	seal_peers         the other hosts' HPKE keys from their signed heartbeats, mode 0600
 //
 // A [Ring] is what a gateway verifies with; it is safe for concurrent use,
 // does no file I/O on [Ring.Verify], and follows the trust file with

@@ -311,6 +311,7 @@ func (s *Server) readInbox(ctx context.Context, req mcpgo.ReadResourceRequest) (
 	if err != nil {
 		return nil, err
 	}
+	res.Fence = resultNonce(res) // as in a tool result: the bodies are a sender's data
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return nil, err

@@ -173,7 +173,8 @@ func rungLabel(s string) string {
 // refuseReasons are the core's refusal reasons (bridge/verify.go).
 var refuseReasons = map[string]bool{bridge.RefuseMalformed: true, bridge.RefuseVersion: true, bridge.RefuseOversized: true,
 	bridge.RefuseUnknownHost: true, bridge.RefuseBadSignature: true, bridge.RefuseFromNotOnHost: true, bridge.RefuseToMismatch: true,
-	bridge.RefuseExpired: true, bridge.RefuseFuture: true, bridge.RefuseReplayed: true, bridge.RefuseNoEntity: true, bridge.RefuseBadKind: true}
+	bridge.RefuseExpired: true, bridge.RefuseFuture: true, bridge.RefuseReplayed: true, bridge.RefuseNoEntity: true, bridge.RefuseBadKind: true,
+	bridge.RefuseRolePolicy: true}
 
 func refuseReason(s string) string {
 	if refuseReasons[s] {

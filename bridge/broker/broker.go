@@ -98,6 +98,10 @@ type Transport struct {
 	blocked   atomic.Bool // the broker holds the current connection's publishes (connection.blocked)
 	urls      []string    // the broker nodes (nodes.go)
 	node      string      // the URL of the node connected to, or last connected to
+	// firstCluster is the cluster_name of the first connection that
+	// reported one; clusterMismatch the first reconnect to another
+	// (clustercheck.go).
+	firstCluster, clusterMismatch string
 }
 
 // Open dials the broker, declares the shared topology and starts the
@@ -223,6 +227,7 @@ func (t *Transport) connectNode(ctx context.Context, url string) (chan *amqp.Err
 	changed := si != t.server
 	t.server = si // before any inbox is declared on this connection
 	t.mu.Unlock()
+	t.checkCluster(si)
 	if changed {
 		t.log.Info("broker connected", "node", si.Node, "cluster", si.ClusterName, "product", si.Product, "version", si.Version, "inboxOverflow", si.Overflow, "queueType", t.qtype)
 	}

@@ -173,12 +173,12 @@ func (t *Transport) start(ctx context.Context, c *consumer) (bridge.Subscription
 }
 
 func (c *consumer) attach(conn *amqp.Connection) (*amqp.Channel, <-chan amqp.Delivery, error) {
-	return c.attachTo(conn, c.queue, c.exclusive, c.declare)
+	return c.attachTo(conn, c.queue, "", c.exclusive, c.declare)
 }
 
-// attachTo opens a channel and consumes queue on it, declaring it first
-// with declare (if set).
-func (c *consumer) attachTo(conn *amqp.Connection, queue string, exclusive bool, declare func(*amqp.Channel) error) (*amqp.Channel, <-chan amqp.Delivery, error) {
+// attachTo opens a channel and consumes queue on it as tag ("": one the
+// client library makes up), declaring it first with declare (if set).
+func (c *consumer) attachTo(conn *amqp.Connection, queue, tag string, exclusive bool, declare func(*amqp.Channel) error) (*amqp.Channel, <-chan amqp.Delivery, error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, nil, fmt.Errorf("broker: open channel: %w", err)
@@ -193,7 +193,7 @@ func (c *consumer) attachTo(conn *amqp.Connection, queue string, exclusive bool,
 		ch.Close()
 		return nil, nil, fmt.Errorf("broker: qos on %s: %w", queue, err)
 	}
-	deliveries, err := ch.Consume(queue, "", false, exclusive, false, false, nil)
+	deliveries, err := ch.Consume(queue, tag, false, exclusive, false, false, nil)
 	if err != nil {
 		ch.Close()
 		var ae *amqp.Error

@@ -25,6 +25,10 @@ import (
 // queue is empty.
 const legacyPoll = 100 * time.Millisecond
 
+// legacyTag is the consumer tag of a legacy queue's drain, so that it
+// can be cancelled on its own channel (retire).
+const legacyTag = "herdbridge.legacy-drain"
+
 // queueCount is q's ready count, found false when q does not exist (a
 // passive declare on a throwaway channel: a 404 closes it).
 func queueCount(conn *amqp.Connection, q string) (n int, found bool, err error) {
@@ -84,7 +88,7 @@ func (c *consumer) attachFirst(conn *amqp.Connection) (*amqp.Channel, <-chan amq
 	}
 	c.gen.Add(1)
 	c.pending.Store(0)
-	return c.attachTo(conn, c.legacy, c.legacyExclusive, nil)
+	return c.attachTo(conn, c.legacy, legacyTag, c.legacyExclusive, nil)
 }
 
 // drainLegacy consumes the legacy queue until it is deleted, then
@@ -110,13 +114,68 @@ func (c *consumer) drainLegacy(ch *amqp.Channel, deliveries <-chan amqp.Delivery
 			ch.Close() // unacked deliveries go back to the legacy queue
 			return nil, nil, false
 		case <-tick.C:
-			if c.pending.Load() > 0 || !c.retireLegacy(ch, moved) {
+			if c.pending.Load() > 0 || !c.legacyEmpty() {
 				continue
+			}
+			n, cancelled, ok := c.stopLegacy(ch, deliveries)
+			moved += n
+			if !ok {
+				return nil, nil, false
+			}
+			if !cancelled || !c.retireLegacy(ch, moved) {
+				continue // deliveries is closed now: the next read re-attaches
 			}
 			c.legacy = ""
 			return c.reattach()
 		}
 	}
+}
+
+// legacyEmpty: the legacy queue holds nothing ready. Its messages pushed
+// to this consumer and not yet read from deliveries are not counted (the
+// broker has them as unacked): stopLegacy takes those in before the
+// queue is retired.
+func (c *consumer) legacyEmpty() bool {
+	t := c.t
+	t.mu.Lock()
+	conn := t.conn
+	t.mu.Unlock()
+	if conn == nil || conn.IsClosed() {
+		return false
+	}
+	n, found, err := queueCount(conn, c.legacy)
+	return err == nil && (!found || n == 0)
+}
+
+// stopLegacy cancels the drain's consume, hands on every delivery the
+// broker had pushed before the cancel, and waits until each is settled:
+// closing the channel with them unread would return them to the queue
+// asynchronously (a quorum queue's returns are a Raft command), after the
+// count that lets retireLegacy delete it — lost with the queue
+// (TestRetireWithDeliveriesInFlight). cancelled is false when the
+// cancel failed (the channel went, and what it held goes back to the
+// queue in the broker's own time: not a moment to count it); ok is false
+// when the consumer was stopped meanwhile.
+func (c *consumer) stopLegacy(ch *amqp.Channel, deliveries <-chan amqp.Delivery) (moved int, cancelled, ok bool) {
+	cancelled = true
+	if err := ch.Cancel(legacyTag, false); err != nil {
+		c.t.log.Debug("cancelling a legacy drain failed (its channel went; it re-attaches)", "legacy", c.legacy, "err", err)
+		ch.Close() // deliveries closes with it
+		cancelled = false
+	}
+	for d := range deliveries { // closed after the cancel-ok, once what came before it is read
+		moved++
+		c.deliverLegacy(d)
+	}
+	for c.pending.Load() > 0 {
+		select {
+		case <-c.stop:
+			ch.Close()
+			return moved, cancelled, false
+		case <-time.After(legacyPoll):
+		}
+	}
+	return moved, cancelled, true
 }
 
 // deliverLegacy hands d on, counted as pending until it is settled; a
@@ -148,7 +207,7 @@ func (c *consumer) retireLegacy(ch *amqp.Channel, moved int) bool {
 	if err != nil || (found && n > 0) {
 		return false
 	}
-	ch.Close() // a delivery in flight now goes back to the queue, and the delete below is refused
+	ch.Close() // nothing of the queue is unacked here: stopLegacy took in and settled what was pushed
 	if found && !c.deleteLegacy(conn) {
 		return false
 	}

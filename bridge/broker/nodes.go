@@ -136,12 +136,19 @@ type Link struct {
 	Node        string   `json:"node,omitempty"` // connected to, or last connected to when down
 	ClusterName string   `json:"clusterName,omitempty"`
 	Nodes       []string `json:"nodes"` // every configured node, in the order configured
+	// ClusterMismatch says that the transport reconnected to a node of
+	// another cluster than the one it first connected to (clustercheck.go);
+	// it stays until the gateway restarts.
+	ClusterMismatch string `json:"clusterMismatch,omitempty"`
 }
 
 // Link reads the link now.
 func (t *Transport) Link() Link {
 	s := t.Server()
-	l := Link{Connected: t.Connected(), Node: s.Node, ClusterName: s.ClusterName, Nodes: make([]string, len(t.urls))}
+	t.mu.Lock()
+	mismatch := t.clusterMismatch
+	t.mu.Unlock()
+	l := Link{Connected: t.Connected(), Node: s.Node, ClusterName: s.ClusterName, Nodes: make([]string, len(t.urls)), ClusterMismatch: mismatch}
 	for i, u := range t.urls {
 		l.Nodes[i] = nodeName(u)
 	}

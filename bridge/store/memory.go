@@ -20,6 +20,9 @@ type Sender struct {
 	GID  string    `json:"gid"`
 	Host string    `json:"host"`
 	Seen time.Time `json:"seen"` // last heartbeat (persisted at most hourly)
+	// Role is the entity's role in that presence (absent in records of
+	// older gateways): the role policy judges a backlog by it.
+	Role string `json:"role,omitempty"`
 }
 
 // SaveMemory writes new seen keys and sender bindings in one transaction;

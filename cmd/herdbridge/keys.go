@@ -27,6 +27,8 @@ state dir directly: a running gateway picks up trust changes itself.
   trust HOST KEY…      trust KEY (a line "herdbridge keys show" printed on HOST) for HOST
   revoke HOST [KEY…]   stop trusting KEY of HOST, or every key of HOST
   rotate               replace this host's key; the old one moves to retired_keys/
+  rotate-seal          replace this host's HPKE key (sealed bodies); the old one is kept
+                       in retired_keys/ for 8 days, so messages sealed to it still open
 
 Flags may come before or after the arguments.`
 
@@ -40,7 +42,7 @@ func keysCommand(stdout, stderr io.Writer) *cobra.Command {
   herdbridge keys show                                  # on host A: prints A's key line
   herdbridge keys trust hostA 'ssh-ed25519 AAAA… hostA'  # on host B
   herdbridge keys rotate`,
-		ValidArgs: []string{"init", "show", "trust", "revoke", "rotate"},
+		ValidArgs: []string{"init", "show", "trust", "revoke", "rotate", "rotate-seal"},
 	}
 	flags, dir := newFlags(c)
 	host := flags.String("host-id", gateway.DefaultHost(), "this host's id (the comment of a new key, and the HOST in the printed commands)")
@@ -92,6 +94,11 @@ func cmdKeys(dir, host string, all bool, pos []string, stdout, stderr io.Writer)
 			return err
 		}
 		return keysRotate(dir, host, stdout)
+	case "rotate-seal":
+		if err := noArgs(); err != nil {
+			return err
+		}
+		return keysRotateSeal(dir, host, stdout)
 	default:
 		return fmt.Errorf("unknown keys subcommand %q: use init, show, trust, revoke or rotate", sub)
 	}

@@ -222,6 +222,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 	brokerCA := fs.String("broker-ca", "", "PEM CA bundle that verifies an amqps:// broker (default: the system roots)")
 	brokerCert := fs.String("broker-cert", "", "PEM client certificate for an amqps:// broker (with --broker-key)")
 	brokerKey := fs.String("broker-key", "", "PEM private key of --broker-cert")
+	seal := fs.String("seal", "", `bodies to other hosts sealed to their HPKE key: auto (default: sealed when the host's key is known, else clear), require (never clear: refused instead), off; overrides "seal" in config.json`)
 	brokerOutage := fs.String("broker-outage", "", "while the broker is unreachable, a message for another host is kept at this gateway and published when it returns (spool, the default: the send says queued) or fails within --broker-wait (fail); messages between entities of this host never need the broker")
 	queueType := fs.String("queue-type", os.Getenv("HERDBRIDGE_QUEUE_TYPE"), "type of the broker's inbox, control and dead-letter queues: auto (quorum on a RabbitMQ cluster of at least 3 --broker nodes, classic otherwise; remembered in the state dir), classic or quorum (default $HERDBRIDGE_QUEUE_TYPE, else queueType in config.json, else auto); changing it migrates the queues")
 	brokerWait := fs.Duration("broker-wait", 0, "how long a publish waits for an unreachable broker before it is spooled or fails (default 5s)")
@@ -234,7 +235,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 		}
 		cfg := gateway.Config{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Broker: brokerURL.String(),
 			TLSCert: *tlsCert, TLSKey: *tlsKey, BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey,
-			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history, QueueType: *queueType}
+			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history, QueueType: *queueType, Seal: *seal}
 		cfg.Core.MaxWait = *maxWait
 		cfgPath := *configPath
 		if cfgPath == "" {

@@ -61,6 +61,8 @@ func p3() []Target {
 			Goal:     Goal{Kind: RatioAtLeast, Limit: 0.85}},
 		{ID: "P3 vs raw no crypto", Figure: gw, Baseline: ref(bench("raw, same route, no crypto", tp+"raw-same-route", "msgs/s", 1, "msgs/s", true))},
 		{ID: "P3 vs bare raw", Figure: gw, Baseline: ref(bench("raw publisher, 512 window, unbound queue", tp+"raw", "msgs/s", 1, "msgs/s", true))},
+		{ID: "P3 sealed vs signed", Figure: bench("gateway→gateway, signed and sealed (HPKE), 128 senders", tp+"gateway-sealed", "msgs/s", 1, "msgs/s", true),
+			Baseline: ref(bench("gateway→gateway, signed, bodies clear", tp+"gateway", "msgs/s", 1, "msgs/s", true))},
 		{ID: "P3 unsigned vs raw no crypto", Figure: bench("gateway→gateway, unsigned", tp+"gateway-unsigned", "msgs/s", 1, "msgs/s", true),
 			Baseline: ref(bench("raw, same route, no crypto", tp+"raw-same-route", "msgs/s", 1, "msgs/s", true))},
 	}
@@ -73,6 +75,7 @@ func p2() []Target {
 	return []Target{
 		{ID: "P2 signed", Figure: bench("gateway→gateway send→held p50, signed", lt+"gateway", "p50-µs", 1e-3, "ms", true), Baseline: raw,
 			Goal: Goal{Kind: RatioAtMost, Limit: 1.3}},
+		{ID: "P2 sealed", Figure: bench("gateway→gateway send→held p50, signed and sealed (HPKE)", lt+"gateway-sealed", "p50-µs", 1e-3, "ms", true), Baseline: raw},
 		{ID: "P2 unsigned", Figure: bench("gateway→gateway send→held p50, unsigned", lt+"gateway-unsigned", "p50-µs", 1e-3, "ms", true), Baseline: raw},
 	}
 }

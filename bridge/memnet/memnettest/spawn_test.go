@@ -109,7 +109,7 @@ func TestRemoteSpawn(t *testing.T) {
 	drainUntil(t, b, w.GID, "Review it.")
 
 	r, err = a.Core.RemoteSpawn(ctx, lead.GID, "b", bridge.SpawnBody{Profile: "broken", Name: "nobody"}, uuid.NewString(), memnettest.MaxWait)
-	if err != nil || r.Status != bridge.StatusFailed || !strings.Contains(r.Reason, "no such agent binary") {
+	if err != nil || r.Status != bridge.StatusFailed || len(r.Messages) != 1 || !strings.Contains(r.Messages[0].Body, "no such agent binary") {
 		t.Fatalf("failing spawn: %+v %v", r, err)
 	}
 }

@@ -136,12 +136,12 @@ func TestRemoteSpawnAtLimit(t *testing.T) {
 		t.Fatalf("b does not hold the worker it spawned: %v", err)
 	}
 	r, err = a.Core.RemoteSpawn(ctx, lead.GID, "b", bridge.SpawnBody{Profile: "reviewer", Name: "w2"}, uuid.NewString(), memnettest.MaxWait)
-	if err != nil || r.Status != bridge.StatusFailed {
-		t.Fatalf("remote spawn past the limit: %+v %v, want failed", r, err)
+	if err != nil || r.Status != bridge.StatusFailed || len(r.Messages) != 1 || r.Messages[0].Kind != bridge.KindFailed {
+		t.Fatalf("remote spawn past the limit: %+v %v, want failed with b's FAILED notice", r, err)
 	}
 	for _, want := range []string{"this host runs 1", "maxWorkers limit is 1"} {
-		if !strings.Contains(r.Reason, want) {
-			t.Fatalf("refusal %q does not say %q", r.Reason, want)
+		if !strings.Contains(r.Messages[0].Body, want) {
+			t.Fatalf("refusal %q does not say %q", r.Messages[0].Body, want)
 		}
 	}
 }
