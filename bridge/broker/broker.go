@@ -345,14 +345,44 @@ func (t *Transport) declareShared(conn *amqp.Connection) error {
 		}
 	}
 	for _, dlq := range dlqsOf(t.qtype, t.opts.DLQMax) {
-		if _, err := ch.QueueDeclare(dlq.name, true, false, false, false, dlq.args); err != nil {
-			return declareErr("queue", dlq.name, err)
+		err := declareDLQ(ch, dlq)
+		if err == nil {
+			continue
 		}
-		if err := ch.QueueBind(dlq.name, "", dlq.dlx, false, nil); err != nil {
-			return declareErr("binding of", dlq.name, err)
+		if !t.legacyDLQDown(dlq, err) {
+			return err
 		}
+		if ch, err = conn.Channel(); err != nil { // the 404 closed the channel
+			return fmt.Errorf("broker: open channel: %w", err)
+		}
+		defer ch.Close()
 	}
 	return nil
+}
+
+func declareDLQ(ch *amqp.Channel, dlq dlq) error {
+	if _, err := ch.QueueDeclare(dlq.name, true, false, false, false, dlq.args); err != nil {
+		return declareErr("queue", dlq.name, err)
+	}
+	if err := ch.QueueBind(dlq.name, "", dlq.dlx, false, nil); err != nil {
+		return declareErr("binding of", dlq.name, err)
+	}
+	return nil
+}
+
+// legacyDLQDown reports (and logs) a quorum gateway's declare of the
+// classic bridge.dlq refused with NOT_FOUND: the queue exists but lives on
+// one node, which is down (a declare never answers 404 otherwise). Only
+// classic gateways of a rolling upgrade feed it, so the connection goes on
+// without it — its consumer re-attaches once the node is back — rather
+// than every node refusing the gateway until that one returns.
+func (t *Transport) legacyDLQDown(d dlq, err error) bool {
+	var ae *amqp.Error
+	if t.qtype != QueueTypeQuorum || d.name != QueueDLQ || !errors.As(err, &ae) || ae.Code != amqp.NotFound {
+		return false
+	}
+	t.log.Warn("the classic dead-letter queue is unavailable (its node is down); connecting without it", "queue", d.name, "err", ae.Reason)
+	return true
 }
 
 // declareErr turns PRECONDITION_FAILED into an error that names the entity
