@@ -81,7 +81,12 @@ type Options struct {
 	// RetryEvery is how often the outbox pump looks for the broker again
 	// after a failed publish (default 250ms).
 	RetryEvery time.Duration
-	Logger     *slog.Logger
+	// FailoverGrace is how long a send that finds the link just lost
+	// waits for it to come back before it is spooled (default 1s, at most
+	// Bound): a broker node failing over is back well within it
+	// (failover.go). Past it, sends spool at once until the link returns.
+	FailoverGrace time.Duration
+	Logger        *slog.Logger
 	Now        func() time.Time
 }
 
@@ -94,7 +99,8 @@ type Transport struct {
 	log    *slog.Logger
 
 	mu            sync.Mutex
-	spooled       int // messages in the outbox, or about to be
+	spooled       int       // messages in the outbox, or about to be
+	downSince     time.Time // when a send first found the link down (failover.go)
 	started       bool
 	closed        bool
 	undeliverable func(env *bridge.Envelope, reason string)
@@ -139,6 +145,9 @@ func New(local *embedded.Transport, remote Remote, opts Options) (*Transport, er
 	}
 	if opts.OutboxMaxBytes <= 0 {
 		opts.OutboxMaxBytes = 256 << 20
+	}
+	if opts.FailoverGrace <= 0 {
+		opts.FailoverGrace = min(defaultFailoverGrace, opts.Bound)
 	}
 	if opts.RetryEvery <= 0 {
 		opts.RetryEvery = 250 * time.Millisecond
@@ -305,12 +314,16 @@ func (t *Transport) broadcast(ctx context.Context, key string, env *bridge.Envel
 func (t *Transport) cross(ctx context.Context, key string, env *bridge.Envelope, mandatory bool) error {
 	spool := t.spools(env)
 	if spool {
+		if t.outboxEmpty() && !t.remote.Connected() {
+			t.awaitFailover(ctx)
+		}
 		t.mu.Lock()
 		if t.spooled > 0 || !t.remote.Connected() {
 			t.spooled++ // reserved: later publishes queue behind this one
 			t.mu.Unlock()
 			return t.spool(key, env, mandatory)
 		}
+		t.downSince = time.Time{} // the link is up: its next loss gets a grace of its own
 		t.mu.Unlock()
 	}
 	pctx, cancel := context.WithTimeout(ctx, t.opts.Bound)

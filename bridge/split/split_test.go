@@ -517,3 +517,44 @@ func TestOrphanQueueEmptiedOnReturn(t *testing.T) {
 	}
 	t.Logf("landed after the link returned, before the queue was closed: %d", landed)
 }
+
+// TestFailoverNotSpooled: a send that finds the link lost a moment ago
+// waits the failover grace for it instead of spooling; the link back
+// within it, the send goes straight to the broker and the outbox stays
+// empty — so later sends do not queue behind a pump that publishes one
+// at a time (the cluster's rolling restart: confirms stopped for 18 s
+// after a 70 ms failover). Each loss gets a grace of its own; past it,
+// sends spool.
+func TestFailoverNotSpooled(t *testing.T) {
+	r := newRig(t, split.Options{Bound: time.Minute, FailoverGrace: 2 * time.Second})
+	remote := r.inbox(r.b)
+	for round := range 2 {
+		r.link.LinkDown()
+		time.AfterFunc(100*time.Millisecond, r.link.LinkUp)
+		body := fmt.Sprintf("failover-%d", round)
+		if err := r.publish(remote, body); err != nil {
+			t.Fatalf("round %d: publish across a 100 ms failover: %v, want it published", round, err)
+		}
+		if n, _ := r.a.Outbox(); n != 0 {
+			t.Fatalf("round %d: outbox holds %d, want 0", round, n)
+		}
+		r.waitFor(remote, round+1)
+	}
+	r.link.LinkDown()
+	start := time.Now()
+	if err := r.publish(remote, "outage"); !errors.Is(err, bridge.ErrSpooled) {
+		t.Fatalf("publish with the link down past the grace: %v, want ErrSpooled", err)
+	}
+	if d := time.Since(start); d < 2*time.Second {
+		t.Fatalf("spooled after %v, before the grace ended", d)
+	}
+	start = time.Now()
+	if err := r.publish(remote, "outage-2"); !errors.Is(err, bridge.ErrSpooled) {
+		t.Fatalf("second publish in the outage: %v, want ErrSpooled", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("a send in a known outage waited %v", d)
+	}
+	r.link.LinkUp()
+	r.waitFor(remote, 4)
+}
