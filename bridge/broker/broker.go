@@ -227,7 +227,7 @@ func (t *Transport) connectNode(ctx context.Context, url string) (chan *amqp.Err
 	changed := si != t.server
 	t.server = si // before any inbox is declared on this connection
 	t.mu.Unlock()
-	t.checkCluster(si)
+	t.checkCluster(si, conn)
 	if changed {
 		t.log.Info("broker connected", "node", si.Node, "cluster", si.ClusterName, "product", si.Product, "version", si.Version, "inboxOverflow", si.Overflow, "queueType", t.qtype)
 	}
