@@ -1,11 +1,9 @@
 package broker_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +13,6 @@ import (
 	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/bridge/broker/brokertest"
 )
-
-// lockedBuf is a log sink the transport's goroutines may write at once.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestReconnectToAnotherClusterIsLoud: a broker URI list whose nodes are
 // not one cluster (a misconfiguration: the queues, and what they hold,
@@ -69,7 +49,7 @@ func TestRenamedNodeHoldingOurQueuesIsOneCluster(t *testing.T) {
 // waits for the reconnect, and returns the Link and the log.
 func reconnectRenamed(t *testing.T, gone bool) (broker.Link, string) {
 	p, url := brokertest.NewProxy(t, brokerURL(t))
-	var logs lockedBuf
+	var logs lockedBuffer
 	tr, err := broker.Open(context.Background(), broker.Options{URL: url, Heartbeat: 2 * time.Second, QueueType: broker.QueueTypeClassic,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
