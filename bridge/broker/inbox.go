@@ -280,6 +280,9 @@ func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub
 			}
 			return true, nil // lost, not nacked: outcome unknown, publish again
 		}
+		if t.nackedWhileNotFull(ctx, conn, key, env) {
+			return true, nil // a quorum queue between leaders: publish again (same msgId)
+		}
 		if t.overflow() == OverflowRejectPublish {
 			t.deadLetterRefused(ctx, pub, key, env) // the broker did not
 		}
