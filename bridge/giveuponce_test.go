@@ -52,3 +52,35 @@ func TestGivenUpFailedOnceAfterDrain(t *testing.T) {
 		t.Fatalf("the sender was told FAILED again after it drained the first: %q", again[0].Body)
 	}
 }
+
+// TestGivenUpFailedHeldSurvivesRestart: a given-up FAILED held for its
+// sender and not drained yet is still in the transport (not yet spilled);
+// its arrival settled the brief's ledger record, so after a restart
+// nothing awaits the copy the transport hands back. It must be held again,
+// not dropped as a repeated give-up answer: the sender would never hear.
+func TestGivenUpFailedHeldSurvivesRestart(t *testing.T) {
+	h := newHarness(t, func(c *bridge.Config) { c.ReceiptWait, c.SpillDelay = 100*time.Millisecond, time.Hour })
+	w := h.reg("w", bridge.RoleWorker)
+	s := h.reg("s", bridge.RolePrimary)
+	now := h.clk.Now()
+	a := store.Await{MsgID: uuid.NewString(), From: s.GID, To: w.GID, ToName: "w", TraceID: uuid.NewString(),
+		Excerpt: `"lost brief"`, Deadline: now.Add(-time.Second), ExpiresAt: now.Add(time.Hour), ToHost: "h1"}
+	if err := h.st.PutAwait(a); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	h.heldFor("s", 1) // the FAILED, held in the transport
+	h.restart()
+	var got int
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range h.poll(s, bridge.PollRequest{Wait: 200 * time.Millisecond, Max: 50}).Messages {
+			if m.Kind == bridge.KindFailed && m.Corr == a.MsgID {
+				got++
+			}
+		}
+	}
+	if got != 1 {
+		t.Fatalf("%d given-up FAILEDs after the restart, want 1", got)
+	}
+}
