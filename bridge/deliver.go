@@ -277,9 +277,15 @@ func (c *Core) settleNotice(st *entState, d Delivery) arrival {
 	if env.Kind == KindInjected {
 		rung, reason = injectedRung(string(env.Body))
 	}
-	if env.Kind == KindFailed && !awaited && strings.HasPrefix(string(env.Body), GivenUpMark) {
+	if env.Kind == KindFailed && !awaited && !redelivered && strings.HasPrefix(string(env.Body), GivenUpMark) {
 		// a worker's gateway answering a GIVE_UP again: the first answer
-		// (or the receipt before it) already settled the brief
+		// (or the receipt before it) already settled the brief. Not a copy
+		// the transport hands back: that is the first answer, held and not
+		// drained when the gateway went down — its arrival settled the
+		// ledger, so nothing awaits it now, and dropping it lost the only
+		// FAILED (TestGivenUpFailedHeldSurvivesRestart). A repeat of one the
+		// sender holds or drained has its msgId (givenUpFailedID): refused
+		// by the held set or the seen-set before it gets here.
 		c.log.Debug("repeated give-up FAILED dropped", LogMsgID, env.MsgID, "corr", env.Corr, LogGID, st.GID)
 		return a
 	}

@@ -36,6 +36,7 @@ type undelivered struct {
 	cause                string // stopped | reaped | removed | pane closed | gone
 	reason               string // the sentence its sender reads
 	notifier             string // whom the FAILED is from; "" is this gateway
+	failedID             string // the FAILED's msgId when it is derived (a repeat of it is a copy); "" is a new one
 }
 
 // undeliveredHeld describes a held message by its head (its body is not
@@ -100,7 +101,11 @@ func (c *Core) report(us []undelivered, canKeep bool) (told int, unsent map[stri
 		if from == "" {
 			from = GatewayGID(c.cfg.Host)
 		}
-		tells = append(tells, toTell{c.notice(KindFailed, from, u.from, u.msgID, "", u.traceID, u.reason), len(recs) - 1})
+		o := c.notice(KindFailed, from, u.from, u.msgID, "", u.traceID, u.reason)
+		if u.failedID != "" {
+			o.env.MsgID = u.failedID
+		}
+		tells = append(tells, toTell{o, len(recs) - 1})
 	}
 	c.writeDead(recs)
 	var notTold []DeadLetterRecord

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
@@ -156,14 +158,32 @@ func (c *Core) decideGiveUp(msgID, traceID, host string, b GiveUpBody) giveUpRes
 	}
 	reason := GivenUpMark + "brief " + excerptOf(b.Excerpt) + " to " + cmp.Or(c.addrOf(b.Target), "its worker") + " was never typed and never will be: no receipt came within the bound, and " +
 		c.cfg.Host + "'s gateway had not taken it from the inbox when its sender's gateway gave up on it (a broker link may have been cut, or the gateway crashed between taking and queueing it); send it again if it still matters"
+	failedID := givenUpFailedID(c.cfg.Host, msgID)
 	if again {
-		c.publishAll([]outMsg{c.notice(KindFailed, GatewayGID(c.cfg.Host), b.Sender, msgID, "", traceID, reason)})
+		o := c.notice(KindFailed, GatewayGID(c.cfg.Host), b.Sender, msgID, "", traceID, reason)
+		o.env.MsgID = failedID
+		c.publishAll([]outMsg{o})
 		return giveUpGiven
 	}
 	c.log.Warn("overdue brief given up: never queued here, reported failed", LogMsgID, msgID, LogTraceID, traceID, LogFrom, b.Sender, LogTo, b.Target)
 	c.reportUndelivered([]undelivered{{msgID: msgID, traceID: traceID, from: b.Sender, kind: KindSend, to: b.Target,
-		queue: InboxQueueName(b.Target), cause: "not typed", reason: reason}})
+		queue: InboxQueueName(b.Target), cause: "not typed", reason: reason, failedID: failedID}})
 	return giveUpGiven
+}
+
+// givenUpFailedNS derives a given-up FAILED's msgId (givenUpFailedID).
+var givenUpFailedNS = uuid.MustParse("5b0f3c1e-8d2a-4e6b-9a47-2c61f0d9e8b3")
+
+// givenUpFailedID is the msgId of every FAILED host's gateway writes
+// giving up the brief briefMsgID: the first answer and each repeat are one
+// notice, so a repeat reaching a sender that holds or drained the first is
+// refused by its gateway as a copy (held set or seen-set, both kept across
+// restarts). A repeat comes when the first may be lost, and when a ledger
+// record outlived the first FAILED (a kill -9 right after the sweeper moved
+// its deadline): after a restart, with the first drained, nothing else
+// told the two apart (TestForwardCrashWindow: "reported twice").
+func givenUpFailedID(host, briefMsgID string) string {
+	return uuid.NewSHA1(givenUpFailedNS, []byte(host+"/"+briefMsgID)).String()
 }
 
 // excerptOf re-quotes an excerpt another gateway sent (bounded, quoted:

@@ -68,9 +68,7 @@ func (l *ledger) queued(corr string, grace time.Duration) {
 	if !ok {
 		return
 	}
-	if err := l.st.PutAwait(a); err != nil {
-		l.log.Warn("cannot persist the deadline of a queued brief", LogMsgID, a.MsgID, LogTraceID, a.TraceID, "err", err)
-	}
+	l.persist(a, "cannot persist the deadline of a queued brief")
 }
 
 // later moves the deadline of the brief corr, just asked to be given up,
@@ -86,8 +84,21 @@ func (l *ledger) later(corr string, until time.Time) {
 	if !ok {
 		return
 	}
+	l.persist(a, "cannot persist the deadline of an overdue brief")
+}
+
+// persist writes a's moved deadline. Its receipt may have taken it from
+// memory, and deleted its record, between the caller's read and this
+// write (the sweeper moves a given-up brief's deadline while its FAILED
+// arrives): then the write brought a settled record back, which the next
+// start would load and give up again, so it is deleted once more.
+func (l *ledger) persist(a store.Await, what string) {
 	if err := l.st.PutAwait(a); err != nil {
-		l.log.Warn("cannot persist the deadline of an overdue brief", LogMsgID, a.MsgID, LogTraceID, a.TraceID, "err", err)
+		l.log.Warn(what, LogMsgID, a.MsgID, LogTraceID, a.TraceID, "err", err)
+		return
+	}
+	if !l.awaiting(a.MsgID) {
+		l.forget(a.MsgID, a.TraceID, "cannot forget a settled brief")
 	}
 }
 
