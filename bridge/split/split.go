@@ -87,7 +87,7 @@ type Options struct {
 	// (failover.go). Past it, sends spool at once until the link returns.
 	FailoverGrace time.Duration
 	Logger        *slog.Logger
-	Now        func() time.Time
+	Now           func() time.Time
 }
 
 // Transport is the split transport. Create it with New; Start starts the
