@@ -318,19 +318,8 @@ func Rotate(stateDir, host string) (*HostKey, error) {
 	if err := mkdirPrivate(retired); err != nil {
 		return nil, err
 	}
-	base := filepath.Join(retired, KeyFile+"."+strconv.FormatInt(time.Now().Unix(), 10))
-	for i := 0; ; i++ {
-		name := base
-		if i > 0 {
-			name = base + "." + strconv.Itoa(i)
-		}
-		ok, err := createExclusive(name, old, 0o600)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			break
-		}
+	if err := retireCopy(retired, KeyFile, old, time.Now()); err != nil {
+		return nil, err
 	}
 	if err := writeFileAtomic(path, data, 0o600); err != nil {
 		return nil, err
@@ -410,4 +399,21 @@ func createExclusive(path string, data []byte, perm os.FileMode) (created bool, 
 	}
 	syncDir(dir)
 	return true, nil
+}
+
+// retireCopy keeps old, the key file name held until now, in dir as
+// name.<unix>[.n] (mode 0600, never over an earlier copy): the host key's
+// and the HPKE key's rotations keep their retired keys alike.
+func retireCopy(dir, name string, old []byte, now time.Time) error {
+	base := filepath.Join(dir, name+"."+strconv.FormatInt(now.Unix(), 10))
+	for i := 0; ; i++ {
+		file := base
+		if i > 0 {
+			file = base + "." + strconv.Itoa(i)
+		}
+		ok, err := createExclusive(file, old, 0o600)
+		if err != nil || ok {
+			return err
+		}
+	}
 }

@@ -190,19 +190,8 @@ func RotateSealKey(stateDir, host string, now time.Time) (*SealKey, error) {
 	if err := mkdirPrivate(retired); err != nil {
 		return nil, err
 	}
-	base := filepath.Join(retired, SealKeyFile+"."+strconv.FormatInt(now.Unix(), 10))
-	for i := 0; ; i++ {
-		name := base
-		if i > 0 {
-			name = base + "." + strconv.Itoa(i)
-		}
-		ok, err := createExclusive(name, old, 0o600)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			break
-		}
+	if err := retireCopy(retired, SealKeyFile, old, now); err != nil {
+		return nil, err
 	}
 	if err := writeFileAtomic(path, data, 0o600); err != nil {
 		return nil, err
