@@ -200,26 +200,9 @@ func (t *Transport) connect(ctx context.Context) (chan *amqp.Error, error) {
 func (t *Transport) connectNode(ctx context.Context, url string) (chan *amqp.Error, error) {
 	cfg := amqp.Config{Heartbeat: t.opts.Heartbeat, TLSClientConfig: nodeTLS(t.opts.TLS, url, len(t.urls)), Locale: "en_US",
 		Properties: amqp.Table{"connection_name": "herdbridge gateway"}}
-	type res struct {
-		c   *amqp.Connection
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() { c, err := amqp.DialConfig(url, cfg); ch <- res{c, err} }()
-	var conn *amqp.Connection
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("broker: connect to %s: %w%s", redact(url), r.err, connectHint(r.err, t.opts.TLS))
-		}
-		conn = r.c
-	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.c != nil {
-				r.c.Close()
-			}
-		}()
-		return nil, fmt.Errorf("broker: connect to %s: %w", redact(url), ctx.Err())
+	conn, err := dial(ctx, url, cfg, t.opts.TLS)
+	if err != nil {
+		return nil, err
 	}
 	si := t.serverOf(conn)
 	si.Node = nodeName(url)

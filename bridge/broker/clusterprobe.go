@@ -88,28 +88,10 @@ func locked(conn *amqp.Connection, q string) bool {
 }
 
 func probeNode(ctx context.Context, url string, tlsConf *tls.Config) (NodeAnswer, *amqp.Connection) {
-	type res struct {
-		c   *amqp.Connection
-		err error
+	conn, err := dial(ctx, url, amqp.Config{TLSClientConfig: tlsConf.Clone(), Locale: "en_US",
+		Properties: amqp.Table{"connection_name": "herdbridge queue-type probe"}}, tlsConf)
+	if err != nil {
+		return NodeAnswer{URL: url, Err: err}, nil
 	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := amqp.DialConfig(url, amqp.Config{TLSClientConfig: tlsConf.Clone(), Locale: "en_US",
-			Properties: amqp.Table{"connection_name": "herdbridge queue-type probe"}})
-		ch <- res{c, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return NodeAnswer{URL: url, Err: r.err}, nil
-		}
-		return NodeAnswer{URL: url, Product: propText(r.c.Properties["product"]), ClusterName: propText(r.c.Properties["cluster_name"])}, r.c
-	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.c != nil {
-				r.c.Close()
-			}
-		}()
-		return NodeAnswer{URL: url, Err: ctx.Err()}, nil
-	}
+	return NodeAnswer{URL: url, Product: propText(conn.Properties["product"]), ClusterName: propText(conn.Properties["cluster_name"])}, conn
 }

@@ -62,26 +62,11 @@ func DialPair(ctx context.Context, opts PairOptions) (*PairConn, error) {
 func dialPairNode(ctx context.Context, opts PairOptions, url string, nodes int) (*PairConn, error) {
 	cfg := amqp.Config{Heartbeat: 10 * time.Second, TLSClientConfig: nodeTLS(opts.TLS, url, nodes), Locale: "en_US",
 		Properties: amqp.Table{"connection_name": "herdbridge pair"}, Dial: amqp.DefaultDial(opts.ConnectTimeout)}
-	type res struct {
-		c   *amqp.Connection
-		err error
+	conn, err := dial(ctx, url, cfg, opts.TLS)
+	if err != nil {
+		return nil, err
 	}
-	ch := make(chan res, 1)
-	go func() { c, err := amqp.DialConfig(url, cfg); ch <- res{c, err} }()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("broker: connect to %s: %w%s", redact(url), r.err, connectHint(r.err, opts.TLS))
-		}
-		return &PairConn{conn: r.c}, nil
-	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.c != nil {
-				r.c.Close()
-			}
-		}()
-		return nil, fmt.Errorf("broker: connect to %s: %w", redact(url), ctx.Err())
-	}
+	return &PairConn{conn: conn}, nil
 }
 
 // Close closes the connection; the broker deletes its pairing queues.

@@ -90,29 +90,11 @@ func Probe(ctx context.Context, url string, tlsConf *tls.Config) error {
 	if err := checkTLS(Options{URL: url, TLS: tlsConf}); err != nil {
 		return err
 	}
-	type res struct {
-		c   *amqp.Connection
-		err error
+	conn, err := dial(ctx, url, amqp.Config{TLSClientConfig: tlsConf.Clone(), Locale: "en_US",
+		Properties: amqp.Table{"connection_name": "herdbridge doctor"}}, tlsConf)
+	if err != nil {
+		return err
 	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := amqp.DialConfig(url, amqp.Config{TLSClientConfig: tlsConf.Clone(), Locale: "en_US",
-			Properties: amqp.Table{"connection_name": "herdbridge doctor"}})
-		ch <- res{c, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return fmt.Errorf("broker: connect to %s: %w%s", redact(url), r.err, connectHint(r.err, tlsConf))
-		}
-		defer r.c.Close()
-		return checkTopology(r.c, QueueTypeClassic)
-	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.c != nil {
-				r.c.Close()
-			}
-		}()
-		return fmt.Errorf("broker: connect to %s: %w", redact(url), ctx.Err())
-	}
+	defer conn.Close()
+	return checkTopology(conn, QueueTypeClassic)
 }
