@@ -142,3 +142,24 @@ type ControlTransport interface {
 	PublishControl(ctx context.Context, host string, env *Envelope) error
 	ConsumeControl(ctx context.Context, host string, h func(Delivery)) (Subscription, error)
 }
+
+// Outgoing is one message of a run published in order (a RunPublisher's).
+type Outgoing struct {
+	Key       string
+	Env       *Envelope
+	Mandatory bool
+}
+
+// RunPublisher is a transport that can publish a run of messages in order
+// with their confirms pipelined: every message written, then every confirm
+// waited, so a run costs about one confirm round trip, not one per message.
+// PublishRun returns one result per message, as Publish would: nil,
+// ErrUnroutable or ErrInboxFull for a message the broker settled, and from
+// the first one it did not settle on (not written, its confirm lost,
+// nacked while the broker was between leaders, refused for another
+// reason: the cause is wrapped in the first's error) an error wrapping
+// ErrUnavailable: the caller publishes again from that message on, in
+// order, and judges a refusal by publishing that message alone.
+type RunPublisher interface {
+	PublishRun(ctx context.Context, run []Outgoing) []error
+}

@@ -202,14 +202,7 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 // deduplicated by receivers) is published again once reconnected, until
 // ctx ends.
 func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelope, mandatory bool) error {
-	msg := amqp.Publishing{
-		Headers:      amqp.Table(env.Headers()),
-		DeliveryMode: amqp.Persistent,
-		MessageId:    env.MsgID,
-		Timestamp:    env.TS,
-		ContentType:  "text/plain; charset=utf-8",
-		Body:         env.Body,
-	}
+	msg := inboxPublishing(env)
 	chanErrs := 0
 	for attempt := 0; ; attempt++ {
 		conn, pub, err := t.waitUpToPublish(ctx)
@@ -251,6 +244,18 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 		if !again {
 			return err
 		}
+	}
+}
+
+// inboxPublishing is env as an AMQP message for an inbox: persistent.
+func inboxPublishing(env *bridge.Envelope) amqp.Publishing {
+	return amqp.Publishing{
+		Headers:      amqp.Table(env.Headers()),
+		DeliveryMode: amqp.Persistent,
+		MessageId:    env.MsgID,
+		Timestamp:    env.TS,
+		ContentType:  "text/plain; charset=utf-8",
+		Body:         env.Body,
 	}
 }
 

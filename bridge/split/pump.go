@@ -3,6 +3,7 @@ package split
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
@@ -15,18 +16,30 @@ import (
 // message must not wedge the outbox behind it.
 const maxRefusals = 5
 
-// pumpBatch is how many messages the pump publishes (each confirmed, in
-// order) before it removes them from the outbox in one commit: one fsync
-// per batch rather than per message.
+// pumpBatch is how many messages the pump takes from the outbox at once:
+// the window it publishes as one run (every message written, then every
+// confirm waited) and removes in one commit — one confirm round trip and
+// one fsync per window, not per message, so the outbox drains at the
+// broker's rate and sends go straight to the broker again soon after it
+// is back.
 const pumpBatch = 128
 
-// pump publishes the outbox, oldest first, one confirmed publish at a time,
-// and removes messages only after the broker confirmed them. A crash
-// between a confirm and the removal publishes the message again after the
+// pumpState is what the pump carries from one window to the next.
+type pumpState struct {
+	refusals int // the head's refusals in a row (maxRefusals)
+	// alone: the last run stopped short of its end on a live link, so the
+	// head goes next by itself — a refusal is judged, and counted, on a
+	// message published alone, never blamed on a window's first.
+	alone bool
+}
+
+// pump publishes the outbox, oldest first, in windows of pumpBatch, and
+// removes messages only after the broker confirmed them. A crash between
+// a confirm and the removal publishes the message again after the
 // restart: the receiving gateway's msgId de-duplication drops the copy.
 func (t *Transport) pump() {
 	defer t.wg.Done()
-	refusals := 0
+	var st pumpState
 	for {
 		batch, err := t.local.OutboxPeek(pumpBatch)
 		switch {
@@ -42,7 +55,7 @@ func (t *Transport) pump() {
 				return
 			}
 		default:
-			if t.publishBatch(batch, &refusals) {
+			if t.publishBatch(batch, &st) {
 				continue
 			}
 		}
@@ -56,37 +69,99 @@ func (t *Transport) pump() {
 
 // publishBatch publishes batch in order until one cannot go now, removes
 // what is out (or given up) and reports whether all of it was.
-func (t *Transport) publishBatch(batch []*embedded.Spooled, refusals *int) bool {
-	var done []*embedded.Spooled
-	var reasons []string
-	all := true
-	for _, s := range batch {
-		out, reason := t.publishOne(s, refusals)
-		if !out {
-			all = false
-			break
-		}
-		done, reasons = append(done, s), append(reasons, reason)
+func (t *Transport) publishBatch(batch []*embedded.Spooled, st *pumpState) bool {
+	rp, ok := t.remote.(bridge.RunPublisher)
+	if !ok || st.alone {
+		batch = batch[:1]
 	}
-	if len(done) > 0 && !t.drop(done, reasons) {
+	outs, reasons := t.publishWindow(batch, rp, st)
+	n := len(outs)
+	if n > 0 && !t.drop(batch[:n], reasons) {
 		return false
 	}
-	return all
+	return n == len(batch)
 }
 
-// publishOne publishes s. out: it can leave the outbox (published, or
-// given up: then reason says why); false: try again later.
-func (t *Transport) publishOne(s *embedded.Spooled, refusals *int) (out bool, reason string) {
-	if s.Env == nil {
-		t.log.Error("an outbox record does not decode: removed", "seq", s.Seq, "err", s.Err)
-		return true, ""
+// publishWindow publishes batch (one run on rp, or its one message alone)
+// and judges it in order: outs is the prefix that can leave the outbox,
+// reasons says why for each one given up.
+//
+// Order. A run is written in outbox order on one channel, and only its
+// confirmed prefix leaves the outbox: from the first message the broker
+// did not settle (i) the whole rest is published again, i first. Most
+// often (a lost link, a node that stopped confirming) none of i's
+// successors was enqueued either, and the receiver sees the outbox's
+// order. But a quorum inbox between leaders may nack i and take i+1: the
+// receiver then sees i+1 before i — one inversion within a window, which
+// the one-at-a-time pump did not make — and i+1 again after i; that copy
+// (same msgId) is refused as replayed by the receiving gateway's msgId
+// de-duplication, so nothing arrives twice. The inversion is bounded to
+// the messages of that window the broker took past i.
+func (t *Transport) publishWindow(batch []*embedded.Spooled, rp bridge.RunPublisher, st *pumpState) (outs []bool, reasons []string) {
+	results := t.publishRun(batch, rp)
+	for i, s := range batch {
+		out, reason := t.judge(s, results[i], &st.refusals)
+		if !out {
+			// stopped short while the broker is up: not an outage, so the
+			// head goes alone next, where a refusal is counted
+			st.alone = t.remote.Connected()
+			return outs, reasons
+		}
+		outs, reasons = append(outs, true), append(reasons, reason)
 	}
-	if !t.opts.Now().Before(s.Env.ExpiresAt) {
-		return true, "expired in " + t.opts.Host + "'s outbox while the broker was unreachable"
+	st.alone = false
+	return outs, reasons
+}
+
+// What the pump decided about a message without publishing it.
+var (
+	errUndecodable = errors.New("the outbox record does not decode")
+	errExpired     = errors.New("expired in the outbox")
+	errLinkDown    = fmt.Errorf("%w: not published: the link is down", bridge.ErrUnavailable)
+)
+
+// publishRun publishes batch's live messages — as one run on rp, or the
+// one alone — and returns each message's result, in batch's order.
+// Expiry is decided here, once, before the publish: a message published
+// is never then reported expired.
+func (t *Transport) publishRun(batch []*embedded.Spooled, rp bridge.RunPublisher) []error {
+	results := make([]error, len(batch))
+	var run []bridge.Outgoing
+	var at []int
+	for i, s := range batch {
+		switch {
+		case s.Env == nil:
+			results[i] = errUndecodable
+		case !t.opts.Now().Before(s.Env.ExpiresAt):
+			results[i] = errExpired
+		default:
+			run, at = append(run, bridge.Outgoing{Key: s.Key, Env: s.Env, Mandatory: s.Mandatory}), append(at, i)
+		}
 	}
-	if !t.remote.Connected() {
-		return false, ""
+	if len(run) == 0 {
+		return results
 	}
+	errs := []error{errLinkDown}
+	if t.remote.Connected() {
+		ctx, cancel := t.pumpContext()
+		if rp != nil && len(run) > 1 {
+			errs = rp.PublishRun(ctx, run)
+		} else {
+			errs[0] = t.remote.Publish(ctx, run[0].Key, run[0].Env, run[0].Mandatory)
+		}
+		cancel()
+	}
+	for k, i := range at {
+		results[i] = errLinkDown
+		if k < len(errs) {
+			results[i] = errs[k]
+		}
+	}
+	return results
+}
+
+// pumpContext bounds a publish of the pump by Bound and by Close.
+func (t *Transport) pumpContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Bound)
 	go func() {
 		select {
@@ -95,9 +170,18 @@ func (t *Transport) publishOne(s *embedded.Spooled, refusals *int) (out bool, re
 		case <-ctx.Done():
 		}
 	}()
-	err := t.remote.Publish(ctx, s.Key, s.Env, s.Mandatory)
-	cancel()
+	return ctx, cancel
+}
+
+// judge reads s's result err. out: it can leave the outbox (published,
+// or given up: then reason says why); false: try again later.
+func (t *Transport) judge(s *embedded.Spooled, err error, refusals *int) (out bool, reason string) {
 	switch {
+	case errors.Is(err, errUndecodable):
+		t.log.Error("an outbox record does not decode: removed", "seq", s.Seq, "err", s.Err)
+		return true, ""
+	case errors.Is(err, errExpired):
+		return true, "expired in " + t.opts.Host + "'s outbox while the broker was unreachable"
 	case err == nil:
 		*refusals = 0
 		return true, ""
