@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
-	
 )
 
 // The files of testdata/statefiles were written by the gateway as it was
