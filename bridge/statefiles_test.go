@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/audit"
 )
 
 // The files of testdata/statefiles were written by the gateway as it was
@@ -28,7 +29,7 @@ func TestStateFilesReadTheSame(t *testing.T) {
 	hist := filepath.Join(dir, "history")
 	copyFixture(t, "lead.jsonl", filepath.Join(hist, "lead.jsonl"))
 	copyFixture(t, "audit.log", filepath.Join(dir, "audit.log"))
-	a, err := bridge.OpenAuditLog(filepath.Join(dir, "audit.log"), nil)
+	a, err := audit.Open(filepath.Join(dir, "audit.log"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
