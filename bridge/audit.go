@@ -1,18 +1,20 @@
 package bridge
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
-	"fmt"
-	"log/slog"
-	"os"
-	"sync"
-	"sync/atomic"
 	"time"
+	"unicode/utf8"
+
+	"github.com/herdbridge/herdbridge/bridge/audit"
 )
 
-// AuditRecord is one line of the audit log: metadata only, never a body.
+// The core's side of the audit log (bridge/audit keeps the file): each
+// hop it observes becomes an audit.Record (observe.go writes it), and a
+// trace reads its own log back (trace.go) as AuditRecords, bounded here.
+
+// AuditRecord is one hop of a message as the audit log holds it:
+// metadata only, never a body. It is audit.Record with the core's typed
+// hop and kind, under the same JSON names: what a trace lists, and what a
+// TRACE_ANSWER carries from another host.
 type AuditRecord struct {
 	At        time.Time `json:"at"`
 	Dir       string    `json:"dir"` // out: published by this gateway; in: arrived at it or handled here
@@ -31,8 +33,8 @@ type AuditRecord struct {
 }
 
 // auditRecord is the audit line of e.
-func auditRecord(e Event) AuditRecord {
-	r := AuditRecord{At: e.At, Dir: "in", Hop: e.Hop, Kind: e.Kind, MsgID: e.MsgID, TraceID: e.TraceID, Corr: e.Corr,
+func auditRecord(e Event) audit.Record {
+	r := audit.Record{At: e.At, Dir: "in", Hop: string(e.Hop), Kind: string(e.Kind), MsgID: e.MsgID, TraceID: e.TraceID, Corr: e.Corr,
 		From: e.From, To: e.To, Host: e.Host, Key: e.Key, Entity: e.Entity, Verdict: e.Status,
 		LatencyMs: float64(e.Latency.Microseconds()) / 1000}
 	switch e.Hop {
@@ -46,185 +48,58 @@ func auditRecord(e Event) AuditRecord {
 	return r
 }
 
-// AuditLog appends AuditRecords as JSON lines to a file opened O_APPEND
-// (0600). Write never blocks the caller (the core calls it under its lock):
-// records go through a queue to one writer goroutine, which flushes every
-// AuditFlushEvery. A crash loses at most that much of the log, never a
-// message; a full queue or a failing disk drops records, counts them
-// (Dropped) and logs the first failure at once.
-type AuditLog struct {
-	path    string
-	q       chan AuditRecord
-	flushes chan chan struct{} // Flush's requests to the writer
-	inBuf   uint64             // records in w not yet flushed (writer goroutine only)
-	f       *os.File
-	w       *bufio.Writer
-	log     *slog.Logger
-	dropped atomic.Uint64
-	closed  atomic.Bool
-	mu      sync.Mutex
-	err     error
-	done    chan struct{}
-	once    sync.Once
+// TraceWindow bounds how much of the audit log one trace reads on one
+// host: at about 370 bytes a record, the last ~180 000 hops (reading
+// them takes about a quarter of a second: audit's BenchmarkScan).
+const TraceWindow = 64 << 20
+
+// TraceMaxHops bounds the hops one host reports for one id (the earliest
+// are kept); it keeps an answer well under MaxBodyBytes.
+const TraceMaxHops = 1000
+
+// traceVerdictBytes bounds a hop's verdict in a trace (a publish error can
+// be long; the trace needs its gist).
+const traceVerdictBytes = 200
+
+// TraceScope says how far back one host's search reached.
+type TraceScope struct {
+	Files []string  `json:"files"`           // the log files read (base names), oldest first
+	Bytes int64     `json:"bytes"`           // how many bytes of them were read
+	Since time.Time `json:"since,omitempty"` // the oldest record read: hops before it are not seen
+	Whole bool      `json:"whole"`           // the whole log was read: nothing older exists
 }
 
-// AuditFlushEvery is how often buffered audit lines reach the file.
-const AuditFlushEvery = 100 * time.Millisecond
-
-// auditQueue bounds the records waiting for the writer.
-const auditQueue = 16384
-
-// OpenAuditLog opens (creates) the append-only audit log at path.
-func OpenAuditLog(path string, log *slog.Logger) (*AuditLog, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+// scanAudit reads the hops of id — a traceId or a msgId, in canonical
+// form — from the audit log at path, at most window bytes back (audit.Scan:
+// the records carrying id as traceId, msgId or corr, and every record of
+// their msgIds), at most TraceMaxHops of them. Hops are in the log's
+// order; truncated means more matched and the earliest were kept.
+func scanAudit(path, id string, window int64) (hops []AuditRecord, scope TraceScope, truncated bool, err error) {
+	recs, s, truncated, err := audit.Scan(path, id, window, TraceMaxHops)
 	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
+		return nil, TraceScope(s), false, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	for i := range recs {
+		hops = append(hops, traceHop(&recs[i]))
 	}
-	a := &AuditLog{path: path, q: make(chan AuditRecord, auditQueue), flushes: make(chan chan struct{}), f: f, w: bufio.NewWriterSize(f, 64<<10), log: log, done: make(chan struct{})}
-	go a.writer()
-	return a, nil
+	return hops, TraceScope(s), truncated, nil
 }
 
-func (a *AuditLog) writer() {
-	defer close(a.done)
-	t := time.NewTicker(AuditFlushEvery)
-	defer t.Stop()
-	for {
-		select {
-		case r, ok := <-a.q:
-			if !ok {
-				a.fail(a.w.Flush())
-				a.inBuf = 0
-				return
-			}
-			a.write(r)
-		case done := <-a.flushes:
-			a.flushQueued()
-			close(done)
-		case <-t.C:
-			if a.w.Buffered() > 0 {
-				a.fail(a.w.Flush())
-			}
-			if a.w.Buffered() == 0 {
-				a.inBuf = 0
-			}
-		}
-	}
+// traceHop is the core's view of a record a trace read, its verdict
+// clipped to its gist.
+func traceHop(r *audit.Record) AuditRecord {
+	return AuditRecord{At: r.At, Dir: r.Dir, Hop: Hop(r.Hop), Kind: Kind(r.Kind), MsgID: r.MsgID, TraceID: r.TraceID, Corr: r.Corr,
+		From: r.From, To: r.To, Host: r.Host, Key: r.Key, Entity: r.Entity, Verdict: clipUTF8(r.Verdict, traceVerdictBytes),
+		LatencyMs: r.LatencyMs}
 }
 
-// flushQueued writes what was queued when a Flush asked, and flushes.
-func (a *AuditLog) flushQueued() {
-	for n := len(a.q); n > 0; n-- {
-		r, ok := <-a.q
-		if !ok {
-			break
-		}
-		a.write(r)
+// clipUTF8 cuts s to at most n bytes on a rune boundary, marking the cut.
+func clipUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	if a.w.Buffered() > 0 {
-		a.fail(a.w.Flush())
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	if a.w.Buffered() == 0 {
-		a.inBuf = 0
-	}
-}
-
-func (a *AuditLog) write(r AuditRecord) {
-	b, err := json.Marshal(r)
-	if err == nil {
-		a.inBuf++
-		_, err = a.w.Write(append(b, '\n'))
-	}
-	if err != nil {
-		a.fail(err)
-	}
-}
-
-// Path is the file the log appends to.
-func (a *AuditLog) Path() string { return a.path }
-
-// Flush returns once every record written before it is in the file (a
-// trace reads the log right after the hops it looks for), or when ctx ends
-// or the log is closed.
-func (a *AuditLog) Flush(ctx context.Context) {
-	done := make(chan struct{})
-	select {
-	case a.flushes <- done:
-	case <-a.done:
-		return
-	case <-ctx.Done():
-		return
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
-
-// fail keeps and logs the first error; later writes keep being tried (a
-// full disk may get room again) but are not logged again.
-func (a *AuditLog) fail(err error) {
-	if err == nil {
-		return
-	}
-	a.mu.Lock()
-	first := a.err == nil
-	if first {
-		a.err = err
-	}
-	a.mu.Unlock()
-	if first {
-		a.log.Error("audit log write failed: records are being dropped (herdbridge stats counts them)", "err", err)
-	}
-	if a.w.Buffered() > 0 || a.inBuf > 0 {
-		a.dropped.Add(max(a.inBuf, 1)) // what was buffered is lost
-		a.inBuf = 0
-		a.w.Reset(a.f) // a bufio.Writer that failed stays failed: start over
-	}
-}
-
-// Write queues r; it never blocks. A full queue drops r (counted); after
-// Close, r is dropped.
-func (a *AuditLog) Write(r AuditRecord) {
-	if a.closed.Load() {
-		a.dropped.Add(1)
-		return
-	}
-	defer func() {
-		if recover() != nil { // closed between the check and the send
-			a.dropped.Add(1)
-		}
-	}()
-	select {
-	case a.q <- r:
-	default:
-		if a.dropped.Add(1) == 1 {
-			a.log.Error("audit log queue full: records are being dropped (herdbridge stats counts them)")
-		}
-	}
-}
-
-// Dropped is how many records were lost to a full queue or a write error.
-func (a *AuditLog) Dropped() uint64 { return a.dropped.Load() }
-
-// Err is the first write error the log met, if any.
-func (a *AuditLog) Err() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.err
-}
-
-// Close drains the queue, flushes and closes the file. Call it once no
-// more records are written. Idempotent.
-func (a *AuditLog) Close() error {
-	a.once.Do(func() {
-		a.closed.Store(true)
-		close(a.q)
-		<-a.done
-		a.fail(a.f.Close())
-	})
-	return a.Err()
+	return s[:n] + "…"
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/herdbridge/herdbridge/bridge/audit"
 	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
@@ -78,7 +79,7 @@ type Config struct {
 	Seal            string
 	ClockSkew       time.Duration // allowance on ts/expiresAt between hosts' clocks (default 2m)
 	PresenceWait    time.Duration // how long a message from a sender without presence waits for it (default PresenceTTL)
-	Audit           *AuditLog     // metadata of every hop of every message (observe.go); nil: none
+	Audit           *audit.Log    // metadata of every hop of every message (observe.go); nil: none
 	// Observer is told every hop of every message (observe.go): metrics,
 	// the operator page's feed. nil: nobody.
 	Observer Observer

@@ -29,8 +29,7 @@
 // turn book's and the store's own (turn records are written under an
 // entity's mu), presence's, the nudge set's, spawn claims', spawn slots',
 // name claims' (nameClaims.mu), the pane queues', the spiller's
-// (spiller.mu: spillNext pushes under an entity's mu), history's
-// (historyLog.io), trace waits', lifeMu (the core's start/stop state), the
+// (spiller.mu: spillNext pushes under an entity's mu), trace waits lifeMu (the core's start/stop state), the
 // removals in progress (leaving.mu), the dead-letter backlog's
 // (deadBacklog.mu) and the drain release's (drainRelease.mu). No two
 // entities' locks are ever held at once.
@@ -39,9 +38,11 @@
 // pubMutex, entMutex or leafMutex (lockorder.go), which is a plain
 // sync.Mutex in an ordinary build and, with -race (lockorder_race.go),
 // records the levels each goroutine holds and panics on an inversion
-// before it can deadlock. The store's lock is in its own package and is
-// not checked; neither are the audit log's (outside the core: the gateway
-// writes it) and the locks private to one call (Handover's, a spawn's
+// before it can deadlock. The store's lock and history's file lock
+// (history.Log: held only around file I/O, never while it calls back for
+// names) are in their own packages and are not checked; neither are the
+// audit log's (bridge/audit, outside the core: the gateway opens it) and
+// the locks private to one call (Handover's, a spawn's
 // phases, ackAll's).
 package bridge
 
@@ -53,6 +54,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdbridge/herdbridge/bridge/history"
 	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
@@ -80,8 +82,8 @@ type Core struct {
 	noticeLater noticeBacklog // notices the transport refused, published again by the sweeper (noticeretry.go)
 	queues      paneQueues
 	spills      *spiller
-	hist        *historyLog // nil: no history
-	traces      traceWaits  // the TRACEs waiting for answers (trace.go)
+	hist        *history.Log // nil: no history
+	traces      traceWaits   // the TRACEs waiting for answers (trace.go)
 
 	drains drainRelease // the memory big drains leave behind (drainrelease.go)
 
@@ -118,7 +120,7 @@ func New(cfg Config) (*Core, error) {
 		turns: &turnBook{st: cfg.Store, log: cfg.Logger}, pres: newPresence(), seals: &sealBook{}, spills: newSpiller(cfg.Prefetch),
 	}
 	if cfg.History.Dir != "" {
-		c.hist = newHistoryLog(cfg.History, cfg.Logger, cfg.Now, c.nameOf)
+		c.hist = newHistory(cfg.History, cfg.Logger, cfg.Now, c.nameOf)
 	}
 	return c, nil
 }
@@ -161,7 +163,7 @@ func (c *Core) Start(ctx context.Context) error {
 	}
 	if c.hist != nil {
 		c.wg.Add(1)
-		go func() { defer c.wg.Done(); c.hist.run(c.ctx) }()
+		go func() { defer c.wg.Done(); c.hist.Run(c.ctx) }()
 	}
 	if len(c.resume) > 0 {
 		c.wg.Add(1)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/history"
 )
 
 // historyHarness is a harness keeping history in a temp dir (only for the
@@ -195,33 +196,7 @@ func TestHistoryCaps(t *testing.T) {
 		t.Fatalf("after the age cap: %+v", v.Entries)
 	}
 	raw, _ := os.ReadFile(filepath.Join(dir, "lead.jsonl"))
-	if es, _ := bridge.ParseHistory(raw); len(es) != 1 {
+	if es, _ := history.Parse(raw); len(es) != 1 {
 		t.Fatalf("the file still holds %d entries past maxAge", len(es))
 	}
-}
-
-// FuzzParseHistory: the history file's parser never fails or panics on
-// any content, skips what it cannot read, and what it returns re-parses
-// the same.
-func FuzzParseHistory(f *testing.F) {
-	f.Add([]byte(`{"ts":"2026-01-01T00:00:00Z","dir":"out","kind":"SEND","msgId":"m1","from":"a","to":"b","body":"hi"}` + "\n"))
-	f.Add([]byte(`{"ts":"2026-01-01T00:00:00Z","dir":"in","kind":"REPLY","msgId":"m2","body":"x\ny"}` + "\n{\"dir\":\"in\",\"ms"))
-	f.Add([]byte("\n\n{}\nnot json\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		es, skipped := bridge.ParseHistory(data)
-		if skipped < 0 || len(es)+skipped > strings.Count(string(data), "\n")+1 {
-			t.Fatalf("%d entries and %d skipped from %d lines", len(es), skipped, strings.Count(string(data), "\n")+1)
-		}
-		var again []byte
-		for i := range es {
-			if es[i].Dir != bridge.HistoryIn && es[i].Dir != bridge.HistoryOut {
-				t.Fatalf("entry with dir %q", es[i].Dir)
-			}
-			again = bridge.AppendHistoryLine(again, &es[i])
-		}
-		es2, skipped2 := bridge.ParseHistory(again)
-		if len(es2) != len(es) || skipped2 != 0 {
-			t.Fatalf("re-encoded %d entries parse as %d (%d skipped)", len(es), len(es2), skipped2)
-		}
-	})
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/herdbridge/herdbridge/bridge/history"
 )
 
 // HistoryRequest is bridge_history: the caller's own history, filtered.
@@ -43,14 +45,14 @@ func (c *Core) recordOut(env *Envelope) {
 		return
 	}
 	if st := c.reg.get(env.From); st != nil && c.historyOn(st) {
-		c.hist.add(st.Name, HistoryOut, env)
+		c.hist.Add(st.Name, historyRecord(HistoryOut, env.TS, env), env.Body)
 	}
 }
 
 // recordIn keeps a message that reached st's inbox in its history.
 func (c *Core) recordIn(st *entState, env *Envelope) {
 	if c.hist != nil && historyKinds[env.Kind] && c.historyOn(st) {
-		c.hist.add(st.Name, HistoryIn, env)
+		c.hist.Add(st.Name, historyRecord(HistoryIn, c.cfg.Now(), env), env.Body)
 	}
 }
 
@@ -68,10 +70,10 @@ func (c *Core) History(ctx context.Context, gid string, req HistoryRequest) (*Re
 	if err != nil {
 		return nil, err
 	}
-	if err := c.hist.flush(ctx); err != nil {
+	if err := c.hist.Flush(ctx); err != nil {
 		return nil, err
 	}
-	all, skipped, err := c.hist.read(st.Name)
+	all, skipped, err := c.hist.Read(st.Name)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: read the history of %s: %w", st.Name, err)
 	}
@@ -80,18 +82,22 @@ func (c *Core) History(ctx context.Context, gid string, req HistoryRequest) (*Re
 	}
 	// in arrival order: a message received is stamped when it arrived,
 	// one sent when it was sent, and the two queues may interleave
-	slices.SortStableFunc(all, func(a, b HistoryEntry) int { return a.TS.Compare(b.TS) })
-	v := &HistoryView{Entries: []HistoryEntry{}, Skipped: skipped, Dropped: c.hist.dropped.Load()}
+	slices.SortStableFunc(all, func(a, b history.Entry) int { return a.TS.Compare(b.TS) })
+	v := &HistoryView{Entries: []HistoryEntry{}, Skipped: skipped, Dropped: c.hist.Dropped()}
 	seen := map[string]bool{} // a message redelivered after a restart arrived once
+	var kept []*history.Entry
 	for i := range all {
 		key := all[i].Dir + all[i].MsgID
 		if match(&all[i]) && !seen[key] {
 			seen[key] = true
-			v.Entries = append(v.Entries, all[i])
+			kept = append(kept, &all[i])
 		}
 	}
-	if len(v.Entries) > limit {
-		v.Entries, v.More = v.Entries[len(v.Entries)-limit:], true
+	if len(kept) > limit {
+		kept, v.More = kept[len(kept)-limit:], true
+	}
+	for _, e := range kept {
+		v.Entries = append(v.Entries, historyEntry(e))
 	}
 	if keep := c.newestWithin(v.Entries); keep < len(v.Entries) {
 		v.Entries, v.More = v.Entries[len(v.Entries)-keep:], true
@@ -100,7 +106,7 @@ func (c *Core) History(ctx context.Context, gid string, req HistoryRequest) (*Re
 }
 
 // historyFilter turns a request into a predicate and a limit.
-func (c *Core) historyFilter(req HistoryRequest) (func(*HistoryEntry) bool, int, error) {
+func (c *Core) historyFilter(req HistoryRequest) (func(*history.Entry) bool, int, error) {
 	limit := req.Max
 	if limit <= 0 {
 		limit = 50
@@ -124,26 +130,26 @@ func (c *Core) historyFilter(req HistoryRequest) (func(*HistoryEntry) bool, int,
 		return nil, 0, err
 	}
 	q := strings.ToLower(req.Query)
-	return func(e *HistoryEntry) bool {
+	return func(e *history.Entry) bool {
 		return !e.TS.Before(since) && who(e) && (q == "" || strings.Contains(strings.ToLower(e.Body), q))
 	}, limit, nil
 }
 
 // historyTarget matches the entries to or from target: by gid when it
 // resolves, else by name (an entity that has gone since).
-func (c *Core) historyTarget(target string) (func(*HistoryEntry) bool, error) {
+func (c *Core) historyTarget(target string) (func(*history.Entry) bool, error) {
 	target = strings.TrimSpace(target)
 	if target == "" {
-		return func(*HistoryEntry) bool { return true }, nil
+		return func(*history.Entry) bool { return true }, nil
 	}
 	if e, err := c.Resolve(target); err == nil {
-		return func(h *HistoryEntry) bool { return h.From == e.GID || h.To == e.GID }, nil
+		return func(h *history.Entry) bool { return h.From == e.GID || h.To == e.GID }, nil
 	}
 	name, _, _ := strings.Cut(target, "@")
 	if !ValidName(name) {
 		return nil, userErr("target %s is not an entity: name one (name, name@host or gid)", Clip(target))
 	}
-	return func(h *HistoryEntry) bool { return h.FromName == name || h.ToName == name }, nil
+	return func(h *history.Entry) bool { return h.FromName == name || h.ToName == name }, nil
 }
 
 // parseSince reads an RFC 3339 time, or a duration back from now.
@@ -164,10 +170,13 @@ func (c *Core) PurgeHistory(name string) (int, error) {
 	if c.hist == nil {
 		return 0, nil
 	}
-	if err := c.hist.flush(c.ctx); err != nil { // nothing queued lands after the purge
+	if err := checkHistoryName(name); err != nil {
 		return 0, err
 	}
-	return c.hist.purge(name)
+	if err := c.hist.Flush(c.ctx); err != nil { // nothing queued lands after the purge
+		return 0, err
+	}
+	return c.hist.Purge(name)
 }
 
 // newestWithin is how many of the newest entries fit in a result's byte

@@ -268,8 +268,8 @@ func (c *Core) forgetEntity(ctx context.Context, st *entState) error {
 	}
 	c.slots.free(gid)  // once it is gone from the store: a restart would count it again
 	if c.hist != nil { // its transcript goes with it: nobody can read it any more
-		_ = c.hist.flush(ctx) // what it sent last is not written after the purge
-		if _, err := c.hist.purge(st.Name); err != nil {
+		_ = c.hist.Flush(ctx) // what it sent last is not written after the purge
+		if _, err := c.hist.Purge(st.Name); err != nil {
 			c.log.Warn("history of a removed entity not deleted", LogGID, gid, "err", err)
 		}
 	}

@@ -136,8 +136,8 @@ func (c *Core) traceLocal(ctx context.Context, id string) TraceHost {
 		th.Error = "this gateway keeps no audit log"
 		return th
 	}
-	c.cfg.Audit.Flush(ctx) // the hops of the last AuditFlushEvery too
-	hops, scope, truncated, err := ScanAudit(c.cfg.Audit.Path(), id, TraceWindow)
+	c.cfg.Audit.Flush(ctx) // the hops of the last audit.FlushEvery too
+	hops, scope, truncated, err := scanAudit(c.cfg.Audit.Path(), id, TraceWindow)
 	if err != nil {
 		th.Error = err.Error()
 		return th

@@ -2,9 +2,7 @@ package bridge_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/audit"
 )
 
 // hopsOf lists "kind:hop" of a timeline, in its order.
@@ -29,8 +28,7 @@ func hopsOf(tl []bridge.TraceHop) []string {
 // traceId lists both messages' hops in order; tracing the brief's msgId
 // finds the reply too (by corr); an unknown id says where it looked.
 func TestTraceOneHost(t *testing.T) {
-	audit := filepath.Join(t.TempDir(), "audit.log")
-	a, err := bridge.OpenAuditLog(audit, nil)
+	a, err := audit.Open(filepath.Join(t.TempDir(), "audit.log"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,126 +85,6 @@ func TestTraceOneHost(t *testing.T) {
 	}
 }
 
-// writeAudit writes records as audit lines to path.
-func writeAudit(t *testing.T, path string, recs ...bridge.AuditRecord) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, r := range recs {
-		b, _ := json.Marshal(r)
-		if _, err := f.Write(append(b, '\n')); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// filler is n records of other messages, at times from t0 on.
-func filler(t0 time.Time, n int) []bridge.AuditRecord {
-	out := make([]bridge.AuditRecord, n)
-	for i := range out {
-		out[i] = bridge.AuditRecord{At: t0.Add(time.Duration(i) * time.Millisecond), Dir: "in", Hop: bridge.HopAccept, Kind: bridge.KindSend,
-			MsgID: uuid.NewString(), TraceID: uuid.NewString(), Verdict: "accepted"}
-	}
-	return out
-}
-
-// TestScanAuditWindowAndRotation: a trace reads the newest window of
-// audit.log, then of audit.log.1; a hop with no traceId (an expiry) is
-// found by its msgId; what lies before the window is not seen, and the
-// scope says how far back it looked.
-func TestScanAuditWindowAndRotation(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "audit.log")
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	trace, brief, old := uuid.NewString(), uuid.NewString(), uuid.NewString()
-	writeAudit(t, path+".1", bridge.AuditRecord{At: t0, Dir: "out", Hop: bridge.HopPublish, Kind: bridge.KindSend, MsgID: old, TraceID: trace, Verdict: "published"})
-	writeAudit(t, path+".1", filler(t0.Add(time.Second), 200)...)
-	writeAudit(t, path+".1", bridge.AuditRecord{At: t0.Add(2 * time.Second), Dir: "out", Hop: bridge.HopPublish, Kind: bridge.KindSend, MsgID: brief, TraceID: trace, Verdict: "published"})
-	writeAudit(t, path, filler(t0.Add(3*time.Second), 100)...)
-	writeAudit(t, path, bridge.AuditRecord{At: t0.Add(4 * time.Second), Dir: "in", Hop: bridge.HopExpire, Kind: bridge.KindSend, MsgID: brief, Verdict: "expired unread"})
-
-	hops, scope, truncated, err := bridge.ScanAudit(path, trace, bridge.TraceWindow)
-	if err != nil || truncated {
-		t.Fatal(err, truncated)
-	}
-	if len(hops) != 3 || hops[0].MsgID != old || hops[1].MsgID != brief || hops[2].Hop != bridge.HopExpire {
-		t.Fatalf("whole log: %+v", hops)
-	}
-	if !scope.Whole || strings.Join(scope.Files, ",") != "audit.log.1,audit.log" || !scope.Since.Equal(t0) {
-		t.Fatalf("scope %+v", scope)
-	}
-
-	// a window that reaches into audit.log.1 but not back to its start
-	fi, _ := os.Stat(path)
-	window := fi.Size() + 2000
-	hops, scope, _, err = bridge.ScanAudit(path, trace, window)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(hops) != 2 || hops[0].MsgID != brief || scope.Whole || scope.Bytes != window || !scope.Since.After(t0) {
-		t.Fatalf("window %d: %d hops %+v, scope %+v", window, len(hops), hops, scope)
-	}
-	// a window inside audit.log only: the brief's publish is out of reach,
-	// its expiry (which carries no traceId) is found by its msgId
-	hops, scope, _, err = bridge.ScanAudit(path, brief, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(hops) != 1 || hops[0].Hop != bridge.HopExpire || len(scope.Files) != 1 || scope.Whole {
-		t.Fatalf("msgId in a small window: %+v %+v", hops, scope)
-	}
-	if _, _, _, err := bridge.ScanAudit(filepath.Join(dir, "none.log"), trace, 1000); err == nil {
-		t.Fatal("a missing log: no error")
-	}
-}
-
-// TestScanAuditCutAndBadLines: a window that starts mid-line, a torn last
-// line, an overlong line and a non-JSON line are skipped, never an error.
-func TestScanAuditCutAndBadLines(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	id := uuid.NewString()
-	t0 := time.Now().UTC()
-	rec := bridge.AuditRecord{At: t0, Dir: "in", Hop: bridge.HopAccept, Kind: bridge.KindSend, MsgID: id, Verdict: "accepted"}
-	writeAudit(t, path, rec)
-	f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
-	fmt.Fprintf(f, "not json %s\n{\"msgId\":\"%s\",\"verdict\":\"%s\"}\n", id, id, strings.Repeat("x", 100<<10))
-	f.Close()
-	writeAudit(t, path, rec)
-	f, _ = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
-	torn, _ := fmt.Fprintf(f, "{\"msgId\":\"%s\",\"at\":\"20", id) // torn: the writer is mid-line
-	f.Close()
-	hops, _, _, err := bridge.ScanAudit(path, id, bridge.TraceWindow)
-	if err != nil || len(hops) != 2 {
-		t.Fatalf("%d hops, %v", len(hops), err)
-	}
-	fi, _ := os.Stat(path)
-	line, _ := json.Marshal(rec)
-	tail := int64(torn+len(line)+1) + 30 // the torn line, the last record whole, and part of the line before
-	hops, _, _, err = bridge.ScanAudit(path, id, tail)
-	if err != nil || len(hops) != 1 {
-		t.Fatalf("window of %d of %d bytes: %d hops, %v", tail, fi.Size(), len(hops), err)
-	}
-}
-
-// TestScanAuditBounded: more than TraceMaxHops matching hops are cut to
-// the earliest TraceMaxHops, and say so.
-func TestScanAuditBounded(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	trace := uuid.NewString()
-	recs := filler(time.Now(), bridge.TraceMaxHops+10)
-	for i := range recs {
-		recs[i].TraceID = trace
-	}
-	writeAudit(t, path, recs...)
-	hops, _, truncated, err := bridge.ScanAudit(path, trace, bridge.TraceWindow)
-	if err != nil || !truncated || len(hops) != bridge.TraceMaxHops || hops[0].MsgID != recs[0].MsgID {
-		t.Fatalf("%d hops, truncated %v, %v", len(hops), truncated, err)
-	}
-}
-
 // TestTimelineAcrossSkewedClocks: hops of two hosts merge in time order;
 // an arrival stamped before its publish (the receiver's clock is behind)
 // is listed after the publish, marked skewed, with its own time kept.
@@ -241,41 +119,6 @@ func TestTimelineAcrossSkewedClocks(t *testing.T) {
 	if !tl[1].At.Equal(at(-480)) {
 		t.Fatalf("a skewed hop keeps its own time: %v", tl[1].At)
 	}
-}
-
-// BenchmarkScanAudit reads a full window (TraceWindow bytes of other
-// messages' hops, one conversation among them) for one trace.
-func BenchmarkScanAudit(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "audit.log")
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	trace := uuid.NewString()
-	t0 := time.Now().UTC()
-	var size int64
-	lines := 0
-	for i := 0; size < bridge.TraceWindow; i++ {
-		r := bridge.AuditRecord{At: t0.Add(time.Duration(i) * time.Millisecond), Dir: "in", Hop: bridge.HopAccept, Kind: bridge.KindSend,
-			MsgID: uuid.NewString(), TraceID: uuid.NewString(), From: uuid.NewString(), To: uuid.NewString(), Host: "build-host",
-			Key: uuid.NewString(), Verdict: "accepted", LatencyMs: 12.345}
-		if i%10000 == 0 {
-			r.TraceID = trace
-		}
-		raw, _ := json.Marshal(r)
-		n, _ := f.Write(append(raw, '\n'))
-		size += int64(n)
-		lines++
-	}
-	f.Close()
-	b.ResetTimer()
-	for range b.N {
-		hops, _, _, err := bridge.ScanAudit(path, trace, bridge.TraceWindow)
-		if err != nil || len(hops) == 0 {
-			b.Fatal(len(hops), err)
-		}
-	}
-	b.ReportMetric(float64(size)/float64(lines), "bytes/hop")
 }
 
 // TestTraceKindsNotInInboxes: a TRACE_ANSWER (from a gateway, to a gid)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/audit"
 	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/bridge/embedded"
 	"github.com/herdbridge/herdbridge/bridge/split"
@@ -91,7 +92,7 @@ type Gateway struct {
 	mcp      *mcp.Server
 	http     *http.Server
 	shutdown func(context.Context) error
-	audit    *bridge.AuditLog
+	audit    *audit.Log
 	ring     *keys.Ring     // trusted keys (across hosts only)
 	seals    *keys.SealKeys // this host's HPKE keys (across hosts only)
 	sock, ln net.Listener
@@ -195,7 +196,7 @@ func (g *Gateway) open(ctx context.Context) error {
 			return err
 		}
 	}
-	if g.audit, err = bridge.OpenAuditLog(filepath.Join(dir, auditName), g.log); err != nil {
+	if g.audit, err = audit.Open(filepath.Join(dir, auditName), g.log); err != nil {
 		return err
 	}
 	cfg.Audit = g.audit

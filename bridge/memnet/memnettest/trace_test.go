@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/audit"
 	"github.com/herdbridge/herdbridge/bridge/memnet/memnettest"
 )
 
 // withAudit gives a host an audit log of its own, closed when the test
 // ends: call it before memnettest.New, so the hosts stop first.
 func withAudit(t *testing.T) func(*bridge.Config) {
-	a, err := bridge.OpenAuditLog(filepath.Join(t.TempDir(), "audit.log"), nil)
+	a, err := audit.Open(filepath.Join(t.TempDir(), "audit.log"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

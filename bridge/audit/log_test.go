@@ -1,4 +1,4 @@
-package bridge_test
+package audit_test
 
 import (
 	"bytes"
@@ -7,24 +7,24 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/audit"
 )
 
-// TestAuditLog: records land as JSON lines in a 0600 file; a disk that
+// TestLog: records land as JSON lines in a 0600 file; a disk that
 // fails (/dev/full) is reported (Err) and counted (Dropped), never blocks.
-func TestAuditLog(t *testing.T) {
+func TestLog(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	a, err := bridge.OpenAuditLog(path, nil)
+	a, err := audit.Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 100; i++ {
-		a.Write(bridge.AuditRecord{Dir: "in", Kind: bridge.KindReply, MsgID: "m", Verdict: "accepted"})
+		a.Write(audit.Record{Dir: "in", Kind: "REPLY", MsgID: "m", Verdict: "accepted"})
 	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	a.Write(bridge.AuditRecord{Verdict: "after close"}) // dropped, no panic
+	a.Write(audit.Record{Verdict: "after close"}) // dropped, no panic
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestAuditLog(t *testing.T) {
 	if n := bytes.Count(b, []byte("\n")); n != 100 {
 		t.Fatalf("%d lines, want 100", n)
 	}
-	var r bridge.AuditRecord
+	var r audit.Record
 	if err := json.Unmarshal(b[:bytes.IndexByte(b, '\n')], &r); err != nil || r.Verdict != "accepted" {
 		t.Fatalf("line: %v %+v", err, r)
 	}
@@ -42,12 +42,12 @@ func TestAuditLog(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full")
 	}
-	full, err := bridge.OpenAuditLog("/dev/full", nil)
+	full, err := audit.Open("/dev/full", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 10; i++ {
-		full.Write(bridge.AuditRecord{Verdict: "accepted"})
+		full.Write(audit.Record{Verdict: "accepted"})
 	}
 	if err := full.Close(); err == nil || full.Dropped() == 0 {
 		t.Fatalf("a full disk: err %v, dropped %d", err, full.Dropped())

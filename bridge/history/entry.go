@@ -1,4 +1,4 @@
-package bridge
+package history
 
 import (
 	"bytes"
@@ -6,17 +6,18 @@ import (
 	"time"
 )
 
-// The history file: one JSON object a line (HistoryEntry), appended by the
-// history writer, one file per entity (<name>.jsonl, mode 0600). A crash
-// can tear the last line; the parser skips a line it cannot read and
-// counts it, and the writer cuts a torn tail before appending again.
+// The history file: one JSON object a line (Entry), appended by the
+// writer, one file per entity. A crash can tear the last line; Parse
+// skips a line it cannot read and counts it, and the writer cuts a torn
+// tail before appending again.
 
-// HistoryEntry is one message an entity sent (dir "out") or received
-// (dir "in"), as its history keeps it.
-type HistoryEntry struct {
+// Entry is one message an entity sent (dir Out) or received (dir In), as
+// its file keeps it. Its JSON is the file format: a field renamed here
+// makes every history on disk unreadable.
+type Entry struct {
 	TS       time.Time `json:"ts"` // sent (out) or arrived (in)
 	Dir      string    `json:"dir"`
-	Kind     Kind      `json:"kind"`
+	Kind     string    `json:"kind"`
 	MsgID    string    `json:"msgId"`
 	From     string    `json:"from"`
 	FromName string    `json:"fromName,omitempty"`
@@ -28,16 +29,16 @@ type HistoryEntry struct {
 	TraceID  string    `json:"traceId,omitempty"`
 }
 
-// History directions.
+// Directions of an entry.
 const (
-	HistoryOut = "out"
-	HistoryIn  = "in"
+	Out = "out"
+	In  = "in"
 )
 
-// ParseHistory reads a history file's content: the entries of every line
-// it can read, in file order, and how many lines it skipped (torn or
-// damaged). It never fails.
-func ParseHistory(data []byte) (entries []HistoryEntry, skipped int) {
+// Parse reads a history file's content: the entries of every line it can
+// read, in file order, and how many lines it skipped (torn or damaged).
+// It never fails.
+func Parse(data []byte) (entries []Entry, skipped int) {
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 { // the last line has no newline: torn by a crash
@@ -48,7 +49,7 @@ func ParseHistory(data []byte) (entries []HistoryEntry, skipped int) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		e, ok := parseHistoryLine(line)
+		e, ok := parseLine(line)
 		if !ok {
 			skipped++
 			continue
@@ -58,16 +59,16 @@ func ParseHistory(data []byte) (entries []HistoryEntry, skipped int) {
 	return entries, skipped
 }
 
-func parseHistoryLine(line []byte) (HistoryEntry, bool) {
-	var e HistoryEntry
-	if json.Unmarshal(line, &e) != nil || (e.Dir != HistoryOut && e.Dir != HistoryIn) || e.MsgID == "" {
-		return HistoryEntry{}, false
+func parseLine(line []byte) (Entry, bool) {
+	var e Entry
+	if json.Unmarshal(line, &e) != nil || (e.Dir != Out && e.Dir != In) || e.MsgID == "" {
+		return Entry{}, false
 	}
 	return e, true
 }
 
-// AppendHistoryLine appends e to b as one line of a history file.
-func AppendHistoryLine(b []byte, e *HistoryEntry) []byte {
+// AppendLine appends e to b as one line of a history file.
+func AppendLine(b []byte, e *Entry) []byte {
 	raw, err := json.Marshal(e)
 	if err != nil { // nothing in an entry fails to encode
 		return b

@@ -1,4 +1,4 @@
-package bridge
+package audit
 
 import (
 	"bufio"
@@ -12,40 +12,26 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
-	"unicode/utf8"
 )
 
-// Reading a trace back from the audit log. The log only grows, so a trace
-// reads a bounded window from its end: the newest TraceWindow bytes of
-// audit.log and, if the window is not used up, of audit.log.1 (where
-// logrotate moves it). Two passes over the window: the first finds the
-// msgIds of the conversation (records carrying the id as traceId, msgId or
-// corr), the second every record of those msgIds — a hop that carries no
-// traceId (a held message's expiry) is found by its msgId.
+// Reading the log back. It only grows, so a reader takes a bounded window
+// from its end: the newest window bytes of the log and, if the window is
+// not used up, of <log>.1 (where logrotate moves it). Scan makes two
+// passes over the window: the first finds the msgIds of the conversation
+// (records carrying the id as traceId, msgId or corr), the second every
+// record of those msgIds — a hop that carries no traceId (a held
+// message's expiry) is found by its msgId.
 
-// TraceWindow bounds how much of the audit log one trace reads on one
-// host: at about 370 bytes a record, the last ~180 000 hops (reading
-// them takes about a quarter of a second: BenchmarkScanAudit).
-const TraceWindow = 64 << 20
+// maxLineBytes bounds one line a reader takes; longer lines are not
+// records this package wrote, and are skipped.
+const maxLineBytes = 64 << 10
 
-// TraceMaxHops bounds the hops one host reports for one id (the earliest
-// are kept); it keeps an answer well under MaxBodyBytes.
-const TraceMaxHops = 1000
-
-// traceVerdictBytes bounds a hop's verdict in a trace (a publish error can
-// be long; the trace needs its gist).
-const traceVerdictBytes = 200
-
-// traceLineBytes bounds one audit line a trace reads; longer lines are not
-// records this build wrote, and are skipped.
-const traceLineBytes = 64 << 10
-
-// TraceScope says how far back one host's search reached.
-type TraceScope struct {
-	Files []string  `json:"files"`           // the log files read (base names), oldest first
-	Bytes int64     `json:"bytes"`           // how many bytes of them were read
-	Since time.Time `json:"since,omitempty"` // the oldest record read: hops before it are not seen
-	Whole bool      `json:"whole"`           // the whole log was read: nothing older exists
+// Scope says how far back a Scan reached.
+type Scope struct {
+	Files []string  // the log files read (base names), oldest first
+	Bytes int64     // how many bytes of them were read
+	Since time.Time // the oldest record read: records before it are not seen
+	Whole bool      // the whole log was read: nothing older exists
 }
 
 // logWindow is the part of one log file a trace reads: [from, to).
@@ -54,11 +40,12 @@ type logWindow struct {
 	from, to int64
 }
 
-// auditWindows lays the window over path and its rotated predecessor,
+// windows lays the window over path and its rotated predecessor,
 // newest bytes first, and returns them oldest first (the order to read).
-func auditWindows(path string, budget int64) ([]logWindow, TraceScope, error) {
+func windows(path string, budget int64) ([]logWindow, Scope, error) {
 	var ws []logWindow
-	scope := TraceScope{Whole: true}
+	scope := Scope{Whole: true}
+	budget = max(budget, 0) // a negative window reads nothing
 	for i, p := range []string{path, path + ".1"} {
 		fi, err := os.Stat(p)
 		if errors.Is(err, fs.ErrNotExist) && i > 0 {
@@ -95,7 +82,7 @@ func eachLine(w logWindow, fn func([]byte)) error {
 	if _, err := f.Seek(start, io.SeekStart); err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
-	br := bufio.NewReaderSize(io.LimitReader(f, w.to-start), traceLineBytes)
+	br := bufio.NewReaderSize(io.LimitReader(f, w.to-start), maxLineBytes)
 	skip := w.from > 0 // the line cut by the window (or just the newline before it)
 	for {
 		line, err := br.ReadSlice('\n')
@@ -117,13 +104,14 @@ func eachLine(w logWindow, fn func([]byte)) error {
 	}
 }
 
-// ScanAudit reads the hops of id — a traceId or a msgId, in canonical
-// form — from the audit log at path, at most window bytes back: the
-// records carrying id as traceId, msgId or corr, and every record of their
-// msgIds. Hops are in the log's order; truncated means more than
-// TraceMaxHops matched and the earliest were kept.
-func ScanAudit(path, id string, window int64) (hops []AuditRecord, scope TraceScope, truncated bool, err error) {
-	ws, scope, err := auditWindows(path, window)
+// Scan reads the records of id — a traceId or a msgId, in the form the
+// log holds it — from the audit log at path, at most window bytes back:
+// the records carrying id as traceId, msgId or corr, and every record of
+// their msgIds. Records are in the log's order; truncated means more than
+// maxHops matched and the earliest were kept. A line it cannot read is
+// skipped, never an error.
+func Scan(path, id string, window int64, maxHops int) (hops []Record, scope Scope, truncated bool, err error) {
+	ws, scope, err := windows(path, window)
 	if err != nil {
 		return nil, scope, false, err
 	}
@@ -134,7 +122,7 @@ func ScanAudit(path, id string, window int64) (hops []AuditRecord, scope TraceSc
 		err := eachLine(w, func(line []byte) {
 			if first {
 				first = false
-				var r AuditRecord
+				var r Record
 				if json.Unmarshal(line, &r) == nil {
 					scope.Since = r.At
 				}
@@ -142,11 +130,11 @@ func ScanAudit(path, id string, window int64) (hops []AuditRecord, scope TraceSc
 			if !bytes.Contains(line, needle) {
 				return
 			}
-			var r AuditRecord
+			var r Record
 			if json.Unmarshal(line, &r) != nil || r.MsgID == "" || r.TraceID != id && r.MsgID != id && r.Corr != id || ids[r.MsgID] {
 				return
 			}
-			if len(ids) > TraceMaxHops { // each message has a hop: more would not be listed
+			if len(ids) > maxHops { // each message has a hop: more would not be listed
 				truncated = true
 				return
 			}
@@ -161,15 +149,14 @@ func ScanAudit(path, id string, window int64) (hops []AuditRecord, scope TraceSc
 			if !ids[string(lineMsgID(line))] {
 				return
 			}
-			var r AuditRecord
-			if json.Unmarshal(line, &r) != nil || !ids[r.MsgID] {
+			var r Record
+			if json.Unmarshal(line, &r) != nil || r.MsgID == "" || !ids[r.MsgID] { // an empty id matches no record
 				return
 			}
-			if len(hops) == TraceMaxHops {
+			if len(hops) == maxHops {
 				truncated = true
 				return
 			}
-			r.Verdict = clipUTF8(r.Verdict, traceVerdictBytes)
 			hops = append(hops, r)
 		})
 		if err != nil {
@@ -179,7 +166,7 @@ func ScanAudit(path, id string, window int64) (hops []AuditRecord, scope TraceSc
 	return hops, scope, truncated, nil
 }
 
-// msgIDKey is how an AuditRecord's msgId starts on its line.
+// msgIDKey is how a Record's msgId starts on its line.
 var msgIDKey = []byte(`"msgId":"`)
 
 // lineMsgID picks the msgId out of an audit line without decoding it
@@ -194,15 +181,4 @@ func lineMsgID(line []byte) []byte {
 		return nil
 	}
 	return rest[:36]
-}
-
-// clipUTF8 cuts s to at most n bytes on a rune boundary, marking the cut.
-func clipUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
