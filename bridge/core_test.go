@@ -391,7 +391,7 @@ func TestStatuses(t *testing.T) {
 			if res.Reason == "" {
 				t.Fatal("no_waiter without a reason")
 			}
-			h.heldFor("p", 1) // the ASK is not held, its MISSED_ASK is (missed_test.go)
+			h.heldFor("p", 1) // the ASK is not held, its MISSED_ASK is (missedask_test.go)
 			return res.Status
 		}},
 		{name: "answer after the ask expired", want: bridge.StatusTooLate, run: func(t *testing.T, h *harness) string {
