@@ -29,7 +29,7 @@ type Core struct {
 	nudges      nudgeSet
 	spawns      spawnClaims
 	slots       spawnSlots
-	claims      nameClaims    // live stdio sessions' names (claim.go)
+	claims      nameClaims    // live stdio sessions' names (nameclaims.go)
 	gone        leaving       // entities being removed, for arrivals that find them gone (removal.go)
 	deadLater   deadBacklog   // dead-letter records the store refused, written again by the sweeper (fate.go)
 	noticeLater noticeBacklog // notices the transport refused, published again by the sweeper (noticeretry.go)

@@ -17,7 +17,7 @@
 // checks it); they take no lock: the entity's mu guards them all.
 //
 //	noun            files                                            owner
-//	entity          inbox.go, entity.go                              entState (Entity: what it is)
+//	entity          entstate.go, entity.go                           entState (Entity: what it is)
 //	  held          heldset.go, held.go                              heldSet (heldMsg: one message)
 //	  waiters       waiters.go, wait.go, waitcap.go                  waitList (Core.await: every blocking call)
 //	  turns, ask    turns.go, ask.go, askanswer.go, missedask.go     turnState (askTurn, recvTurn)
@@ -26,7 +26,7 @@
 //	  tokens        token.go                                         tokenList
 //	turn book       turnbook.go                                      turnBook (open turns, persisted)
 //	registry        registry.go, register.go                         registry (by gid, name, token hash)
-//	name claims     claim.go                                         nameClaims (names of live stdio sessions)
+//	name claims     nameclaims.go                                    nameClaims (names of live stdio sessions)
 //	removal, reap   removal.go, reap.go                              leaving (removals in progress)
 //	sweeper         sweep.go                                         Core.sweep (deadlines, expiry, reaping)
 //	inbox           transport.go, inboxname.go, delay.go             Transport (it holds the inboxes)
@@ -48,7 +48,7 @@
 //	nudge           nudge.go                                         nudgeSet (Nudger: who is told)
 //	pane queue      panequeue.go, panerunner.go, panerecover.go,     paneQueues (one runner goroutine a pane)
 //	                panefiles.go, panewatch.go, forward.go
-//	receipts        inbox.go, forward.go                             receiptBox (a waiting call's receipts)
+//	receipts        entstate.go, forward.go                          receiptBox (a waiting call's receipts)
 //	ledger          ledger.go                                        ledger (briefs awaiting INJECTED/FAILED)
 //	fate            fate.go, giveup.go, deadletter.go,               Core.reportUndelivered (the one door)
 //	                deadnotice.go, noticelost.go, noticeretry.go,

@@ -22,7 +22,7 @@ type RegisterRequest struct {
 	// spawnId). Ignored on re-attach; an existing name with another gid is
 	// an error.
 	GID string
-	// Takeover takes a name held by another live session (claim.go): its
+	// Takeover takes a name held by another live session (nameclaims.go): its
 	// connections are closed instead of this registration being refused.
 	Takeover bool
 	// Token marks a token registration (`herdbridge register`): refused
