@@ -1,49 +1,3 @@
-// Package bridge is the transport-agnostic bridge core of a gateway: the
-// entity registry, per-entity inboxes with their waiters and held messages,
-// the ack models of SPEC §4, the envelope and verification of SPEC §3,
-// presence and spawn. It owns the interfaces its neighbours implement —
-// Transport (bridge/embedded, bridge/broker), Injector and PaneStarter
-// (herdr), Nudger (mcp, herdr), Signer and Verifier (keys) — and knows
-// nothing of MCP, HTTP or herdr: those call into Core.
-//
-// Core composes parts, each with its own state and lock: the registry
-// (entities by gid, name, token), each entity's record (entState), the
-// gate (verification and messages waiting for presence), memory (the
-// seen-set and sender bindings), the ledger (briefs awaiting receipts),
-// the requests (idempotent calls by request_id), presence (other hosts),
-// the nudge set, and the pane queues (briefs waiting for their pane, each
-// typed by its pane's one runner goroutine). An entity's record is made of
-// parts of its own — heldSet (held messages and the spill heads), waitList
-// (open waiters, the last nudge), turnState (turns asked and received, the
-// brief), activity (sessions, reattach grace, last activity, pane status),
-// lifecycle (inbox consumer, removed, why) and tokenList — whose methods
-// alone write their fields (internal/arch checks it); they take no lock:
-// the entity's mu guards them all.
-//
-// Lock order — the only copy; every other comment points here:
-//
-//	regMu → presence.pub → an entity's mu (entState.mu) → one leaf lock
-//
-// Leaf locks (never held while another lock is taken): the registry's,
-// the gate's, memory's (seen-set), the ledger's, the requests', the
-// turn book's and the store's own (turn records are written under an
-// entity's mu), presence's, the nudge set's, spawn claims', spawn slots',
-// name claims' (nameClaims.mu), the pane queues', the spiller's
-// (spiller.mu: spillNext pushes under an entity's mu), trace waits lifeMu (the core's start/stop state), the
-// removals in progress (leaving.mu), the dead-letter backlog's
-// (deadBacklog.mu) and the drain release's (drainRelease.mu). No two
-// entities' locks are ever held at once.
-//
-// The order is checked in -race builds: each of those locks is a regMutex,
-// pubMutex, entMutex or leafMutex (lockorder.go), which is a plain
-// sync.Mutex in an ordinary build and, with -race (lockorder_race.go),
-// records the levels each goroutine holds and panics on an inversion
-// before it can deadlock. The store's lock and history's file lock
-// (history.Log: held only around file I/O, never while it calls back for
-// names) are in their own packages and are not checked; neither are the
-// audit log's (bridge/audit, outside the core: the gateway opens it) and
-// the locks private to one call (Handover's, a spawn's
-// phases, ackAll's).
 package bridge
 
 import (
@@ -76,7 +30,7 @@ type Core struct {
 	nudges      nudgeSet
 	spawns      spawnClaims
 	slots       spawnSlots
-	claims      nameClaims    // live stdio sessions' names (claim.go)
+	claims      nameClaims    // live stdio sessions' names (nameclaims.go)
 	gone        leaving       // entities being removed, for arrivals that find them gone (removal.go)
 	deadLater   deadBacklog   // dead-letter records the store refused, written again by the sweeper (fate.go)
 	noticeLater noticeBacklog // notices the transport refused, published again by the sweeper (noticeretry.go)

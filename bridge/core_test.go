@@ -1,6 +1,6 @@
 package bridge_test
 
-// Tests of the bridge core (core.go, inbox.go, api.go) on the real embedded
+// Tests of the bridge core (core.go, entstate.go and the tool calls) on the real embedded
 // transport: every tool status of SPEC §2/§4, the user errors, and the races
 // where a message arrives while a waiter is being set up, resolved or
 // cancelled. Clocks are injected so expiry and the re-attach grace are
@@ -391,7 +391,7 @@ func TestStatuses(t *testing.T) {
 			if res.Reason == "" {
 				t.Fatal("no_waiter without a reason")
 			}
-			h.heldFor("p", 1) // the ASK is not held, its MISSED_ASK is (missed_test.go)
+			h.heldFor("p", 1) // the ASK is not held, its MISSED_ASK is (missedask_test.go)
 			return res.Status
 		}},
 		{name: "answer after the ask expired", want: bridge.StatusTooLate, run: func(t *testing.T, h *harness) string {

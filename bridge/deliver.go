@@ -201,7 +201,7 @@ func (c *Core) expiredOnArrival(st *entState, d Delivery) arrival {
 }
 
 // onAsk: an ASK resolves an open waiter, or is answered NO_WAITER at once
-// and leaves a MISSED_ASK (missed.go). One a waiter takes stays unacked in
+// and leaves a MISSED_ASK (missedask.go). One a waiter takes stays unacked in
 // its transport until the call hands it over (settleTaken) or lets it go
 // (settleAsks): a gateway killed before its client had the question hands
 // it back after the restart, to be shown again (or answered NO_WAITER),

@@ -43,7 +43,7 @@ const (
 	KindStop      Kind = "STOP"
 	KindInterrupt Kind = "INTERRUPT"
 	// KindMissedAsk is the notice a gateway leaves in its own entity's
-	// inbox for an ASK it answered NO_WAITER (SPEC §10, bridge/missed.go).
+	// inbox for an ASK it answered NO_WAITER (SPEC §10, bridge/missedask.go).
 	KindMissedAsk Kind = "MISSED_ASK"
 	// KindTrace asks another host's gateway for the hops of a traceId or
 	// msgId in its audit log (control.<host>); KindTraceAnswer is its

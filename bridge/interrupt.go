@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 )
 
@@ -124,21 +123,4 @@ func (c *Core) interruptLocal(ctx context.Context, e Entity, next bool) (*Result
 		c.queues.release(e.PaneID)
 	}
 	return &Result{Status: r.Status, Reason: r.Reason, Target: e.Addr()}, nil
-}
-
-// runRemoteInterrupt carries out an INTERRUPT another host sent, answers
-// it, marks it handled and acks it.
-func (c *Core) runRemoteInterrupt(d Delivery) {
-	defer c.wg.Done()
-	env := d.Env
-	var body InterruptBody
-	_ = json.Unmarshal(env.Body, &body) // checked by admitControl
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), time.Minute)
-	defer cancel()
-	var res *Result
-	_, target, err := c.controlTarget(env, body.Target, "bridge_interrupt")
-	if err == nil {
-		res, err = c.interruptLocal(ctx, target.view(), body.Next)
-	}
-	c.answerControl(d, body.Target, res, err)
 }

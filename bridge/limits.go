@@ -99,3 +99,12 @@ func checkText(what, s string) error {
 	}
 	return nil
 }
+
+// checkBody checks a message body against Config.MaxMessageBytes and
+// checkText.
+func (c *Core) checkBody(msg string) error {
+	if len(msg) > c.cfg.MaxMessageBytes {
+		return userErr("message is %d bytes, over the %d-byte limit: shorten it or write it to a file and send the path", len(msg), c.cfg.MaxMessageBytes)
+	}
+	return checkText("message", msg)
+}

@@ -2,7 +2,7 @@ package bridge
 
 import "sync"
 
-// The lock order of the package doc (core.go), as types: each mutex the
+// The lock order (doc.go, the only copy), as types: each mutex the
 // order names is one of these instead of a bare sync.Mutex. In an ordinary
 // build they are sync.Mutex and nothing more (Lock and Unlock are the
 // embedded ones). In a -race build (lockorder_race.go) Lock first checks
@@ -10,14 +10,14 @@ import "sync"
 // panics on an inversion, before it can deadlock: the race-enabled tests
 // check the order on every path they run.
 type (
-	regMutex  struct{ sync.Mutex } // Core.regMu: first
-	pubMutex  struct{ sync.Mutex } // presence.pub: after regMu
-	entMutex  struct{ sync.Mutex } // an entity's mu: after those, one at a time
-	leafMutex struct{ sync.Mutex } // a leaf: last, and never two at once
+	regMutex  struct{ sync.Mutex } // Core.regMu
+	pubMutex  struct{ sync.Mutex } // presence.pub
+	entMutex  struct{ sync.Mutex } // an entity's mu (entState.mu)
+	leafMutex struct{ sync.Mutex } // every leaf lock doc.go lists
 )
 
-// lockLevel is a place in the order: a goroutine takes a lock only while
-// every lock it holds has a lower level.
+// lockLevel is a place in the order, in doc.go's sequence: a goroutine
+// takes a lock only while every lock it holds has a lower level.
 type lockLevel uint8
 
 const (

@@ -36,7 +36,7 @@ func lockTake(l lockLevel) {
 	held := v.(*[]lockLevel)
 	for _, h := range *held {
 		if h >= l {
-			panic(fmt.Sprintf("lock order (package doc, core.go): taking %s while holding %s (held: %v)", l, h, *held))
+			panic(fmt.Sprintf("lock order (bridge/doc.go): taking %s while holding %s (held: %v)", l, h, *held))
 		}
 	}
 	*held = append(*held, l)

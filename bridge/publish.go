@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -124,4 +125,18 @@ func (c *Core) noticeFor(kind Kind, from string, env *Envelope, reason string) o
 // outside any turn: to its sender, about it, in its trace.
 func (c *Core) receiptFor(kind Kind, from string, env *Envelope, reason string) outMsg {
 	return c.notice(kind, from, env.From, env.MsgID, "", env.TraceID, reason)
+}
+
+// publishErr is the error a caller is told when its message could not be
+// published to target.
+func (c *Core) publishErr(err error, target Entity) error {
+	switch {
+	case errors.Is(err, ErrUnroutable):
+		return userErr("no inbox for %s: not registered or offline", target.Addr())
+	case errors.Is(err, ErrInboxFull):
+		return userErr("inbox of %s is full (%d messages unread): it must drain before it can take more", target.Addr(), c.cfg.InboxMaxLength)
+	case errors.Is(err, ErrUnavailable):
+		return userErr("message to %s: %v; send it again once the broker is back", target.Addr(), err)
+	}
+	return fmt.Errorf("bridge: publish: %w", err)
 }

@@ -98,3 +98,14 @@ func (r *registry) dropTokensLocked(gid string, tokens []string) {
 		}
 	}
 }
+
+// caller is the local entity a call comes from.
+func (c *Core) caller(gid string) (*entState, error) {
+	if st := c.reg.get(gid); st != nil {
+		st.mu.Lock()
+		st.seen(c.cfg.Now())
+		st.mu.Unlock()
+		return st, nil
+	}
+	return nil, userErr("this session's entity is not registered on this gateway: register again")
+}

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -93,36 +92,6 @@ type Progress func(waited, of time.Duration, msg string)
 func (c *Core) message(env *Envelope) Message {
 	return Message{MsgID: env.MsgID, Kind: env.Kind, From: env.From, FromName: c.nameOf(env.From), To: env.To, Body: string(env.Body),
 		TurnID: env.TurnID, Corr: env.Corr, TS: env.TS.UTC(), TraceID: env.TraceID, Provenance: c.provenance(env)}
-}
-
-// caller is the local entity a call comes from.
-func (c *Core) caller(gid string) (*entState, error) {
-	if st := c.reg.get(gid); st != nil {
-		st.mu.Lock()
-		st.seen(c.cfg.Now())
-		st.mu.Unlock()
-		return st, nil
-	}
-	return nil, userErr("this session's entity is not registered on this gateway: register again")
-}
-
-func (c *Core) checkBody(msg string) error {
-	if len(msg) > c.cfg.MaxMessageBytes {
-		return userErr("message is %d bytes, over the %d-byte limit: shorten it or write it to a file and send the path", len(msg), c.cfg.MaxMessageBytes)
-	}
-	return checkText("message", msg)
-}
-
-func (c *Core) publishErr(err error, target Entity) error {
-	switch {
-	case errors.Is(err, ErrUnroutable):
-		return userErr("no inbox for %s: not registered or offline", target.Addr())
-	case errors.Is(err, ErrInboxFull):
-		return userErr("inbox of %s is full (%d messages unread): it must drain before it can take more", target.Addr(), c.cfg.InboxMaxLength)
-	case errors.Is(err, ErrUnavailable):
-		return userErr("message to %s: %v; send it again once the broker is back", target.Addr(), err)
-	}
-	return fmt.Errorf("bridge: publish: %w", err)
 }
 
 // Excerpt is the start of a message, quoted, for failure reports that must

@@ -12,9 +12,10 @@ import (
 
 // Spawn: bridge_spawn starts a worker from a spawn profile of a host — on
 // this one through the PaneStarter, on another through a SPAWN to its
-// control queue (remote.go) — registers it with its spawnId as gid, and
-// briefs it through the forward path. spawnId is the dedup key: a spawn
-// whose id was used returns the worker it made, never a second pane.
+// control queue (spawnremote.go; control.go dispatches it there) —
+// registers it with its spawnId as gid, and briefs it through the forward
+// path. spawnId is the dedup key: a spawn whose id was used returns the
+// worker it made, never a second pane.
 
 // PaneStarter starts agents in new panes: herdr implements it. Its
 // methods may be called concurrently.

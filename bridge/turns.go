@@ -43,7 +43,7 @@ type recvTurn struct {
 	expiresAt                        time.Time
 	answered, abandoned, late        bool
 	// missed: nobody was waiting, the asker heard NO_WAITER and the entity
-	// holds a MISSED_ASK; answering it is too late (missed.go)
+	// holds a MISSED_ASK; answering it is too late (missedask.go)
 	missed bool
 }
 

@@ -9,15 +9,21 @@ import (
 	"unicode"
 )
 
-// Lifecycle control across hosts: bridge_stop and bridge_interrupt of a
-// worker on another host go to that host's control queue as a STOP or an
-// INTERRUPT, signed by the caller's gateway like a SPAWN. The worker's
-// gateway judges the caller again (its role from signed presence: a
-// worker may act only on itself), acts, and answers with an INJECTED in
-// the worker's name whose body is "<status>: <reason>" (stopped,
-// interrupted, uncertain, …) or a FAILED saying why not. A STOP carries its stop id, which the worker's
-// gateway remembers: a STOP redelivered or retried after it was carried
-// out stops nothing twice.
+// Control across hosts. Every gateway consumes one control queue,
+// control.<host>, whose dispatcher (onControl) hands each kind to its
+// runner: a SPAWN (spawnremote.go), a STOP or an INTERRUPT
+// (runRemoteControl, below), a DEAD_LETTER notice (deadnotice.go), a
+// GIVE_UP (giveup.go), a TRACE or its answer (trace.go).
+//
+// Lifecycle control: bridge_stop and bridge_interrupt of a worker on
+// another host go to that host's control queue as a STOP or an INTERRUPT,
+// signed by the caller's gateway like a SPAWN. The worker's gateway judges
+// the caller again (its role from signed presence: a worker may act only
+// on itself), acts, and answers with an INJECTED in the worker's name
+// whose body is "<status>: <reason>" (stopped, interrupted, uncertain, …)
+// or a FAILED saying why not. A STOP carries its stop id, which the
+// worker's gateway remembers: a STOP redelivered or retried after it was
+// carried out stops nothing twice.
 //
 // Neither is spooled while the broker is unreachable: a stop or an
 // interrupt that lands minutes later than meant could end work the caller
@@ -105,6 +111,92 @@ func (c *Core) controlCall(ctx context.Context, st *entState, target Entity, kin
 	return res, nil
 }
 
+// onControl is the dispatcher of control.<host>: a SPAWN runs the local
+// spawn (spawnremote.go), a STOP or INTERRUPT acts on a local worker
+// (runRemoteControl), each on its own goroutine, then is acked; a failure
+// goes back to the caller as FAILED (corr = the control message). A
+// spawn's success needs no message: the new worker shows up in the
+// roster. A DEAD_LETTER is another gateway's word that one of this host's
+// messages died (deadnotice.go); a GIVE_UP asks this host to decide an
+// overdue brief's fate (giveup.go). A TRACE or its answer goes to
+// onTraceControl.
+func (c *Core) onControl(d Delivery) {
+	if d.Env != nil && isTraceKind(d.Env.Kind) {
+		c.onTraceControl(d) // trace.go
+		return
+	}
+	if !c.admitControl(d) {
+		return
+	}
+	c.observeEnv(HopAccept, d.Env, d.Key, "accepted")
+	c.wg.Add(1)
+	switch d.Env.Kind {
+	case KindStop, KindInterrupt:
+		go c.runRemoteControl(d)
+	case KindDeadLetter:
+		go c.runDeadLetterNotice(d) // deadnotice.go
+	case KindGiveUp:
+		go c.runGiveUp(d) // giveup.go
+	default:
+		go c.runRemoteSpawn(d) // spawnremote.go
+	}
+}
+
+// admitControl verifies a control delivery and checks its body; false
+// when it was refused, is a benign redelivery, or waits for presence.
+func (c *Core) admitControl(d Delivery) bool {
+	where := "control." + c.cfg.Host
+	reason, detail, wait := c.verify(d, func(env *Envelope) string {
+		if env.To != "control."+c.cfg.Host || d.Key != "" && d.Key != c.cfg.Host {
+			return string(env.Kind) + " to " + env.To + " with routing key " + d.Key + " on " + c.cfg.Host
+		}
+		return ""
+	})
+	if wait {
+		c.waitForPresence(d, where, "control:"+d.Env.MsgID, c.onControl)
+		return false
+	}
+	if reason == "" && !controlKinds[d.Env.Kind] {
+		reason, detail = RefuseBadKind, "a "+string(d.Env.Kind)+" on the control queue"
+	}
+	if reason == "" && c.mem.has("control:"+d.Env.MsgID) {
+		if d.Redelivered { // handled and marked, its ack lost: benign
+			_ = d.Acker.Ack()
+			return false
+		}
+		reason, detail = RefuseReplayed, string(d.Env.Kind)+" msgId already handled"
+	}
+	if reason == "" && !controlBodyOK(d.Env) {
+		reason, detail = RefuseMalformed, "bad "+string(d.Env.Kind)+" body"
+	}
+	if reason != "" {
+		c.refuse(d, where, reason, detail)
+		return false
+	}
+	return true
+}
+
+// controlBodyOK checks that a control message's body decodes and names
+// what it acts on.
+func controlBodyOK(env *Envelope) bool {
+	switch env.Kind {
+	case KindStop:
+		var b StopBody
+		return json.Unmarshal(env.Body, &b) == nil && isUUID(b.Target) && isUUID(b.StopID)
+	case KindInterrupt:
+		var b InterruptBody
+		return json.Unmarshal(env.Body, &b) == nil && isUUID(b.Target)
+	case KindDeadLetter:
+		_, _, err := ParseDeadLetterNotice(env.Body)
+		return err == nil
+	case KindGiveUp:
+		var b GiveUpBody
+		return env.From == GatewayGID(env.Host) && json.Unmarshal(env.Body, &b) == nil && isUUID(b.Target) && isUUID(b.Sender)
+	}
+	var b SpawnBody
+	return json.Unmarshal(env.Body, &b) == nil && b.Profile != ""
+}
+
 // remoteCaller is the entity on another host a control message comes
 // from, as its signed presence shows it; false when it has none (then it
 // may act on nothing here).
@@ -133,29 +225,82 @@ func (c *Core) controlTarget(env *Envelope, gid, what string) (caller Entity, ta
 	return caller, target, nil
 }
 
-// runRemoteStop carries out a STOP another host sent, answers it, marks it
-// handled and acks it.
-func (c *Core) runRemoteStop(d Delivery) {
+// controlAction is a STOP or an INTERRUPT from another host, decoded: the
+// local worker it acts on, the tool whose rights its caller must hold here
+// (mayControl), and what it does.
+type controlAction struct {
+	target string // the worker's gid
+	tool   string // bridge_stop or bridge_interrupt
+	// early, when set, may answer before the caller and the worker are
+	// looked up: a result or an error ends the action there.
+	early func() (*Result, error)
+	act   func(ctx context.Context, caller Entity, target *entState) (*Result, error)
+}
+
+// runRemoteControl carries out a STOP or an INTERRUPT another host sent,
+// answers it, marks it handled and acks it (answerControl).
+func (c *Core) runRemoteControl(d Delivery) {
 	defer c.wg.Done()
-	env := d.Env
-	var body StopBody
-	_ = json.Unmarshal(env.Body, &body) // checked by admitControl
+	a := c.remoteInterrupt(d.Env)
+	if d.Env.Kind == KindStop {
+		a = c.remoteStop(d.Env)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), time.Minute)
 	defer cancel()
 	var res *Result
 	var err error
-	if body.Reason != "" {
-		err = checkText("reason", body.Reason)
+	if a.early != nil {
+		res, err = a.early()
 	}
-	if err == nil && c.mem.has(stopKey(body.StopID)) {
-		res = stoppedBefore(StopRequest{Target: body.Target, StopID: body.StopID})
-	} else if err == nil {
+	if res == nil && err == nil {
 		var caller Entity
-		if caller, _, err = c.controlTarget(env, body.Target, "bridge_stop"); err == nil {
-			res, err = c.stopLocal(ctx, caller.Addr(), body.Target, StopRequest{Target: body.Target, Reason: body.Reason, ClosePane: body.ClosePane, StopID: body.StopID})
+		var target *entState
+		if caller, target, err = c.controlTarget(d.Env, a.target, a.tool); err == nil {
+			res, err = a.act(ctx, caller, target)
 		}
 	}
-	c.answerControl(d, body.Target, res, err)
+	c.answerControl(d, a.target, res, err)
+}
+
+// remoteStop is the action of a STOP (its body checked by admitControl).
+// It differs from an INTERRUPT's in its early step, on purpose: a STOP's
+// reason is text its caller wrote, checked as a local bridge_stop's is;
+// and a STOP whose stop id was carried out already answers stopped before
+// its caller and worker are looked up — by then the worker is gone (the
+// lookup would answer "no worker"), and a retried stop must hear that it
+// worked, never stop twice. An INTERRUPT has no text and no id beyond its
+// msgId, whose replay admitControl refuses.
+func (c *Core) remoteStop(env *Envelope) controlAction {
+	var body StopBody
+	_ = json.Unmarshal(env.Body, &body)
+	req := StopRequest{Target: body.Target, Reason: body.Reason, ClosePane: body.ClosePane, StopID: body.StopID}
+	return controlAction{target: body.Target, tool: "bridge_stop",
+		early: func() (*Result, error) {
+			if body.Reason != "" {
+				if err := checkText("reason", body.Reason); err != nil {
+					return nil, err
+				}
+			}
+			if c.mem.has(stopKey(body.StopID)) {
+				return stoppedBefore(StopRequest{Target: body.Target, StopID: body.StopID}), nil
+			}
+			return nil, nil
+		},
+		act: func(ctx context.Context, caller Entity, _ *entState) (*Result, error) {
+			return c.stopLocal(ctx, caller.Addr(), body.Target, req)
+		}}
+}
+
+// remoteInterrupt is the action of an INTERRUPT (its body checked by
+// admitControl): Escape in the worker's pane, its queue held for the
+// message to come when the caller sends one (body.Next).
+func (c *Core) remoteInterrupt(env *Envelope) controlAction {
+	var body InterruptBody
+	_ = json.Unmarshal(env.Body, &body)
+	return controlAction{target: body.Target, tool: "bridge_interrupt",
+		act: func(ctx context.Context, _ Entity, target *entState) (*Result, error) {
+			return c.interruptLocal(ctx, target.view(), body.Next)
+		}}
 }
 
 // answerControl tells a control message's caller how it ended, marks it

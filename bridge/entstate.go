@@ -22,7 +22,7 @@ import (
 // methods below. One lock, mu,
 // guards every part and the entity but GID, Name, Host and Registered,
 // which never change: the parts take no lock, their callers hold mu. Where
-// it sits in the lock order: the package doc (core.go).
+// it sits in the lock order: doc.go.
 type entState struct {
 	mu entMutex
 	Entity

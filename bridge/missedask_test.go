@@ -1,6 +1,6 @@
 package bridge_test
 
-// MISSED_ASK (missed.go): an ASK answered NO_WAITER leaves a notice in the
+// MISSED_ASK (missedask.go): an ASK answered NO_WAITER leaves a notice in the
 // asked entity's inbox — held, counted, nudged, peeked, drained (filtered
 // on its from), not answerable, and kept once across a restart.
 
