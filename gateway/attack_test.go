@@ -31,21 +31,40 @@ func TestAttackerOnBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1800 attack messages")
 	}
+	// 100 MiB of oversized bodies go through the broker: heartbeats may lag
+	// far behind the tests' usual 900 ms presence TTL (production: 15 s)
+	logTo := func(h slog.Handler) func(c *gateway.Config) {
+		return func(c *gateway.Config) {
+			c.Core.PresenceTTL = 10 * time.Second
+			c.Logger = slog.New(slog.NewMultiHandler(c.Logger.Handler(), h))
+		}
+	}
 	var ga *gateway.Gateway
 	rep := attacktest.Run(t, attacktest.Harness{N: 100, Timeout: 30 * time.Second, Pace: 5 * time.Millisecond,
 		Start: func(t *testing.T, logA, logB slog.Handler) attacktest.Deployment {
 			var d attacktest.Deployment
-			ga, d = brokerDeployment(t, logA, logB)
+			ga, d = brokerDeployment(t, "evil", logTo(logA), logTo(logB))
 			return d
 		}})
 	checkAttackStats(t, ga, rep.N)
 }
 
-// brokerDeployment starts gateways A and B on the broker, and evil's key
-// (trusted by both, no gateway) and a stranger's (trusted by nobody).
-func brokerDeployment(t *testing.T, logA, logB slog.Handler) (*gateway.Gateway, attacktest.Deployment) {
+// TestNoPresenceRace runs the suite's presence race on whole gateways on
+// the broker, with 50 workers on host B.
+func TestNoPresenceRace(t *testing.T) {
+	none := func(*gateway.Config) {}
+	attacktest.RunPresenceRace(t, attacktest.Harness{Timeout: 20 * time.Second, Start: func(t *testing.T, _, _ slog.Handler) attacktest.Deployment {
+		_, d := brokerDeployment(t, "late", none, none)
+		return d
+	}}, 50)
+}
+
+// brokerDeployment starts gateways A and B on the broker (tuned by tuneA
+// and tuneB), and evil's key (trusted by both, no gateway) and a
+// stranger's (trusted by nobody).
+func brokerDeployment(t *testing.T, evilPrefix string, tuneA, tuneB func(*gateway.Config)) (*gateway.Gateway, attacktest.Deployment) {
 	url := brokerURL(t)
-	evilHost, evilDir := gatewaytest.UniqueHost("evil"), gatewaytest.TempDir(t)
+	evilHost, evilDir := gatewaytest.UniqueHost(evilPrefix), gatewaytest.TempDir(t)
 	gatewaytest.JoinTrustMesh(t, evilDir, evilHost) // trusted by the gateways below
 	evil, err := keys.Load(evilDir + "/" + keys.KeyFile)
 	if err != nil {
@@ -55,16 +74,8 @@ func brokerDeployment(t *testing.T, logA, logB slog.Handler) (*gateway.Gateway, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 100 MiB of oversized bodies go through the broker: heartbeats may lag
-	// far behind the tests' usual 900 ms presence TTL (production: 15 s)
-	logTo := func(h slog.Handler) func(c *gateway.Config) {
-		return func(c *gateway.Config) {
-			c.Core.PresenceTTL = 10 * time.Second
-			c.Logger = slog.New(slog.NewMultiHandler(c.Logger.Handler(), h))
-		}
-	}
-	ga := gatewaytest.StartHost(t, gatewaytest.UniqueHost("ta"), url, logTo(logA))
-	gb := gatewaytest.StartHost(t, gatewaytest.UniqueHost("tb"), url, logTo(logB))
+	ga := gatewaytest.StartHost(t, gatewaytest.UniqueHost("ta"), url, tuneA)
+	gb := gatewaytest.StartHost(t, gatewaytest.UniqueHost("tb"), url, tuneB)
 	ch := rawChannel(t, url)
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
@@ -137,89 +148,6 @@ func checkAttackStats(t *testing.T, ga *gateway.Gateway, n int) {
 	if verdicts["refused: "+bridge.RefuseToMismatch] != n || verdicts["accepted"] < n {
 		t.Errorf("audit verdicts %v", verdicts)
 	}
-}
-
-// TestNoPresenceRace: a message sent right after its sender registered is
-// not refused for a missing presence. 50 workers on host B each register and
-// reply at once; and a message whose sender's signed heartbeat comes only
-// after it waits for it, while one whose heartbeat never comes is refused
-// once PresenceWait is over.
-func TestNoPresenceRace(t *testing.T) {
-	brokerURL(t)
-	evilHost, evilDir := gatewaytest.UniqueHost("late"), gatewaytest.TempDir(t)
-	gatewaytest.JoinTrustMesh(t, evilDir, evilHost)
-	lateKey, err := keys.Load(evilDir + "/" + keys.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ga := gatewaytest.StartHost(t, gatewaytest.UniqueHost("ra"), brokerURL(t))
-	gb := gatewaytest.StartHost(t, gatewaytest.UniqueHost("rb"), brokerURL(t))
-	ctx := context.Background()
-	lead := gatewaytest.RegisterOn(t, ga, "lead", bridge.RolePrimary)
-	target := "lead@" + ga.Host()
-	gatewaytest.Eventually(t, 10*time.Second, "B sees lead", func() bool { _, err := gb.Core().Resolve(target); return err == nil })
-	gatewaytest.Eventually(t, 10*time.Second, "A trusts and sees host B", func() bool { // trust before traffic
-		for _, h := range ga.Core().Roster().Hosts {
-			if h.Host == gb.Host() {
-				return true
-			}
-		}
-		return false
-	})
-	const workers = 50
-	for i := 0; i < workers; i++ {
-		w, _, err := gb.Core().Register(ctx, bridge.RegisterRequest{Name: fmt.Sprintf("w%02d", i), Role: bridge.RoleWorker})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := gb.Core().Send(ctx, w.GID, bridge.SendRequest{Target: target, Message: fmt.Sprintf("first words %02d", i)}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := 0
-	for deadline := time.Now().Add(20 * time.Second); got < workers && time.Now().Before(deadline); {
-		r, err := ga.Core().Poll(ctx, lead.GID, bridge.PollRequest{Max: 100, Wait: time.Second}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got += len(r.Messages)
-	}
-	t.Logf("%d workers registered and replied at once: %d replies arrived, refusals %v", workers, got, ga.Core().Refused())
-	if got != workers || ga.Core().Refused()[bridge.RefuseFromNotOnHost] != 0 {
-		t.Fatalf("%d of %d arrived; refusals %v", got, workers, ga.Core().Refused())
-	}
-
-	// a heartbeat that comes after the message: the message waits for it
-	ch := rawChannel(t, brokerURL(t))
-	publish := func(exchange, key string, e *bridge.Envelope) {
-		e.Sig = lateKey.Sign(e.SigningInput())
-		if err := ch.PublishWithContext(ctx, exchange, key, false, false, amqp.Publishing{Headers: amqp.Table(e.Headers()), Body: e.Body}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	msg := func(from, body string) *bridge.Envelope {
-		now := time.Now()
-		return &bridge.Envelope{V: bridge.Version, Kind: bridge.KindReply, MsgID: uuid.NewString(), From: from, To: lead.GID, Host: evilHost, TS: now, ExpiresAt: now.Add(time.Hour), Body: []byte(body)}
-	}
-	slow, never := uuid.NewString(), uuid.NewString()
-	publish(broker.ExchangeMsg, lead.GID, msg(slow, "before my heartbeat"))
-	publish(broker.ExchangeMsg, lead.GID, msg(never, "no heartbeat ever"))
-	time.Sleep(ga.Core().Config().PresenceTTL / 3)
-	if r, _ := ga.Core().Poll(ctx, lead.GID, bridge.PollRequest{}, nil); len(r.Messages) != 0 {
-		t.Fatalf("delivered before its sender's presence: %+v", r.Messages)
-	}
-	now := time.Now()
-	publish(broker.ExchangeRoster, "roster."+evilHost, &bridge.Envelope{V: bridge.Version, Kind: bridge.KindPresence, MsgID: uuid.NewString(), From: slow,
-		To: "roster." + evilHost + ".slow", Host: evilHost, TS: now, ExpiresAt: now.Add(time.Minute),
-		Body: fmt.Appendf(nil, `{"gid":%q,"name":"slow","host":%q,"role":"worker"}`, slow, evilHost)})
-	r, err := ga.Core().Poll(ctx, lead.GID, bridge.PollRequest{Wait: 5 * time.Second}, nil)
-	if err != nil || len(r.Messages) != 1 || r.Messages[0].Body != "before my heartbeat" {
-		t.Fatalf("after the heartbeat: %+v %v", r.Messages, err)
-	}
-	gatewaytest.Eventually(t, 10*time.Second, "the message with no heartbeat refused", func() bool {
-		return ga.Core().Refused()[bridge.RefuseFromNotOnHost] == 1
-	})
-	t.Logf("late heartbeat: its message waited and was delivered; no heartbeat: refused after %v (%v)", ga.Core().Config().PresenceWait, ga.Core().Refused())
 }
 
 // TestPresenceWaitIsBounded: messages from senders with no presence yet
