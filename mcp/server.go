@@ -45,6 +45,7 @@ func EntityFrom(ctx context.Context) (string, bool) {
 // Server is the MCP server of one gateway.
 type Server struct {
 	core *bridge.Core
+	fab  Fabric // the core as the tools call it (fabric.go)
 	log  *slog.Logger
 	mcp  *server.MCPServer
 
@@ -95,6 +96,7 @@ func New(core *bridge.Core, log *slog.Logger) *Server {
 	}
 	s := &Server{core: core, log: log, sessions: map[string]*sessionInfo{}, maxWait: bridge.DefaultMaxWait}
 	if core != nil {
+		s.fab = core
 		s.maxWait = core.Config().MaxWait // the tool descriptions state it
 	}
 	hooks := &server.Hooks{}

@@ -223,7 +223,7 @@ func (s *Server) sendTool() toolDef {
 		if a.TurnID == "" && a.Target == "" {
 			return nil, argErr(errors.New("target is required (or turn_id to answer an open ask)"))
 		}
-		return s.core.Send(ctx, gid, bridge.SendRequest{Target: a.Target, Message: a.Message, Wait: wait, TurnID: a.TurnID, RequestID: a.RequestID, Priority: a.Priority}, prog)
+		return s.fab.Send(ctx, gid, bridge.SendRequest{Target: a.Target, Message: a.Message, Wait: wait, TurnID: a.TurnID, RequestID: a.RequestID, Priority: a.Priority}, prog)
 	}))}
 }
 
@@ -245,7 +245,7 @@ func (s *Server) askTool() toolDef {
 		if a.TurnID == "" && strings.TrimSpace(a.Question) == "" {
 			return nil, argErr(errors.New("question is required (or turn_id to keep waiting on an open ask)"))
 		}
-		return s.core.Ask(ctx, gid, bridge.AskRequest{Question: a.Question, Target: a.Target, Timeout: timeout, TurnID: a.TurnID, RequestID: a.RequestID}, prog)
+		return s.fab.Ask(ctx, gid, bridge.AskRequest{Question: a.Question, Target: a.Target, Timeout: timeout, TurnID: a.TurnID, RequestID: a.RequestID}, prog)
 	}))}
 }
 
@@ -270,7 +270,7 @@ func (s *Server) pollTool() toolDef {
 			}
 			max = *a.Max
 		}
-		return s.core.Poll(ctx, gid, bridge.PollRequest{Target: a.Target, Wait: wait, Max: max, Peek: a.Peek}, prog)
+		return s.fab.Poll(ctx, gid, bridge.PollRequest{Target: a.Target, Wait: wait, Max: max, Peek: a.Peek}, prog)
 	}))}
 }
 
@@ -279,7 +279,7 @@ func (s *Server) broadcastTool() toolDef {
 		"Tell every agent on the fabric (or one group) the same thing in one message: use it for announcements that concern everyone, not to brief one worker (bridge_send). "+
 			"Everyone bound gets a copy but you. Status confirmed.")
 	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a broadcastArgs, prog bridge.Progress) (*bridge.Result, error) {
-		return s.core.Broadcast(ctx, gid, bridge.BroadcastRequest{Message: a.Message, Group: a.Group, RequestID: a.RequestID})
+		return s.fab.Broadcast(ctx, gid, bridge.BroadcastRequest{Message: a.Message, Group: a.Group, RequestID: a.RequestID})
 	}))}
 }
 
@@ -296,7 +296,7 @@ func (s *Server) rosterTool() toolDef {
 		if err := decodeArgs(req, &a); err != nil {
 			return rosterError(err.Error(), errorNext("bridge_roster")), nil
 		}
-		v := s.core.Roster()
+		v := s.fab.Roster()
 		if a.Host != "" {
 			es := []bridge.EntityView{} // never null: the output schema says array
 			for _, e := range v.Entities {
@@ -354,7 +354,7 @@ func (s *Server) spawnTool() toolDef {
 			"Returns when the worker's agent is ready and registered (spawnId = its gid), then delivers brief through the forward path: status submitted, uncertain or failed (with the reason), or confirmed without a brief; phases lists the steps it went through with their times. "+
 			"A spawn past the host's or profile's maxWorkers is refused at once, naming the limit and the count.")
 	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a spawnArgs, prog bridge.Progress) (*bridge.Result, error) {
-		return s.core.Spawn(ctx, gid, bridge.SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief, SpawnID: a.SpawnID,
+		return s.fab.Spawn(ctx, gid, bridge.SpawnRequest{Host: a.Host, Profile: a.Profile, Name: a.Name, Brief: a.Brief, SpawnID: a.SpawnID,
 			Choice: bridge.SpawnChoice{Cwd: a.Cwd, Repo: a.Repo, Worktree: a.Worktree, Model: a.Model, Args: a.Args}})
 	}))}
 }
@@ -371,7 +371,7 @@ func (s *Server) historyTool() toolDef {
 			}
 			max = *a.Max
 		}
-		return s.core.History(ctx, gid, bridge.HistoryRequest{Target: a.Target, Since: a.Since, Max: max, Query: a.Query})
+		return s.fab.History(ctx, gid, bridge.HistoryRequest{Target: a.Target, Since: a.Since, Max: max, Query: a.Query})
 	}))}
 }
 
@@ -385,7 +385,7 @@ func (s *Server) stopTool() toolDef {
 		if err := decodeArgs(req, &a); err != nil {
 			return nil, argErr(err)
 		}
-		return s.core.Stop(ctx, gid, bridge.StopRequest{Target: a.Target, Reason: a.Reason, ClosePane: a.ClosePane, StopID: a.StopID})
+		return s.fab.Stop(ctx, gid, bridge.StopRequest{Target: a.Target, Reason: a.Reason, ClosePane: a.ClosePane, StopID: a.StopID})
 	})}
 }
 
@@ -396,7 +396,7 @@ func (s *Server) interruptTool() toolDef {
 			"With message, that message is its next brief, typed as soon as it is idle, before any brief that was waiting. "+
 			"A primary or orchestrator may interrupt any worker; a worker only itself.")
 	return toolDef{t, s.call(withArgs(func(ctx context.Context, gid string, a interruptArgs, prog bridge.Progress) (*bridge.Result, error) {
-		return s.core.Interrupt(ctx, gid, bridge.InterruptRequest{Target: a.Target, Message: a.Message}, prog)
+		return s.fab.Interrupt(ctx, gid, bridge.InterruptRequest{Target: a.Target, Message: a.Message}, prog)
 	}))}
 }
 
