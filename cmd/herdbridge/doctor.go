@@ -1,15 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/herdbridge/herdbridge/cliout"
 	"github.com/herdbridge/herdbridge/gateway"
 )
 
@@ -42,7 +40,7 @@ gateway is down too (then --broker probes the broker).`,
 			}
 		}
 		res := gateway.Doctor(c.Context(), gateway.DoctorOptions{StateDir: *dir, ConfigPath: *configPath, Broker: broker, Argv: os.Args})
-		if err := printDoctor(stdout, res, *asJSON); err != nil {
+		if err := cliout.Doctor(stdout, res, *asJSON); err != nil {
 			return err
 		}
 		if !res.OK {
@@ -51,18 +49,4 @@ gateway is down too (then --broker probes the broker).`,
 		return nil
 	}
 	return c
-}
-
-func printDoctor(w io.Writer, res gateway.DoctorResult, asJSON bool) error {
-	if asJSON {
-		return json.NewEncoder(w).Encode(res)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, ch := range res.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Status, ch.Name, ch.Detail)
-		if ch.Fix != "" && ch.Status != gateway.CheckOK {
-			fmt.Fprintf(tw, "\t\tfix: %s\n", ch.Fix)
-		}
-	}
-	return tw.Flush()
 }
