@@ -34,8 +34,8 @@ gateway is down too (then --broker probes the broker).`,
 	brokerPasswordFile := brokerPasswordFlag(fs)
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		broker := brokerURL.String()
-		if file, err := stateConfig(*dir, *configPath); err == nil { // a bad config is doctor's to report, not to stop on
-			if broker, err = withBrokerPassword(broker, *brokerPasswordFile, file); err != nil {
+		if file, err := gateway.StateConfig(*dir, *configPath); err == nil { // a bad config is doctor's to report, not to stop on
+			if broker, err = gateway.JoinBrokerPassword(broker, *brokerPasswordFile, file); err != nil {
 				return err
 			}
 		}

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/cliout"
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/mcp"
@@ -235,17 +233,10 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 			TLSCert: *tlsCert, TLSKey: *tlsKey, BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey,
 			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history, QueueType: *queueType, Seal: *seal}
 		cfg.Core.MaxWait = *maxWait
-		cfgPath := *configPath
-		if cfgPath == "" {
-			cfgPath = filepath.Join(*dir, "config.json")
-		}
-		if cfg.File, err = gateway.LoadFile(cfgPath, *configPath != ""); err != nil {
+		if cfg.File, err = gateway.StateConfig(*dir, *configPath); err != nil {
 			return err
 		}
-		if cfg.Broker == "" { // the file's broker nodes take the password too
-			cfg.Broker = strings.Join(broker.ParseURLs(append([]string{cfg.File.Broker}, cfg.File.Brokers...)...), ",")
-		}
-		if cfg.Broker, err = withBrokerPassword(cfg.Broker, *brokerPasswordFile, cfg.File); err != nil {
+		if cfg.Broker, err = gateway.ConfigBroker(cfg.Broker, *brokerPasswordFile, cfg.File); err != nil {
 			return err
 		}
 		g, err := gateway.Open(ctx, cfg)
