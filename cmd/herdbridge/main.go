@@ -342,18 +342,11 @@ and relays stdio to a session there. Inside a herdr pane the pane is recorded.`,
 	_ = c.RegisterFlagCompletionFunc("default-role", roleCompletion)
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		ctx := c.Context()
-		// a name from herdr comes before --default-name: one .mcp.json is
-		// shared by many panes, and a shared default would merge them
-		if *name == "" && gateway.InHerdr() != "" {
-			if n, err := gateway.DefaultName(ctx); err == nil {
-				*name = n
-			}
-		}
-		*name, *role = cmp.Or(*name, *defName), cmp.Or(*role, *defRole)
-		if *name == "" {
-			_, err := gateway.DefaultName(ctx) // says why there is none
+		sessionName, err := gateway.SessionName(ctx, *name, *defName)
+		if err != nil {
 			return refuseMCP(fmt.Errorf("mcp: %w", err), stdin, stdout, stderr)
 		}
+		*name, *role = sessionName, cmp.Or(*role, *defRole)
 		if *role == "" {
 			return refuseMCP(errors.New("mcp needs --role"), stdin, stdout, stderr)
 		}
@@ -362,7 +355,7 @@ and relays stdio to a session there. Inside a herdr pane the pane is recorded.`,
 		}
 		pane := gateway.InHerdr() // inside a herdr pane: register with it
 		req := gateway.Request{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: pane, Takeover: *takeover, History: history(c)}
-		err := gateway.Relay(ctx, *dir, req, stdin, stdout, stderr)
+		err = gateway.Relay(ctx, *dir, req, stdin, stdout, stderr)
 		if se := (*gateway.StartError)(nil); errors.As(err, &se) {
 			return refuseMCP(se.Err, stdin, stdout, stderr)
 		}
