@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -42,6 +43,24 @@ func DefaultName(ctx context.Context) (string, error) {
 	}
 	cwd, _ := os.Getwd()
 	return DeriveName(agent, cwd, pane), nil
+}
+
+// SessionName is the name `herdbridge mcp` registers as: name (--name or
+// $HERDBRIDGE_NAME), else inside a herdr pane its DefaultName, else
+// defName (--default-name). The pane's name comes before defName: one
+// .mcp.json is shared by many panes, and a shared default would merge
+// them. With none of them, DefaultName's error says why.
+func SessionName(ctx context.Context, name, defName string) (string, error) {
+	if name == "" && InHerdr() != "" {
+		if n, err := DefaultName(ctx); err == nil {
+			name = n
+		}
+	}
+	if name = cmp.Or(name, defName); name != "" {
+		return name, nil
+	}
+	_, err := DefaultName(ctx)
+	return "", err
 }
 
 // DeriveName is DefaultName's rule: agent if it makes a valid name, else

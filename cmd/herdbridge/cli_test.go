@@ -143,19 +143,6 @@ func TestVersion(t *testing.T) {
 	if s := serverVersion(); !shortRe.MatchString(s) {
 		t.Errorf("serverVersion %q", s)
 	}
-	for _, c := range []struct {
-		b    buildInfo
-		want string
-	}{
-		{buildInfo{module: "(devel)"}, "devel"},
-		{buildInfo{module: "(devel)", revision: "d05d15a1c2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7", modified: true}, "devel+d05d15a1c2e3.dirty"},
-		{buildInfo{module: "v1.2.3", revision: "d05d15a1c2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7"}, "v1.2.3+d05d15a1c2e3"},
-		{buildInfo{module: "v0.0.0-20261201052523-d05d15a1c2e3", revision: "d05d15a1c2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7"}, "v0.0.0-20261201052523-d05d15a1c2e3"},
-	} {
-		if got := c.b.short(); got != c.want || !shortRe.MatchString(got) {
-			t.Errorf("%+v: %q, want %q", c.b, got, c.want)
-		}
-	}
 }
 
 // TestVersionBinary: the built binary prints the checkout's revision, and

@@ -1,15 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/herdbridge/herdbridge/cliout"
 	"github.com/herdbridge/herdbridge/gateway"
 )
 
@@ -36,13 +34,13 @@ gateway is down too (then --broker probes the broker).`,
 	brokerPasswordFile := brokerPasswordFlag(fs)
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		broker := brokerURL.String()
-		if file, err := stateConfig(*dir, *configPath); err == nil { // a bad config is doctor's to report, not to stop on
-			if broker, err = withBrokerPassword(broker, *brokerPasswordFile, file); err != nil {
+		if file, err := gateway.StateConfig(*dir, *configPath); err == nil { // a bad config is doctor's to report, not to stop on
+			if broker, err = gateway.JoinBrokerPassword(broker, *brokerPasswordFile, file); err != nil {
 				return err
 			}
 		}
 		res := gateway.Doctor(c.Context(), gateway.DoctorOptions{StateDir: *dir, ConfigPath: *configPath, Broker: broker, Argv: os.Args})
-		if err := printDoctor(stdout, res, *asJSON); err != nil {
+		if err := cliout.Doctor(stdout, res, *asJSON); err != nil {
 			return err
 		}
 		if !res.OK {
@@ -51,18 +49,4 @@ gateway is down too (then --broker probes the broker).`,
 		return nil
 	}
 	return c
-}
-
-func printDoctor(w io.Writer, res gateway.DoctorResult, asJSON bool) error {
-	if asJSON {
-		return json.NewEncoder(w).Encode(res)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, ch := range res.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Status, ch.Name, ch.Detail)
-		if ch.Fix != "" && ch.Status != gateway.CheckOK {
-			fmt.Fprintf(tw, "\t\tfix: %s\n", ch.Fix)
-		}
-	}
-	return tw.Flush()
 }

@@ -12,18 +12,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/herdbridge/herdbridge/bridge"
-	"github.com/herdbridge/herdbridge/bridge/broker"
+	"github.com/herdbridge/herdbridge/cliout"
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/mcp"
 )
@@ -237,17 +233,10 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 			TLSCert: *tlsCert, TLSKey: *tlsKey, BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey,
 			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history, QueueType: *queueType, Seal: *seal}
 		cfg.Core.MaxWait = *maxWait
-		cfgPath := *configPath
-		if cfgPath == "" {
-			cfgPath = filepath.Join(*dir, "config.json")
-		}
-		if cfg.File, err = gateway.LoadFile(cfgPath, *configPath != ""); err != nil {
+		if cfg.File, err = gateway.StateConfig(*dir, *configPath); err != nil {
 			return err
 		}
-		if cfg.Broker == "" { // the file's broker nodes take the password too
-			cfg.Broker = strings.Join(broker.ParseURLs(append([]string{cfg.File.Broker}, cfg.File.Brokers...)...), ",")
-		}
-		if cfg.Broker, err = withBrokerPassword(cfg.Broker, *brokerPasswordFile, cfg.File); err != nil {
+		if cfg.Broker, err = gateway.ConfigBroker(cfg.Broker, *brokerPasswordFile, cfg.File); err != nil {
 			return err
 		}
 		g, err := gateway.Open(ctx, cfg)
@@ -353,18 +342,11 @@ and relays stdio to a session there. Inside a herdr pane the pane is recorded.`,
 	_ = c.RegisterFlagCompletionFunc("default-role", roleCompletion)
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		ctx := c.Context()
-		// a name from herdr comes before --default-name: one .mcp.json is
-		// shared by many panes, and a shared default would merge them
-		if *name == "" && gateway.InHerdr() != "" {
-			if n, err := gateway.DefaultName(ctx); err == nil {
-				*name = n
-			}
-		}
-		*name, *role = cmp.Or(*name, *defName), cmp.Or(*role, *defRole)
-		if *name == "" {
-			_, err := gateway.DefaultName(ctx) // says why there is none
+		sessionName, err := gateway.SessionName(ctx, *name, *defName)
+		if err != nil {
 			return refuseMCP(fmt.Errorf("mcp: %w", err), stdin, stdout, stderr)
 		}
+		*name, *role = sessionName, cmp.Or(*role, *defRole)
 		if *role == "" {
 			return refuseMCP(errors.New("mcp needs --role"), stdin, stdout, stderr)
 		}
@@ -373,7 +355,7 @@ and relays stdio to a session there. Inside a herdr pane the pane is recorded.`,
 		}
 		pane := gateway.InHerdr() // inside a herdr pane: register with it
 		req := gateway.Request{Op: "mcp", Name: *name, Role: *role, Groups: groups, PaneID: pane, Takeover: *takeover, History: history(c)}
-		err := gateway.Relay(ctx, *dir, req, stdin, stdout, stderr)
+		err = gateway.Relay(ctx, *dir, req, stdin, stdout, stderr)
 		if se := (*gateway.StartError)(nil); errors.As(err, &se) {
 			return refuseMCP(se.Err, stdin, stdout, stderr)
 		}
@@ -399,22 +381,7 @@ func rosterCommand(stdout io.Writer) *cobra.Command {
 		if *asJSON {
 			return json.NewEncoder(stdout).Encode(r.Roster)
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		for _, h := range r.Roster.Hosts {
-			key := ""
-			if h.Key != "" {
-				key = "\tkey " + h.Key
-			}
-			if h.Trust != "" {
-				key += "\ttrust " + h.Trust // both | one-way | untrusted | unknown; doctor says why
-			}
-			fmt.Fprintf(tw, "host %s\tprofiles: %s%s\n", h.Host, strings.Join(h.Profiles, ","), key)
-		}
-		fmt.Fprintln(tw, "NAME\tROLE\tSTATUS\tHELD\tGROUPS\tGID")
-		for _, e := range r.Roster.Entities {
-			fmt.Fprintf(tw, "%s@%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Host, e.Role, e.Status, e.Held, strings.Join(e.Groups, ","), e.GID)
-		}
-		return tw.Flush()
+		return cliout.Roster(stdout, r.Roster)
 	}
 	return c
 }
@@ -439,44 +406,7 @@ func statsCommand(stdout io.Writer) *cobra.Command {
 		if *asJSON {
 			return json.NewEncoder(stdout).Encode(r.Stats)
 		}
-		st := r.Stats
-		signing := "off (embedded transport: this host only)"
-		if st.Signing {
-			signing = "on, host key " + st.Key
-		}
-		fmt.Fprintf(stdout, "host %s; signing %s; audit log %s\n", st.Host, signing, st.Audit)
-		if st.Delay != "" {
-			fmt.Fprintln(stdout, st.Delay)
-		}
-		if b := st.Broker; b != nil {
-			state := "connected to"
-			if !b.Connected {
-				state = "NOT connected; last connected to"
-			}
-			fmt.Fprintf(stdout, "broker: %s node %s\n", state, b.Describe())
-		}
-		if rt := st.Runtime; rt != nil {
-			fmt.Fprintf(stdout, "runtime: %d goroutines, heap %.1f MiB (%.1f MiB more held free), RSS %.1f MiB (%.1f anonymous, %.1f file-backed), %d open files, CPU %.2f s\n",
-				rt.Goroutines, mib(rt.HeapBytes), mib(rt.HeapFreeBytes), mib(rt.RSSBytes), mib(rt.RSSAnonBytes), mib(rt.RSSFileBytes), rt.OpenFiles, rt.CPUSeconds)
-		}
-		if st.AuditDropped > 0 || st.AuditError != "" {
-			fmt.Fprintf(stdout, "audit records dropped: %d (%s)\n", st.AuditDropped, st.AuditError)
-		}
-		if qt := st.QueueType; qt != nil {
-			fmt.Fprintf(stdout, "broker queues: %s (%s)\n", qt.Type, qt.Why)
-		}
-		reasons := make([]string, 0, len(st.Refused))
-		for k := range st.Refused {
-			reasons = append(reasons, k)
-		}
-		sort.Strings(reasons)
-		if len(reasons) == 0 {
-			fmt.Fprintln(stdout, "refused: none")
-		}
-		for _, k := range reasons {
-			fmt.Fprintf(stdout, "refused %-20s %d\n", k, st.Refused[k])
-		}
-		return nil
+		return cliout.Stats(stdout, r.Stats)
 	}
 	return c
 }
@@ -511,22 +441,9 @@ func dlqCommand(stdout io.Writer) *cobra.Command {
 			fmt.Fprintln(stdout, "no dead letters")
 			return nil
 		}
-		return writeDeadLetters(stdout, r.Dead)
+		return cliout.DeadLetters(stdout, r.Dead)
 	}
 	return c
-}
-
-// reportedColumn says who told a dead letter's sender: this gateway
-// ("true", or "true (consumed by <host>)" for one another host's gateway
-// forwarded), its sender's host ("forwarded to <host>"), or nobody.
-func reportedColumn(d bridge.DeadLetterRecord) string {
-	switch {
-	case d.ForwardedTo != "":
-		return "forwarded to " + d.ForwardedTo
-	case d.Reported && d.ConsumedBy != "":
-		return "true (consumed by " + d.ConsumedBy + ")"
-	}
-	return fmt.Sprint(d.Reported)
 }
 
 func removeCommand(stdout io.Writer) *cobra.Command {
@@ -617,6 +534,3 @@ every entity's. Through the running gateway when one answers on the state dir, e
 	}
 	return c
 }
-
-// mib is bytes in MiB, for figures people read.
-func mib(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
+	"github.com/herdbridge/herdbridge/mcp"
 )
 
 // lockedBuffer is a bytes.Buffer a logger and a test share.
@@ -96,7 +97,7 @@ func TestMCPRefusalVisible(t *testing.T) {
 			t.Fatalf("stdout line %q: %v", line, err)
 		}
 		ids = append(ids, string(resp.ID))
-		if resp.Error.Code != refusalCode || !strings.Contains(resp.Error.Message, why) || !strings.Contains(resp.Error.Message, "--takeover") {
+		if resp.Error.Code != mcp.RefusalCode || !strings.Contains(resp.Error.Message, why) || !strings.Contains(resp.Error.Message, "--takeover") {
 			t.Errorf("response %s", line)
 		}
 	}

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/herdbridge/herdbridge/gateway"
-	"github.com/herdbridge/herdbridge/keys"
 	"github.com/herdbridge/herdbridge/keys/pairing"
 )
 
@@ -59,91 +56,25 @@ func pairCommand(stdout, stderr io.Writer) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		file, err := stateConfig(*dir, "")
+		file, err := gateway.StateConfig(*dir, "")
 		if err != nil {
 			return err
 		}
-		broker, err := withBrokerPassword(brokerURL.String(), *brokerPasswordFile, file)
+		broker, err := gateway.JoinBrokerPassword(brokerURL.String(), *brokerPasswordFile, file)
 		if err != nil {
 			return err
 		}
 		cfg := gateway.PairConfig{StateDir: *dir, Host: *host, Broker: broker, BrokerCA: *brokerCA,
 			BrokerCert: *brokerCert, BrokerKey: *brokerKey, Expires: *expires, MaxFailures: *attempts, Logger: log}
-		out := pairOutput{w: stdout, json: *asJSON}
+		out := gateway.PairOutput{W: stdout, JSON: *asJSON}
 		if len(pos) == 1 {
 			code, err := pairing.ParseCode(pos[0])
 			if err != nil {
 				return err
 			}
-			return pairJoin(c, cfg, code, out)
+			return gateway.PairJoin(c.Context(), cfg, code, out)
 		}
-		return pairOffer(c, cfg, out)
+		return gateway.PairOffer(c.Context(), cfg, out)
 	}
 	return c
-}
-
-// pairOutput prints the pairing's progress as text or JSON lines.
-type pairOutput struct {
-	w    io.Writer
-	json bool
-}
-
-func (o pairOutput) line(v map[string]any, text string) {
-	if o.json {
-		b, _ := json.Marshal(v)
-		fmt.Fprintf(o.w, "%s\n", b)
-		return
-	}
-	fmt.Fprintln(o.w, text)
-}
-
-func (o pairOutput) paired(p *gateway.Pairing, r pairing.Result) {
-	fp := keys.Fingerprint(r.PeerKey)
-	text := fmt.Sprintf("paired with %s (%s): it is trusted in %s; a running gateway picks it up within a few seconds", r.Peer, fp, p.TrustFile())
-	if r.Failures > 0 {
-		text += fmt.Sprintf("\n%d wrong attempt(s) were refused before", r.Failures)
-	}
-	if trusted, err := keys.ReadTrust(p.TrustFile()); err == nil && len(trusted[r.Peer]) > 1 {
-		text += fmt.Sprintf("\n%s now has %d trusted keys; if its old key is gone: herdbridge keys revoke %s OLDKEY", r.Peer, len(trusted[r.Peer]), r.Peer)
-	}
-	o.line(map[string]any{"paired": r.Peer, "fingerprint": fp, "failures": r.Failures}, text)
-}
-
-func pairOffer(c *cobra.Command, cfg gateway.PairConfig, out pairOutput) error {
-	ctx := c.Context()
-	p, err := gateway.OpenPairing(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	offer, err := p.Offer(ctx)
-	if err != nil {
-		return err
-	}
-	defer offer.Close()
-	exp := offer.Expires().UTC().Truncate(time.Second)
-	out.line(map[string]any{"code": offer.Code().String(), "expires": exp.Format(time.RFC3339)},
-		fmt.Sprintf("pairing code %s (expires %s, in %s; works once)\non the other host run:  herdbridge pair %s\nwaiting for it…",
-			offer.Code(), exp.Format(time.RFC3339), time.Until(exp).Round(time.Second), offer.Code()))
-	res, err := offer.Wait(ctx)
-	if err != nil {
-		return err
-	}
-	out.paired(p, res)
-	return nil
-}
-
-func pairJoin(c *cobra.Command, cfg gateway.PairConfig, code pairing.Code, out pairOutput) error {
-	ctx := c.Context()
-	p, err := gateway.OpenPairing(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	res, err := p.Join(ctx, code)
-	if err != nil {
-		return err
-	}
-	out.paired(p, res)
-	return nil
 }

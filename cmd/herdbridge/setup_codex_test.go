@@ -15,8 +15,19 @@ import (
 // codexConfig is the part of a config.toml the Codex tests read back.
 type codexConfig struct {
 	Model      string                    `toml:"model"`
-	MCPServers map[string]codexEntry     `toml:"mcp_servers"`
+	MCPServers map[string]codexServer    `toml:"mcp_servers"`
 	Profiles   map[string]map[string]any `toml:"profiles"`
+}
+
+// codexServer is [mcp_servers.NAME] as the tests read it back.
+type codexServer struct {
+	Command string            `toml:"command"`
+	Args    []string          `toml:"args"`
+	Env     map[string]string `toml:"env"`
+	EnvVars []string          `toml:"env_vars"`
+	Tools   map[string]struct {
+		ApprovalMode string `toml:"approval_mode"`
+	} `toml:"tools"`
 }
 
 func readCodexConfig(t *testing.T, path string) (codexConfig, string) {
@@ -118,28 +129,5 @@ func TestSetupCodexReplacesOldApprovals(t *testing.T) {
 	}
 	if strings.Count(after, "[mcp_servers.herdbridge]") != 1 || !strings.HasSuffix(after, "\n\n[profiles.fast]\nmodel = \"mini\" # keep me\n") {
 		t.Errorf("replacing gave:\n%s", after)
-	}
-}
-
-// TestUnifiedDiff: the diff --print shows applies: hunks with context, a
-// change in the middle of a long file shown as one hunk near it.
-func TestUnifiedDiff(t *testing.T) {
-	var a, b []string
-	for i := range 20 {
-		a = append(a, "line "+string(rune('a'+i))+"\n")
-	}
-	b = append(b, a[:10]...)
-	b = append(b, "new\n")
-	b = append(b, a[11:]...)
-	got := unifiedDiff(strings.Join(a, ""), strings.Join(b, ""), 3)
-	want := "@@ -8,7 +8,7 @@\n line h\n line i\n line j\n-line k\n+new\n line l\n line m\n line n\n"
-	if got != want {
-		t.Errorf("diff:\n%s\nwant:\n%s", got, want)
-	}
-	if got := unifiedDiff("", "x\ny\n", 3); got != "@@ -0,0 +1,2 @@\n+x\n+y\n" {
-		t.Errorf("diff from nothing: %q", got)
-	}
-	if got := unifiedDiff("same\n", "same\n", 3); got != "" {
-		t.Errorf("no change gave %q", got)
 	}
 }

@@ -77,7 +77,7 @@ func TestSetupGeminiPi(t *testing.T) {
 		doc := readJSON(t, c.config)
 		s := doc["mcpServers"].(map[string]any)
 		want := map[string]any{"command": "herdbridge", "args": []any{"mcp", "--default-role", "primary", "--default-name", "lead"},
-			"directTools": true, "requestTimeoutMs": float64(piRequestTimeoutMs)}
+			"directTools": true, "requestTimeoutMs": float64(600_000)}
 		if !reflect.DeepEqual(s["herdbridge"], want) || s["other"] == nil || doc["settings"] == nil {
 			t.Errorf("pi %s: %v", c.scope, doc)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/herdbridge/herdbridge/clientsetup"
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 )
@@ -57,12 +58,12 @@ func TestSetupPrint(t *testing.T) {
 		t.Fatal(err)
 	}
 	var codex struct {
-		MCPServers map[string]mcpEntry `toml:"mcp_servers"`
+		MCPServers map[string]clientsetup.Entry `toml:"mcp_servers"`
 	}
 	if err := toml.Unmarshal([]byte(addedLines(t, out, "config.toml")), &codex); err != nil {
 		t.Fatalf("codex --print does not add TOML: %v\n%s", err, out)
 	}
-	want := mcpEntry{Command: "/usr/local/bin/herdbridge", Args: []string{"mcp", "--default-role", "primary", "--default-name", "lead"}, Env: map[string]string{"HERDBRIDGE_STATE_DIR": "/srv/hb"}}
+	want := clientsetup.Entry{Command: "/usr/local/bin/herdbridge", Args: []string{"mcp", "--default-role", "primary", "--default-name", "lead"}, Env: map[string]string{"HERDBRIDGE_STATE_DIR": "/srv/hb"}}
 	if got := codex.MCPServers["herdbridge"]; !entryEqual(got, want) {
 		t.Errorf("codex entry %+v, want %+v", got, want)
 	}
@@ -72,12 +73,12 @@ func TestSetupPrint(t *testing.T) {
 			t.Fatal(err)
 		}
 		var doc struct {
-			MCPServers map[string]mcpEntry `json:"mcpServers"`
+			MCPServers map[string]clientsetup.Entry `json:"mcpServers"`
 		}
 		if err := json.Unmarshal([]byte(addedLines(t, out, "mcp.json")), &doc); err != nil {
 			t.Fatalf("%s --print does not add JSON: %v\n%s", client, err, out)
 		}
-		want := mcpEntry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "worker"}}
+		want := clientsetup.Entry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "worker"}}
 		if got := doc.MCPServers["herdbridge"]; !entryEqual(got, want) {
 			t.Errorf("%s entry %+v, want %+v", client, got, want)
 		}
@@ -110,7 +111,7 @@ func addedLines(t *testing.T, diff, suffix string) string {
 	return b.String()
 }
 
-func entryEqual(a, b mcpEntry) bool {
+func entryEqual(a, b clientsetup.Entry) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
@@ -151,7 +152,7 @@ func TestSetupMerge(t *testing.T) {
 		}
 		return string(b)
 	}
-	wantEntry := mcpEntry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "primary"}}
+	wantEntry := clientsetup.Entry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "primary"}}
 
 	// Claude Code, project and user: JSON with other servers and keys.
 	// Outside herdr a project is named after its directory; user scope
@@ -159,12 +160,12 @@ func TestSetupMerge(t *testing.T) {
 	for _, c := range []struct {
 		scope, config, skill string
 		args                 []string
-		want                 mcpEntry
+		want                 clientsetup.Entry
 	}{
 		{"project", filepath.Join(proj, ".mcp.json"), filepath.Join(proj, ".claude/skills/herdbridge/SKILL.md"), nil,
-			mcpEntry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "primary", "--default-name", filepath.Base(proj)}}},
+			clientsetup.Entry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "primary", "--default-name", filepath.Base(proj)}}},
 		{"user", filepath.Join(home, ".claude.json"), filepath.Join(home, ".claude/skills/herdbridge/SKILL.md"), []string{"--name", "me"},
-			mcpEntry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "primary", "--default-name", "me"}}},
+			clientsetup.Entry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "primary", "--default-name", "me"}}},
 	} {
 		write(c.config, `{"numStartups": 12345678901234567890, "projects": {"/x": {"allowedTools": ["a<b>&c"]}},
  "mcpServers": {"github": {"command": "gh-mcp", "args": ["--x"], "env": {"T": "1"}}, "herdbridge": {"command": "old"}}}`)
@@ -176,9 +177,9 @@ func TestSetupMerge(t *testing.T) {
 		if string(doc["numStartups"]) != "12345678901234567890" || !strings.Contains(string(doc["projects"]), `"a<b>&c"`) {
 			t.Errorf("claude %s: other keys changed: %s", c.scope, read(c.config))
 		}
-		var servers map[string]mcpEntry
+		var servers map[string]clientsetup.Entry
 		_ = json.Unmarshal(doc["mcpServers"], &servers)
-		if !entryEqual(servers["github"], mcpEntry{Command: "gh-mcp", Args: []string{"--x"}, Env: map[string]string{"T": "1"}}) || !entryEqual(servers["herdbridge"], c.want) {
+		if !entryEqual(servers["github"], clientsetup.Entry{Command: "gh-mcp", Args: []string{"--x"}, Env: map[string]string{"T": "1"}}) || !entryEqual(servers["herdbridge"], c.want) {
 			t.Errorf("claude %s: servers %+v", c.scope, servers)
 		}
 		if st, _ := os.Stat(c.config); st.Mode().Perm() != 0o600 {
@@ -200,9 +201,9 @@ func TestSetupMerge(t *testing.T) {
 		t.Errorf("codex: the existing file was not kept as it was:\n%s", after)
 	}
 	var codex struct {
-		Model      string              `toml:"model"`
-		MCPServers map[string]mcpEntry `toml:"mcp_servers"`
-		Profiles   map[string]any      `toml:"profiles"`
+		Model      string                       `toml:"model"`
+		MCPServers map[string]clientsetup.Entry `toml:"mcp_servers"`
+		Profiles   map[string]any               `toml:"profiles"`
 	}
 	if err := toml.Unmarshal([]byte(after), &codex); err != nil {
 		t.Fatalf("codex: not TOML after the merge: %v\n%s", err, after)
@@ -221,7 +222,7 @@ func TestSetupMerge(t *testing.T) {
 		t.Fatalf("codex: not TOML after replacing: %v\n%s", err, after)
 	}
 	if strings.Count(after, "[mcp_servers.herdbridge]") != 1 || strings.Contains(after, "X = ") || !strings.HasSuffix(after, "\n\n[profiles.fast]\nmodel = \"mini\" # keep me\n") ||
-		!entryEqual(codex.MCPServers["herdbridge"], mcpEntry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "primary", "--default-name", "me"}}) {
+		!entryEqual(codex.MCPServers["herdbridge"], clientsetup.Entry{Command: "herdbridge", Args: []string{"mcp", "--default-role", "primary", "--default-name", "me"}}) {
 		t.Errorf("codex: replacing the old table gave:\n%s", after)
 	}
 	// a file that does not parse, or an entry setup cannot edit safely, is left alone
@@ -255,8 +256,8 @@ func TestSetupMerge(t *testing.T) {
 
 func checkAgentsBlock(t *testing.T, s, prefix string) {
 	t.Helper()
-	if !strings.HasPrefix(s, prefix) || strings.Count(s, agentsBegin) != 1 || strings.Count(s, agentsEnd) != 1 ||
-		!strings.HasSuffix(s, agentsEnd+"\n") || strings.Contains(s, "description:") || !strings.Contains(s, "bridge_poll") {
+	if !strings.HasPrefix(s, prefix) || strings.Count(s, clientsetup.AgentsBegin) != 1 || strings.Count(s, clientsetup.AgentsEnd) != 1 ||
+		!strings.HasSuffix(s, clientsetup.AgentsEnd+"\n") || strings.Contains(s, "description:") || !strings.Contains(s, "bridge_poll") {
 		t.Errorf("AGENTS.md (want prefix %q, one block):\n%s", prefix, s)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/cliout"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 )
 
@@ -54,7 +55,7 @@ func TestTraceCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var j traceOut
+	var j cliout.TraceOut
 	if err := json.Unmarshal([]byte(out), &j); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -75,12 +76,5 @@ func TestTraceCommand(t *testing.T) {
 		if _, _, err := cli(append(args, "--state-dir", dir)...); !errors.As(err, &u) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
-	}
-}
-
-// TestPrintableTrace: what another host sent cannot steer the terminal.
-func TestPrintableTrace(t *testing.T) {
-	if got := printable("ok\x1b[31mred\r\n\u009b"); got != "ok?[31mred???" {
-		t.Fatalf("%q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cliout
 
 import (
 	"strings"
@@ -14,7 +14,7 @@ import (
 func TestDeadLettersPrintable(t *testing.T) {
 	evil := "x\x1b]52;c;cm0gLXJmIH4=\a\x1b[2J\r\nAT  SEND  forged row\t\u009b31m"
 	var b strings.Builder
-	err := writeDeadLetters(&b, []bridge.DeadLetterRecord{{At: time.Unix(0, 0).UTC(), Kind: evil, MsgID: evil, From: evil, To: evil, Reason: evil, Queue: evil}})
+	err := DeadLetters(&b, []bridge.DeadLetterRecord{{At: time.Unix(0, 0).UTC(), Kind: evil, MsgID: evil, From: evil, To: evil, Reason: evil, Queue: evil}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,5 +26,12 @@ func TestDeadLettersPrintable(t *testing.T) {
 		if r != '\n' && (r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f) {
 			t.Fatalf("control %U listed: %q", r, out)
 		}
+	}
+}
+
+// TestPrintableTrace: what another host sent cannot steer the terminal.
+func TestPrintableTrace(t *testing.T) {
+	if got := Printable("ok\x1b[31mred\r\n\u009b"); got != "ok?[31mred???" {
+		t.Fatalf("%q", got)
 	}
 }

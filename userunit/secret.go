@@ -1,4 +1,4 @@
-package main
+package userunit
 
 // The service unit keeps the broker password out of ExecStart: a unit's
 // command line is the gateway's argv, which every local user reads in ps
@@ -19,10 +19,10 @@ import (
 // brokerEnvName is the environment variable --broker defaults to.
 const brokerEnvName = "HERDBRIDGE_BROKER"
 
-// splitBrokerSecret takes out of args the --broker flag whose URL holds a
+// SplitBrokerSecret takes out of args the --broker flag whose URL holds a
 // password, returning the remaining args and that URL ("" when there is
 // none: a URL without a password stays where it is).
-func splitBrokerSecret(args []string) (rest []string, secretURL string) {
+func SplitBrokerSecret(args []string) (rest []string, secretURL string) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--broker" && i+1 < len(args) && urlHasPassword(args[i+1]) {
@@ -56,27 +56,27 @@ func urlHasPassword(s string) bool {
 	return has
 }
 
-// serviceEnvPath is the unit's EnvironmentFile, beside the unit's own
+// envPath is the unit's EnvironmentFile, beside the unit's own
 // config: $XDG_CONFIG_HOME/herdbridge/gateway.env.
-func serviceEnvPath() (string, error) {
-	unit, err := userUnitPath()
+func envPath() (string, error) {
+	unit, err := Path()
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(unit))), "herdbridge", "gateway.env"), nil
 }
 
-// serviceEnv is the EnvironmentFile's content: HERDBRIDGE_BROKER, double
+// Env is the EnvironmentFile's content: HERDBRIDGE_BROKER, double
 // quoted with systemd's escapes, so no character of the URL is expanded.
-func serviceEnv(brokerURL string) string {
+func Env(brokerURL string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, `$`, `\$`, "`", "\\`")
 	return "# herdbridge gateway: the broker URL, kept out of the unit's command line (mode 0600)\n" +
 		brokerEnvName + `="` + r.Replace(brokerURL) + "\"\n"
 }
 
-// writeServiceEnv writes the EnvironmentFile, mode 0600 in a 0700 dir
+// writeEnv writes the EnvironmentFile, mode 0600 in a 0700 dir
 // (an existing file is made 0600 too).
-func writeServiceEnv(path, content string, stdout io.Writer) error {
+func writeEnv(path, content string, stdout io.Writer) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package fileedit
 
 import (
 	"errors"
@@ -10,9 +10,9 @@ import (
 	"strings"
 )
 
-// diffFile is updateFile that writes nothing: it prints the change edit
-// makes to path as a unified diff ("unchanged path" when there is none).
-func diffFile(path string, _ fs.FileMode, edit func([]byte) ([]byte, error), stdout io.Writer) error {
+// Diff is Update that writes nothing: it prints the change edit makes to
+// path as a unified diff ("unchanged path" when there is none).
+func Diff(path string, edit Edit, stdout io.Writer) error {
 	if p, err := filepath.EvalSymlinks(path); err == nil {
 		path = p
 	}
@@ -35,7 +35,7 @@ func diffFile(path string, _ fs.FileMode, edit func([]byte) ([]byte, error), std
 		fmt.Fprintf(stdout, "unchanged %s\n", path)
 		return nil
 	}
-	fmt.Fprintf(stdout, "--- %s\n+++ %s\n%s", from, path, unifiedDiff(string(old), string(data), 3))
+	fmt.Fprintf(stdout, "--- %s\n+++ %s\n%s", from, path, UnifiedDiff(string(old), string(data), 3))
 	return nil
 }
 
@@ -44,8 +44,8 @@ func diffFile(path string, _ fs.FileMode, edit func([]byte) ([]byte, error), std
 // as removed and added, which is still a correct diff.
 const maxDiffCells = 1 << 22
 
-// unifiedDiff is the hunks (with ctx lines of context) that turn a into b.
-func unifiedDiff(a, b string, ctx int) string {
+// UnifiedDiff is the hunks (with ctx lines of context) that turn a into b.
+func UnifiedDiff(a, b string, ctx int) string {
 	x, y := splitLines(a), splitLines(b)
 	ops := diffOps(x, y)
 	var out strings.Builder

@@ -1,4 +1,4 @@
-package main
+package clientsetup
 
 import (
 	"os"
@@ -29,16 +29,16 @@ const geminiHeadlessNote = "headless `gemini -p` runs only in a trusted folder: 
 // no one can answer). Gemini passes its own environment to a stdio server
 // (it redacts only names that look like secrets), so a spawned worker's
 // HERDBRIDGE_NAME and HERDBRIDGE_ROLE reach `herdbridge mcp` as they are.
-func geminiTarget(scope, home string) (setupTarget, error) {
+func geminiTarget(scope, home string) (target, error) {
 	trust := map[string]any{"trust": true}
 	if scope == "project" {
-		return setupTarget{config: filepath.Join(".gemini", "settings.json"), agents: "GEMINI.md",
+		return target{config: filepath.Join(".gemini", "settings.json"), agents: "GEMINI.md",
 			allowKeys: trust, note: geminiTrustNote}, nil
 	}
 	if h := os.Getenv("GEMINI_CLI_HOME"); h != "" {
 		home = h
 	}
 	dir := filepath.Join(home, ".gemini")
-	return setupTarget{config: filepath.Join(dir, "settings.json"), user: true, agents: filepath.Join(dir, "GEMINI.md"),
+	return target{config: filepath.Join(dir, "settings.json"), user: true, agents: filepath.Join(dir, "GEMINI.md"),
 		allowKeys: trust, note: geminiHeadlessNote}, nil
 }

@@ -1,4 +1,4 @@
-package main
+package clientsetup
 
 import (
 	"bytes"
@@ -107,13 +107,13 @@ func claudeDisabled(settings []byte) bool {
 	return json.Unmarshal(settings, &doc) == nil && slices.Contains(doc.Disabled, "herdbridge")
 }
 
-// setupDefaultName is the --default-name setup writes when --name was not
+// defaultName is the --default-name setup writes when --name was not
 // given. Inside a herdr pane each agent gets its pane's name at run time, so
 // none is needed there; a project elsewhere gets its directory's name (stable,
 // and the one session that runs there holds it); a user-wide config outside
 // herdr has nothing stable to derive from, so setup refuses and says what
 // to pass (the client would otherwise fail to connect with no reason given).
-func setupDefaultName(scope string) (string, error) {
+func defaultName(scope string) (string, error) {
 	if gateway.InHerdr() != "" {
 		return "", nil
 	}

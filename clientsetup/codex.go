@@ -1,4 +1,4 @@
-package main
+package clientsetup
 
 import (
 	"bytes"
@@ -52,7 +52,7 @@ type codexTool struct {
 // bridge_interrupt (destructive) without asking; the explicit approvals
 // make that hold for those two as well, and whatever Codex's defaults
 // become.
-func codexEntryFor(e mcpEntry, allow bool) codexEntry {
+func codexEntryFor(e Entry, allow bool) codexEntry {
 	c := codexEntry{Command: e.Command, Args: e.Args, Env: e.Env, EnvVars: codexEnvVars}
 	if allow {
 		c.Tools = map[string]codexTool{}

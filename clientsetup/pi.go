@@ -1,4 +1,4 @@
-package main
+package clientsetup
 
 import (
 	"os"
@@ -30,14 +30,14 @@ const piAdapterNote = "pi needs pi-mcp-adapter, and pi-mcp-adapter 2.36.0 loads 
 // pi asks no permission for tools (the adapter's approveTools is off unless
 // the person sets it), and the adapter passes pi's environment to the
 // server, so a spawned worker's identity variables reach it.
-func piTarget(scope, home string) (setupTarget, error) {
+func piTarget(scope, home string) (target, error) {
 	keys := map[string]any{"directTools": true, "requestTimeoutMs": piRequestTimeoutMs}
 	if scope == "project" {
-		return setupTarget{config: filepath.Join(".pi", "mcp.json"), agents: "AGENTS.md", keys: keys, note: piAdapterNote}, nil
+		return target{config: filepath.Join(".pi", "mcp.json"), agents: "AGENTS.md", keys: keys, note: piAdapterNote}, nil
 	}
 	dir := os.Getenv("PI_CODING_AGENT_DIR")
 	if dir == "" {
 		dir = filepath.Join(home, ".pi", "agent")
 	}
-	return setupTarget{config: filepath.Join(dir, "mcp.json"), user: true, agents: filepath.Join(dir, "AGENTS.md"), keys: keys, note: piAdapterNote}, nil
+	return target{config: filepath.Join(dir, "mcp.json"), user: true, agents: filepath.Join(dir, "AGENTS.md"), keys: keys, note: piAdapterNote}, nil
 }
