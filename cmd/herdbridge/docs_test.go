@@ -6,8 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/herdbridge/herdbridge/internal/doccheck"
 )
@@ -55,6 +59,17 @@ func docProblems(root string, files []string) []string {
 				out = append(out, fmt.Sprintf("%s:%d: %s", f, c.Line, msg))
 			}
 		}
+		synopses, spans := mentions(string(text))
+		for _, c := range synopses {
+			for _, msg := range flagProblems(c.Words, true) {
+				out = append(out, fmt.Sprintf("%s:%d: %s", f, c.Line, msg))
+			}
+		}
+		for _, c := range spans {
+			for _, msg := range flagProblems(c.Words, false) {
+				out = append(out, fmt.Sprintf("%s:%d: %s", f, c.Line, msg))
+			}
+		}
 	}
 	return out
 }
@@ -81,6 +96,65 @@ func commandProblem(words []string, targets map[string]bool) string {
 		return fmt.Sprintf("%q does not parse: %v", strings.Join(words, " "), err)
 	}
 	return ""
+}
+
+// mentions are the herdbridge command lines a document names without
+// meaning them to be typed as they are: synopsis lines in code blocks that
+// are not shell ("herdbridge gateway [--listen ADDR] …"; shell lines are
+// parsed in full instead), and code spans in prose.
+func mentions(text string) (synopses, spans []doccheck.Command) {
+	for _, l := range doccheck.Lines(text) {
+		t := strings.TrimSpace(l.Text)
+		if l.Fence && !doccheck.IsShell(l.Info) && strings.HasPrefix(t, "herdbridge ") {
+			synopses = append(synopses, doccheck.Command{Line: l.N, Words: strings.Fields(t)})
+		}
+	}
+	return synopses, doccheck.InlineCommands(text, "herdbridge")
+}
+
+var flagWord = regexp.MustCompile(`--[a-z][a-z0-9-]*`)
+
+// flagProblems checks a mentioned command line loosely — placeholders,
+// brackets and alternatives allowed — for one thing: the command it names
+// has every --flag the line gives it (up to a "--", after which flags
+// belong to another program, or a parenthesised remark). A synopsis must
+// also name a command that exists; a span in prose may quote a word that
+// is not one ("there is no `herdbridge send`").
+func flagProblems(words []string, synopsis bool) []string {
+	if len(words) == 0 || words[0] != "herdbridge" {
+		return nil
+	}
+	var path []string
+	for _, w := range words[1:] {
+		if strings.HasPrefix(w, "-") || strings.ContainsAny(w, "[]|()<>…") || strings.ToUpper(w) == w {
+			break
+		}
+		path = append(path, w)
+	}
+	root := newRoot(strings.NewReader(""), io.Discard, io.Discard)
+	c, rest, err := root.Find(path)
+	switch {
+	case err != nil:
+		return []string{fmt.Sprintf("%q: %v", strings.Join(words, " "), err)}
+	case len(rest) > 0 && c.HasAvailableSubCommands() && synopsis:
+		return []string{fmt.Sprintf("%q: unknown command %q for %q", strings.Join(words, " "), rest[0], c.CommandPath())}
+	case len(rest) > 0 && c.HasAvailableSubCommands():
+		return nil
+	}
+	c.InitDefaultHelpFlag()
+	c.InitDefaultVersionFlag()
+	var out []string
+	for _, w := range words[1:] {
+		if w == "--" || strings.HasPrefix(w, "(") {
+			break
+		}
+		for _, fl := range flagWord.FindAllString(w, -1) {
+			if c.Flags().Lookup(fl[2:]) == nil && c.InheritedFlags().Lookup(fl[2:]) == nil {
+				out = append(out, fmt.Sprintf("%q: %s has no flag %s", strings.Join(words, " "), c.CommandPath(), fl))
+			}
+		}
+	}
+	return out
 }
 
 // TestDocsLinksAndCommands keeps what README.md and docs/ show valid: every
@@ -121,10 +195,13 @@ func TestDocsLinksAndCommands(t *testing.T) {
 func TestDocProblemsFindsBadDocument(t *testing.T) {
 	bad := "# Doc\n\n## Start\n\nSee [start](#start), [gone](gone.md) and [start](#stat).\n\n" +
 		"```sh\nherdbridge gateway --listen 127.0.0.1:0 --no-such-flag\nherdbridge gatway\n" +
-		"herdbridge gateway --max-wait soon\nherdbridge roster extra-arg\nmake tset\n```\nRun `make bench`.\n"
+		"herdbridge gateway --max-wait soon\nherdbridge roster extra-arg\nmake tset\n```\nRun `make bench`.\n" +
+		"```\nherdbridge stats [--state-dir DIR] [--jsn]\nherdbridge gatway [--x]\n```\nOr `herdbridge dlq list --limt N`, not `herdbridge send`.\n"
 	good := "# Doc\n\n## Start\n\nSee [start](#start).\n\n" +
 		"```sh\nherdbridge gateway --listen 127.0.0.1:0 --max-wait 30s   # a comment\nherdbridge roster --json\n" +
-		"herdbridge keys trust desktop 'ssh-ed25519 AAAA herdbridge@desktop'\nmake test\n```\nRun `make bench`.\n"
+		"herdbridge keys trust desktop 'ssh-ed25519 AAAA herdbridge@desktop'\nmake test\n```\nRun `make bench`.\n" +
+		"```\nherdbridge stats [--state-dir DIR] [--json]\n```\nOr `herdbridge dlq list --limit N`, `herdbridge service install --user -- --broker URL`,\n" +
+		"`herdbridge remove --name NAME`, `herdbridge version` (also `herdbridge --version`).\n"
 	root := t.TempDir()
 	mk := "build:\n\tgo build\ntest:\n\tgo test\nbench:\n\tgo test -bench .\n"
 	for name, text := range map[string]string{"bad.md": bad, "good.md": good, "Makefile": mk} {
@@ -144,13 +221,16 @@ func TestDocProblemsFindsBadDocument(t *testing.T) {
 		`bad.md:10: "herdbridge gateway --max-wait soon" does not parse: invalid argument "soon"`,
 		`bad.md:11: "herdbridge roster extra-arg" does not parse: roster: unexpected argument "extra-arg"`,
 		`bad.md:12: "make tset": the Makefile has no target "tset"`,
+		`bad.md:16: "herdbridge stats [--state-dir DIR] [--jsn]": herdbridge stats has no flag --jsn`,
+		`bad.md:17: "herdbridge gatway [--x]": unknown command "gatway" for "herdbridge"`,
+		`bad.md:19: "herdbridge dlq list --limt N": herdbridge dlq list has no flag --limt`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing problem %s\nin:\n%s", want, got)
 		}
 	}
-	if n := len(strings.Split(got, "\n")); n != 7 {
-		t.Errorf("%d problems, want 7:\n%s", n, got)
+	if n := len(strings.Split(got, "\n")); n != 10 {
+		t.Errorf("%d problems, want 10:\n%s", n, got)
 	}
 }
 
@@ -180,6 +260,81 @@ func TestParseOnly(t *testing.T) {
 		var u *usageError
 		if runErr := run(t.Context(), bad, strings.NewReader(""), io.Discard, io.Discard); !errors.As(runErr, &u) {
 			t.Errorf("run(%q) = %v: not a usage error, yet parseOnly refused it (%v)", bad, runErr, err)
+		}
+	}
+}
+
+// synopses maps each top-level command to its lines of the synopsis block in
+// docs/operations.md ("herdbridge gateway […]" and the "[…]" lines that
+// continue it).
+func synopses(text string) map[string]string {
+	out := map[string]string{}
+	cur := ""
+	for _, l := range doccheck.Lines(text) {
+		t := strings.TrimSpace(l.Text)
+		switch {
+		case !l.Fence || doccheck.IsShell(l.Info):
+			cur = ""
+		case strings.HasPrefix(t, "herdbridge "):
+			cur = strings.Fields(t)[1]
+			out[cur] += " " + t + " "
+		case strings.HasPrefix(t, "[") && cur != "":
+			out[cur] += " " + t + " "
+		default:
+			cur = ""
+		}
+	}
+	return out
+}
+
+// synopsisGaps lists each command, subcommand and flag of the CLI that the
+// synopsis block leaves out (cobra's completion command aside).
+func synopsisGaps(text string) []string {
+	syn := synopses(text)
+	var out []string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		words := strings.Fields(c.CommandPath())
+		if len(words) > 1 && words[1] != "completion" {
+			s := syn[words[1]]
+			if s == "" {
+				out = append(out, fmt.Sprintf("%s has no synopsis line", c.CommandPath()))
+			} else if !strings.Contains(s, " "+strings.Join(words[1:], " ")+" ") && !strings.Contains(s, " "+c.Name()+" ") {
+				out = append(out, fmt.Sprintf("the synopsis of %s does not name %s", words[1], c.CommandPath()))
+			}
+			c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+				if !f.Hidden && !regexp.MustCompile(`--`+regexp.QuoteMeta(f.Name)+`([ =\]]|$)`).MatchString(s) {
+					out = append(out, fmt.Sprintf("the synopsis of %s lacks --%s (%s)", c.CommandPath(), f.Name, f.Usage))
+				}
+			})
+		}
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() {
+				walk(sub)
+			}
+		}
+	}
+	walk(newRoot(strings.NewReader(""), io.Discard, io.Discard))
+	return out
+}
+
+// TestCommandsSynopsisComplete: docs/operations.md's synopsis block names
+// every command and every flag the CLI has, so a new flag is documented
+// where a reader looks for it (TestDocsLinksAndCommands checks the other
+// way: every flag it names exists).
+func TestCommandsSynopsisComplete(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range synopsisGaps(string(text)) {
+		t.Error(g)
+	}
+	// and the check itself: a synopsis missing a flag and a command is caught
+	gaps := strings.Join(synopsisGaps("```\nherdbridge roster   [--state-dir DIR]\n```\n"), "\n")
+	for _, want := range []string{"the synopsis of herdbridge roster lacks --json", "herdbridge gateway has no synopsis line"} {
+		if !strings.Contains(gaps, want) {
+			t.Errorf("synopsisGaps missed %q in:\n%s", want, gaps)
 		}
 	}
 }

@@ -232,3 +232,7 @@ func SplitShellScript(script string) [][]string {
 	}
 	return out
 }
+
+// IsShell says whether a fenced block's info string makes its lines shell,
+// as ShellCommands reads them (sh, bash, shell, zsh, console).
+func IsShell(info string) bool { return shellInfo[info] }
