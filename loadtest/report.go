@@ -370,7 +370,7 @@ func (r *Report) Markdown(w io.Writer) {
 		fmt.Fprintf(w, "- +%.1f s (%s): %s\n", e.AtS, at.Format("15:04:05.000"), e.What)
 	}
 	fmt.Fprint(w, "\n## Messages\n\n")
-	fmt.Fprint(w, "Copies owed = accepted sends × recipients. Lost = owed, never delivered, not reported by the product. Explained = reported FAILED or `uncertain` to the sender. Expected duplicates = a gateway kill -9 between two copies (at-least-once, README \"Semantics\").\n\n")
+	fmt.Fprint(w, "Copies owed = accepted sends × recipients. Lost = owed, never delivered, not reported by the product. Explained = reported FAILED or `uncertain` to the sender. Expected duplicates = a gateway kill -9 between two copies (at-least-once, docs/tools.md \"Semantics\").\n\n")
 	fmt.Fprintln(w, "| kind | sent | accepted | copies owed | delivered | lost | explained | dup expected | dup unexpected | call p50 / p90 / p99 ms | delivery p50 / p90 / p99 ms |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, f := range append(append([]KindFigures(nil), r.Kinds...), r.Total) {
