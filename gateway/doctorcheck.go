@@ -238,7 +238,7 @@ func (d *doctor) herdrChecks(h *HerdrReport) {
 	switch {
 	case len(dead) > 0:
 		d.add("herdr panes", CheckFail, "herdr no longer lists the pane of "+strings.Join(dead, ", "),
-			"`herdbridge remove NAME` for each, or restart the agent in a pane (it registers again)")
+			"`herdbridge remove --name NAME` for each, or restart the agent in a pane (it registers again)")
 	default:
 		d.add("herdr panes", CheckOK, fmt.Sprintf("%d registered pane(s) alive", len(h.Panes)), "")
 	}
