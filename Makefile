@@ -81,7 +81,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzPresenceBody$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzControlBody$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDeadLetterNotice$$' -fuzztime $(FUZZTIME) ./bridge/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseHistory$$' -fuzztime $(FUZZTIME) ./bridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./bridge/history/
+	$(GO) test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./bridge/audit/
 	$(GO) test -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME) ./mcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeReply$$' -fuzztime $(FUZZTIME) ./herdr/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./herdr/
@@ -102,6 +103,13 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSameOrigin$$' -fuzztime $(FUZZTIME) ./opsui/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBench$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLoad$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
+	$(GO) test -run '^$$' -fuzz '^FuzzSealedEnvelope$$' -fuzztime $(FUZZTIME) ./bridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzJSONCost$$' -fuzztime $(FUZZTIME) ./bridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./bridge/store/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAck$$' -fuzztime $(FUZZTIME) ./bridge/embedded/
+	$(GO) test -run '^$$' -fuzz '^FuzzFenceWriter$$' -fuzztime $(FUZZTIME) ./mcp/
+	$(GO) test -run '^$$' -fuzz '^FuzzLeaseBodies$$' -fuzztime $(FUZZTIME) ./mcp/
+	$(GO) test -run '^$$' -fuzz '^FuzzPromptFence$$' -fuzztime $(FUZZTIME) ./herdr/
 
 sim:
 	$(GO) test ./sim -run 'TestSim$$' -count=1 -v -timeout 0 -sim.faults=$(FAULTS) -sim.rounds=$(ROUNDS) \
