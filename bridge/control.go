@@ -241,9 +241,11 @@ type controlAction struct {
 // answers it, marks it handled and acks it (answerControl).
 func (c *Core) runRemoteControl(d Delivery) {
 	defer c.wg.Done()
-	a := c.remoteInterrupt(d.Env)
+	var a controlAction
 	if d.Env.Kind == KindStop {
 		a = c.remoteStop(d.Env)
+	} else {
+		a = c.remoteInterrupt(d.Env)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), time.Minute)
 	defer cancel()
