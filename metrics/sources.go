@@ -26,6 +26,8 @@ func registerSources(reg *prometheus.Registry, o Options) {
 		counter("nacks_total", "Publishes the broker refused (an inbox at its cap).", func() uint64 { return o.Broker().Nacks }),
 		counter("returns_total", "Mandatory publishes the broker returned unroutable.", func() uint64 { return o.Broker().Returns }),
 		counter("reconnects_total", "Broker connections re-established after a loss.", func() uint64 { return o.Broker().Reconnects }),
+		counter("publish_channel_rotations_total", "Publish channels replaced because a quorum inbox below its cap kept refusing them (a channel following a dead leader).",
+			func() uint64 { return o.Broker().Rotations }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "broker", Name: "unconfirmed",
 			Help: "Publishes awaiting their broker confirm now: the confirm window concurrent sends share."},
 			func() float64 { return float64(o.Broker().Unconfirmed) }),

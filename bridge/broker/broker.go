@@ -89,15 +89,18 @@ type Transport struct {
 	closed    bool
 	stop      chan struct{}
 	wg        sync.WaitGroup
-	pubMu     sync.Mutex  // publishes and the returns drain
-	pubErr    *amqp.Error // why the broker last closed the publish channel (a channel exception)
-	counts    counters    // for metrics (Counts)
-	server    ServerInfo  // what the broker of the current connection is (overflow.go)
-	delay     delayCell   // whether bridge.delay is usable (delay.go)
-	qtype     string      // classic or quorum: set by Open's first connect, fixed after it
-	blocked   atomic.Bool // the broker holds the current connection's publishes (connection.blocked)
-	urls      []string    // the broker nodes (nodes.go)
-	node      string      // the URL of the node connected to, or last connected to
+	pubMu     sync.Mutex         // publishes and the returns drain
+	pubErr    *amqp.Error        // why the broker last closed the publish channel (a channel exception)
+	rotate    chan *amqp.Channel // the current connection's requests to replace its publish channel (pubrotate.go)
+	retired   []chan amqp.Return // returns of replaced publish channels still open: wasReturned drains them too
+	nacks     nackRuns           // quorum inboxes nacking below their cap (pubrotate.go)
+	counts    counters           // for metrics (Counts)
+	server    ServerInfo         // what the broker of the current connection is (overflow.go)
+	delay     delayCell          // whether bridge.delay is usable (delay.go)
+	qtype     string             // classic or quorum: set by Open's first connect, fixed after it
+	blocked   atomic.Bool        // the broker holds the current connection's publishes (connection.blocked)
+	urls      []string           // the broker nodes (nodes.go)
+	node      string             // the URL of the node connected to, or last connected to
 	// firstCluster is the cluster_name of the first connection that
 	// reported one; clusterMismatch the first reconnect to another
 	// (clustercheck.go).
@@ -225,11 +228,12 @@ func (t *Transport) connectNode(ctx context.Context, url string) (chan *amqp.Err
 	}
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	t.blocked.Store(false)
+	rotate := make(chan *amqp.Channel, 1)
 	t.wg.Add(2)
-	go t.watchPublish(conn, pubClosed)
+	go t.watchPublish(conn, pubClosed, rotate)
 	go t.watchBlocked(conn.NotifyBlocked(make(chan amqp.Blocking, 4)))
 	t.mu.Lock()
-	t.conn, t.pub, t.returns, t.node = conn, pub, returns, url
+	t.conn, t.pub, t.returns, t.node, t.rotate, t.retired = conn, pub, returns, url, rotate, nil
 	specs := make(map[string]bridge.InboxSpec, len(t.inboxes))
 	for gid, s := range t.inboxes {
 		specs[gid] = s
@@ -266,14 +270,25 @@ func openPublish(conn *amqp.Connection) (*amqp.Channel, chan amqp.Return, chan *
 // a channel exception while the connection stays up (a refused publish: a
 // permission, a deleted exchange). Without it every publish would find the
 // channel closed and spin until its deadline. A connection loss is the
-// supervisor's.
-func (t *Transport) watchPublish(conn *amqp.Connection, closed chan *amqp.Error) {
+// supervisor's. It also replaces a channel a quorum inbox keeps nacking
+// when asked (rotate, pubrotate.go): one goroutine owns the channel's
+// lifecycle.
+func (t *Transport) watchPublish(conn *amqp.Connection, closed chan *amqp.Error, rotate chan *amqp.Channel) {
 	defer t.wg.Done()
 	for {
 		var e *amqp.Error
 		var ok bool
 		select {
 		case e, ok = <-closed:
+		case old := <-rotate:
+			c, ok := t.rotatePublish(conn, old)
+			if !ok {
+				return
+			}
+			if c != nil {
+				closed = c
+			}
+			continue
 		case <-t.stop:
 			return
 		}

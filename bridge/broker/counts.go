@@ -11,6 +11,9 @@ type Counts struct {
 	Nacks      uint64 // publishes the broker refused (nack: an inbox at its cap)
 	Returns    uint64 // mandatory publishes the broker returned unroutable
 	Reconnects uint64 // connections re-established after a loss
+	// Rotations is how many times the publish channel was replaced because a
+	// quorum inbox below its cap kept nacking it (pubrotate.go).
+	Rotations uint64
 	// Unconfirmed is how many publishes await their confirm right now: the
 	// confirm window that concurrent sends share. PeakUnconfirmed is the
 	// most there ever were at once — above 1 only when publishes overlap.
@@ -20,16 +23,16 @@ type Counts struct {
 
 // counters are Counts as they run.
 type counters struct {
-	publishes, confirms, nacks, returns, reconnects atomic.Uint64
-	unconfirmed                                     atomic.Int64
-	peak                                            atomic.Uint64
+	publishes, confirms, nacks, returns, reconnects, rotations atomic.Uint64
+	unconfirmed                                                atomic.Int64
+	peak                                                       atomic.Uint64
 }
 
 // Counts reads the totals now.
 func (t *Transport) Counts() Counts {
 	c := &t.counts
 	return Counts{Publishes: c.publishes.Load(), Confirms: c.confirms.Load(), Nacks: c.nacks.Load(),
-		Returns: c.returns.Load(), Reconnects: c.reconnects.Load(),
+		Returns: c.returns.Load(), Reconnects: c.reconnects.Load(), Rotations: c.rotations.Load(),
 		Unconfirmed: uint64(max(c.unconfirmed.Load(), 0)), PeakUnconfirmed: c.peak.Load()}
 }
 

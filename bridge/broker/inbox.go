@@ -247,6 +247,35 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 	}
 }
 
+// drainReturns records every return waiting in rs (under pubMu) and
+// reports whether rs is still open.
+func (t *Transport) drainReturns(rs chan amqp.Return, now time.Time) (open bool) {
+	for {
+		select {
+		case r, ok := <-rs:
+			if !ok {
+				return false
+			}
+			t.returned[r.MessageId] = now
+			t.counts.returns.Add(1)
+		default:
+			return true
+		}
+	}
+}
+
+// dropRetired forgets a replaced publish channel's returns once it closed.
+func (t *Transport) dropRetired(rs chan amqp.Return) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, r := range t.retired {
+		if r == rs {
+			t.retired = append(t.retired[:i:i], t.retired[i+1:]...)
+			return
+		}
+	}
+}
+
 // inboxPublishing is env as an AMQP message for an inbox: persistent.
 func inboxPublishing(env *bridge.Envelope) amqp.Publishing {
 	return amqp.Publishing{
@@ -285,7 +314,7 @@ func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub
 			}
 			return true, nil // lost, not nacked: outcome unknown, publish again
 		}
-		if t.nackedWhileNotFull(ctx, conn, key, env) {
+		if t.nackedWhileNotFull(ctx, conn, pub, key, env) {
 			return true, nil // a quorum queue between leaders: publish again (same msgId)
 		}
 		if t.overflow() == OverflowRejectPublish {
@@ -296,6 +325,7 @@ func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub
 		}
 		return false, fmt.Errorf("%w: %s refused the message", bridge.ErrInboxFull, t.InboxQueue(key))
 	}
+	t.nacks.confirmed(key)
 	if mandatory && t.wasReturned(env.MsgID) {
 		return false, fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
 	}
@@ -366,22 +396,13 @@ func (t *Transport) wasReturned(msgID string) bool {
 	t.pubMu.Lock()
 	defer t.pubMu.Unlock()
 	t.mu.Lock()
-	returns := t.returns
+	returns := append([]chan amqp.Return{t.returns}, t.retired...)
 	t.mu.Unlock()
 	now := time.Now()
-	for {
-		select {
-		case r, ok := <-returns:
-			if !ok {
-				returns = nil
-				continue
-			}
-			t.returned[r.MessageId] = now
-			t.counts.returns.Add(1)
-			continue
-		default:
+	for _, rs := range returns {
+		if !t.drainReturns(rs, now) {
+			t.dropRetired(rs)
 		}
-		break
 	}
 	_, ok := t.returned[msgID]
 	delete(t.returned, msgID)

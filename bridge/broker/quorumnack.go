@@ -28,7 +28,7 @@ const quorumNackPause = 100 * time.Millisecond
 // nackedWhileNotFull reports whether a nack of env for key's inbox should
 // be published again: a quorum inbox, not a broadcast, that holds fewer
 // messages than the inbox cap (or whose depth cannot be read now).
-func (t *Transport) nackedWhileNotFull(ctx context.Context, conn *amqp.Connection, key string, env *bridge.Envelope) bool {
+func (t *Transport) nackedWhileNotFull(ctx context.Context, conn *amqp.Connection, pub *amqp.Channel, key string, env *bridge.Envelope) bool {
 	limit := t.inboxCap()
 	if t.qtype != QueueTypeQuorum || bridge.IsBroadcastKey(key) || limit <= 0 {
 		return false
@@ -39,6 +39,9 @@ func (t *Transport) nackedWhileNotFull(ctx context.Context, conn *amqp.Connectio
 	}
 	t.log.Warn("a quorum inbox refused a publish while below its cap (a leader election?): publishing it again",
 		bridge.LogMsgID, env.MsgID, "queue", t.InboxQueue(key), "depth", depth, "err", err)
+	if t.nacks.nacked(key, time.Now()) {
+		t.askRotate(pub) // this channel may follow a dead leader: the publish goes again on a new one
+	}
 	select {
 	case <-ctx.Done(): // publishing again ends on ctx: an unknown outcome, never "full"
 	case <-time.After(quorumNackPause):

@@ -14,6 +14,10 @@ const clusterDownFor = 12 * time.Second
 // TestClusterNodeKill (issue 22): the node S's gateway is connected to is
 // kill -9ed during 10,000 confirmed cross-host sends, and started again
 // 12 s later: 0 lost, 0 duplicated, confirms flowing again within 5 s.
+// The worst node is killed: R's primary's inbox is made to have its
+// leader there first, so S fails over while that queue elects a new
+// leader (the case that left S's publish channel on a dead leader,
+// pubrotate.go).
 func TestClusterNodeKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a broker node")
@@ -23,11 +27,15 @@ func TestClusterNodeKill(t *testing.T) {
 	wait := cr.traffic(stop)
 	gatewaytest.Eventually(t, 120*time.Second, "a fifth sent", func() bool { return cr.accepted() > clusterSends/5 })
 	n := cr.sNode(t)
+	cr.moveLeader(t, cr.leadQueue(), n)
+	watchStop := make(chan struct{})
+	go cr.watchQueues(t, n%3+1, watchStop)
 	faultAt := time.Now()
 	cr.c.Kill(t, n)
-	t.Logf("node %d (S's) kill -9ed", n)
+	t.Logf("node %d (S's, and the leader of R's primary's inbox) kill -9ed", n)
 	time.Sleep(clusterDownFor)
 	cr.c.Restart(t, n)
+	close(watchStop)
 	time.Sleep(clusterAfter)
 	close(stop)
 	wait()

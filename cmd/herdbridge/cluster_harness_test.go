@@ -69,6 +69,7 @@ type clusterRun struct {
 	rHost    string
 	senders  []*gatewaytest.Conn
 	lead     *gatewaytest.Conn
+	leadGID  string
 	l        *tagLedger
 	mu       sync.Mutex
 	confirms []time.Time    // when each send answered `confirmed` came back
@@ -94,7 +95,7 @@ func startClusterRun(t *testing.T, sNode, rNode int) *clusterRun {
 	gatewaytest.JoinTrustMesh(t, sDir, sHost)
 	cr.r = startGatewayProcArgs(t, bin, rDir, cr.rHost, clusterBrokerArgs(c, rNode)...)
 	cr.s = startGatewayProcLog(t, bin, sDir, sHost, &cr.slog, append(clusterBrokerArgs(c, sNode), "--log-level", "info")...)
-	cr.lead = procConn(t, cr.r, "lead", "primary")
+	cr.lead, cr.leadGID = procConnEntity(t, cr.r, "lead", "primary")
 	for i := range clusterSenders {
 		cr.senders = append(cr.senders, procConn(t, cr.s, fmt.Sprintf("w%d", i), "worker"))
 	}

@@ -105,6 +105,13 @@ func (gp *gatewayProc) kill() {
 
 func procConn(t testing.TB, gp *gatewayProc, name, role string) *gatewaytest.Conn {
 	t.Helper()
+	cn, _ := procConnEntity(t, gp, name, role)
+	return cn
+}
+
+// procConnEntity is procConn that also says the registered entity's gid.
+func procConnEntity(t testing.TB, gp *gatewayProc, name, role string) (*gatewaytest.Conn, string) {
+	t.Helper()
 	c, _, r, err := gateway.Dial(gp.dir, gateway.Request{Op: "register", Name: name, Role: role})
 	if err != nil {
 		t.Fatal(err)
@@ -114,8 +121,7 @@ func procConn(t testing.TB, gp *gatewayProc, name, role string) *gatewaytest.Con
 	if err != nil {
 		t.Fatal(err)
 	}
-	cn := gatewaytest.NewConn(t, name, hc)
-	return cn
+	return gatewaytest.NewConn(t, name, hc), r.Entity.GID
 }
 
 // crashPair starts a real gateway process on a fresh state dir with a

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,6 +42,25 @@ func ClusterOf(t testing.TB) *Cluster {
 // Kill kill -9s node n's VM (1-based).
 func (c *Cluster) Kill(t testing.TB, n int) { c.run(t, "rmq_cluster_kill "+strconv.Itoa(n)) }
 
+// KillNow sends SIGKILL to node n's VM and returns at once, without
+// waiting for it to be gone (Kill waits, which lets the cluster elect new
+// leaders first): for a test that must act in the first milliseconds.
+// Kill, Restart or Repair reaps the node's wrapper afterwards.
+func (c *Cluster) KillNow(t testing.TB, n int) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(c.Dir, "n"+strconv.Itoa(n), "rabbit.pid"))
+	if err != nil {
+		t.Fatalf("node %d's pid: %v", n, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatalf("node %d's pid file: %v", n, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 node %d (pid %d): %v", n, pid, err)
+	}
+}
+
 // Restart stops node n gracefully if it runs and starts it again; it
 // returns once the node's application runs.
 func (c *Cluster) Restart(t testing.TB, n int) { c.run(t, "rmq_cluster_restart "+strconv.Itoa(n)) }
@@ -66,11 +86,30 @@ func (c *Cluster) Repair(t testing.TB) {
 // Ctl runs rabbitmqctl against node n and returns its output.
 func (c *Cluster) Ctl(t testing.TB, n int, args ...string) string {
 	t.Helper()
+	out, err := c.TryCtl(n, args...)
+	if err != nil {
+		t.Fatalf("rabbitmqctl %s on node %d: %v\n%s", strings.Join(args, " "), n, err, out)
+	}
+	return out
+}
+
+// TryCtl is Ctl for a goroutine, or a node that may be down: the error
+// is returned, not fatal.
+func (c *Cluster) TryCtl(n int, args ...string) (string, error) {
 	q := make([]string, len(args))
 	for i, a := range args {
 		q[i] = strconv.Quote(a)
 	}
-	return c.run(t, "rmq_cluster_ctl "+strconv.Itoa(n)+" "+strings.Join(q, " "))
+	return c.script("rmq_cluster_ctl " + strconv.Itoa(n) + " " + strings.Join(q, " "))
+}
+
+// NodeName is node n's Erlang node name (RMQ_CLUSTER_NODES).
+func (c *Cluster) NodeName(n int) string {
+	names := strings.Split(os.Getenv("RMQ_CLUSTER_NODES"), ",")
+	if n < 1 || n > len(names) {
+		return ""
+	}
+	return names[n-1]
 }
 
 // Port is node n's AMQP port.
@@ -92,14 +131,20 @@ func (c *Cluster) NodeOfPort(port int) int {
 
 func (c *Cluster) run(t testing.TB, fn string) string {
 	t.Helper()
+	start := time.Now()
+	out, err := c.script(fn)
+	if err != nil {
+		t.Fatalf("%s: %v after %v\n%s", fn, err, time.Since(start).Round(time.Millisecond), out)
+	}
+	return out
+}
+
+// script runs one of .ci/rmq.sh's functions against this cluster.
+func (c *Cluster) script(fn string) (string, error) {
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "..", "..", "..", ".ci", "rmq.sh")
 	cmd := exec.Command("bash", "--norc", "--noprofile", "-c", ". "+strconv.Quote(script)+" && "+fn)
 	cmd.Env = append(os.Environ(), "RMQ_CLUSTER_DIR="+c.Dir)
-	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v after %v\n%s", fn, err, time.Since(start).Round(time.Millisecond), out)
-	}
-	return string(out)
+	return string(out), err
 }
