@@ -302,7 +302,8 @@ func (cr *clusterRun) check(t *testing.T, what string, faultAt time.Time, flowGa
 	t.Logf("CLUSTER %s (%s): lost %d, duplicated %d, FAILED %d, flowing again after %.2fs; %v",
 		what, mode, tl.lost, tl.dups, tl.failed, gap.Seconds(), tl)
 	cr.mu.Lock()
-	t.Logf("sends by status: %v; confirms per second from 3 s before the fault: %v", cr.statuses, perSecond(cr.confirms, faultAt.Add(-3*time.Second)))
+	t.Logf("sends by status: %v; confirms per second from 3 s before the fault: %v; S replaced its publish channel %d times (a channel on a dead leader)",
+		cr.statuses, perSecond(cr.confirms, faultAt.Add(-3*time.Second)), strings.Count(cr.slog.String(), "publishing on a new channel"))
 	cr.mu.Unlock()
 	if r := cr.refusedSample(); r != "" {
 		t.Logf("a refused send (a tool error: not confirmed, the caller is told): %s", r)
