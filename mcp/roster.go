@@ -71,6 +71,8 @@ type rosterSummary struct {
 	MoreHosts int         `json:"moreHosts,omitempty"` // hosts not in hosts (a listing with host=… shows one)
 	Roles     []tally     `json:"roles"`
 	Statuses  []tally     `json:"statuses"`
+	// You is the caller itself.
+	You *peerLine `json:"you,omitempty"`
 	// Lead is the caller's primary (name@host): itself when it is one.
 	Lead     string     `json:"lead,omitempty"`
 	Team     []peerLine `json:"team"` // Lead and its workers, the caller left out
@@ -480,6 +482,10 @@ func tallies(m map[string]int, n int) []tally {
 // still on the roster, at most summaryPeers each. A worker that works on
 // no brief takes the primary it last talked with as its lead.
 func circle(sum *rosterSummary, byGID map[string]*bridge.EntityView, ci bridge.Circle, gid string) {
+	if me := byGID[gid]; me != nil {
+		p := peerOf(me)
+		sum.You = &p
+	}
 	lead := byGID[ci.Lead]
 	for _, p := range ci.Recent {
 		if e := byGID[p]; e != nil {
@@ -567,6 +573,10 @@ func summaryText(r rosterResult) string {
 		fmt.Fprintf(&b, "%d more hosts: bridge_roster(host=<host>) lists one\n", sum.MoreHosts)
 	}
 	fmt.Fprintf(&b, "roles: %s\nstatuses: %s\n", tallyText(sum.Roles), tallyText(sum.Statuses))
+	if sum.You != nil {
+		b.WriteString("you:\n")
+		writePeers(&b, []peerLine{*sum.You})
+	}
 	if sum.Lead != "" {
 		fmt.Fprintf(&b, "your team (lead %s):\n", word(sum.Lead))
 		writePeers(&b, sum.Team)

@@ -34,20 +34,21 @@ func TestRosterTool(t *testing.T) {
 				"host h1 (this host)  entities=1  profiles: reviewer, coder\n" +
 				"host h2  entities=1  profiles:   trust: one-way (h2 does not trust h1: run herdbridge keys trust there)\n" +
 				"roles: primary 1, worker 1\nstatuses: idle 1, working 1\n" +
+				"you:\n  lead@h1  primary  idle  held=2\n" +
 				"your team (lead lead@h1):\n  w@h2  worker  working  held=0\n" +
 				"you talked with lately (newest first):\n  w@h2  worker  working  held=0\nnext: " + rosterNext,
 			sc: map[string]any{"hosts": []any{}, "entities": []any{}, "total": 2, "next": rosterNext, "summary": rosterSummary{
 				Hosts: []hostCount{{Host: "h1", Local: true, Entities: 1, Profiles: []string{"reviewer", "coder"}},
 					{Host: "h2", Entities: 1, Profiles: []string{}, Trust: bridge.TrustOneWay, Why: hosts[1].Why}},
 				Roles: []tally{{"primary", 1}, {"worker", 1}}, Statuses: []tally{{"idle", 1}, {"working", 1}},
-				Lead: "lead@h1", Team: []peerLine{wLine}, Recent: []peerLine{wLine}}}},
+				You: ptr(peerOf(&lead)), Lead: "lead@h1", Team: []peerLine{wLine}, Recent: []peerLine{wLine}}}},
 		{name: "a worker's team: its lead and the lead's other workers; who is gone from the roster is left out", args: `{}`, want: rosterCalled,
 			roster: bridge.RosterView{Hosts: hosts, Entities: []bridge.EntityView{boss, me, w3}},
 			circle: bridge.Circle{Lead: "g1", Team: []string{"g3", caller, "gone"}, Recent: []string{"gone", "g1"}},
 			has:    []string{"your team (lead boss@h1):\n  boss@h1  primary  idle  held=0\n  w3@h1  worker  idle  held=0  waiting\nyou talked with lately (newest first):\n  boss@h1  primary  idle  held=0\n"},
 			sc: map[string]any{"summary": map[string]any{"hosts": []hostCount{{Host: "h1", Local: true, Entities: 3, Profiles: []string{"reviewer", "coder"}}, {Host: "h2", Profiles: []string{}, Trust: bridge.TrustOneWay, Why: hosts[1].Why}},
 				"roles": []tally{{"worker", 2}, {"primary", 1}}, "statuses": []tally{{"idle", 3}},
-				"lead": "boss@h1", "team": []peerLine{peerOf(&boss), peerOf(&w3)}, "recent": []peerLine{peerOf(&boss)}}}},
+				"you": peerOf(&me), "lead": "boss@h1", "team": []peerLine{peerOf(&boss), peerOf(&w3)}, "recent": []peerLine{peerOf(&boss)}}}},
 		{name: "a worker on no brief: its lead is the primary it last talked with", args: `{}`, want: rosterCalled,
 			roster: bridge.RosterView{Hosts: hosts, Entities: []bridge.EntityView{boss, me, w3}},
 			circle: bridge.Circle{Recent: []string{"g3", "g1"}},
