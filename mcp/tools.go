@@ -121,6 +121,10 @@ func (s *Server) call(body func(ctx context.Context, gid string, req mcpgo.CallT
 			return s.callError(ctx, tool, gid, err), nil
 		}
 		fillNext(tool, res, s.waitLimit(ctx))
+		if res.Held != nil {
+			h := boundHeld(*res.Held)
+			res.Held = &h
+		}
 		text, at := summaryAt(res)
 		shareBodies(res.Messages, text, at)
 		return mcpgo.NewToolResultStructured(res, text), nil
@@ -373,6 +377,9 @@ func summaryAt(r *bridge.Result) (string, []int) {
 		var parts []string
 		for _, f := range r.Held.From {
 			parts = append(parts, fmt.Sprintf("%d from %s", f.Count, f.FromName))
+		}
+		if r.Held.MoreFrom > 0 {
+			parts = append(parts, fmt.Sprintf("and from %d more senders", r.Held.MoreFrom))
 		}
 		fmt.Fprintf(&b, "\nalso held for you: %s (bridge_poll)", strings.Join(parts, ", "))
 	}
