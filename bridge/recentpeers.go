@@ -1,6 +1,9 @@
 package bridge
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Recent peers: for each local entity, the few entities it last sent a
 // message to or heard one from, newest first, so bridge_roster can show
@@ -17,11 +20,19 @@ const (
 
 // recentPeers owns the lists. Its lock is a leaf (doc.go): it is taken
 // under an entity's mu by the arrival path. Every access goes through do,
-// the one function that locks it.
+// the one function that locks it. A touch is on every send's path: it
+// moves the peer to the front of its owner's list in place, and only a
+// new owner past recentPeerOwners makes it look for the oldest.
 type recentPeers struct {
-	mu    leafMutex
-	by    map[string][]string // owner gid -> peer gids, newest first
-	order []string            // owners, the one touched longest ago first
+	mu   leafMutex
+	by   map[string]*peerList // by owner gid
+	tick uint64               // counts touches: a list's last says how recent it is
+}
+
+// peerList is one owner's peers, newest first, and when it was touched.
+type peerList struct {
+	peers []string
+	last  uint64
 }
 
 // do runs f on the lists with mu held.
@@ -29,7 +40,7 @@ func (r *recentPeers) do(f func(r *recentPeers)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.by == nil {
-		r.by = map[string][]string{}
+		r.by = map[string]*peerList{}
 	}
 	f(r)
 }
@@ -40,49 +51,53 @@ func (r *recentPeers) touch(owner, peer string) {
 		return
 	}
 	r.do(func(r *recentPeers) {
-		l, known := r.by[owner]
-		out := make([]string, 0, min(len(l)+1, recentPeerMax))
-		out = append(out, peer)
-		for _, p := range l {
-			if p != peer && len(out) < recentPeerMax {
-				out = append(out, p)
+		r.tick++
+		l := r.by[owner]
+		if l == nil {
+			if len(r.by) >= recentPeerOwners {
+				r.dropOldest()
 			}
+			l = &peerList{peers: make([]string, 0, 4)}
+			r.by[owner] = l
 		}
-		r.by[owner] = out
-		if known {
-			r.order = removeString(r.order, owner)
+		l.last = r.tick
+		i := slices.Index(l.peers, peer)
+		switch {
+		case i < 0 && len(l.peers) < recentPeerMax:
+			l.peers = append(l.peers, "")
+			i = len(l.peers) - 1
+		case i < 0:
+			i = len(l.peers) - 1 // the oldest goes
 		}
-		r.order = append(r.order, owner)
-		for len(r.order) > recentPeerOwners {
-			delete(r.by, r.order[0])
-			r.order = r.order[1:]
-		}
+		copy(l.peers[1:i+1], l.peers[:i])
+		l.peers[0] = peer
 	})
+}
+
+// dropOldest forgets the list touched longest ago (mu held).
+func (r *recentPeers) dropOldest() {
+	oldest, at := "", uint64(0)
+	for o, l := range r.by {
+		if oldest == "" || l.last < at {
+			oldest, at = o, l.last
+		}
+	}
+	delete(r.by, oldest)
 }
 
 // list is owner's peers, newest first (a copy).
 func (r *recentPeers) list(owner string) (out []string) {
-	r.do(func(r *recentPeers) { out = append([]string(nil), r.by[owner]...) })
+	r.do(func(r *recentPeers) {
+		if l := r.by[owner]; l != nil {
+			out = slices.Clone(l.peers)
+		}
+	})
 	return out
 }
 
 // forget drops owner's list (the entity is gone).
 func (r *recentPeers) forget(owner string) {
-	r.do(func(r *recentPeers) {
-		if _, ok := r.by[owner]; ok {
-			delete(r.by, owner)
-			r.order = removeString(r.order, owner)
-		}
-	})
-}
-
-func removeString(l []string, s string) []string {
-	for i, x := range l {
-		if x == s {
-			return append(l[:i], l[i+1:]...)
-		}
-	}
-	return l
+	r.do(func(r *recentPeers) { delete(r.by, owner) })
 }
 
 // peerKinds are the messages that make two entities peers: briefs,

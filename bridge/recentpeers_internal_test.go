@@ -31,11 +31,16 @@ func TestRosterRecentPeersBounded(t *testing.T) {
 	if r.list("a") != nil {
 		t.Error("a, touched longest ago, was kept past recentPeerOwners owners")
 	}
-	if len(r.by) != recentPeerOwners || len(r.order) != recentPeerOwners {
-		t.Errorf("%d lists, %d in order: want %d", len(r.by), len(r.order), recentPeerOwners)
+	if len(r.by) != recentPeerOwners {
+		t.Errorf("%d lists: want %d", len(r.by), recentPeerOwners)
+	}
+	r.touch("o0", "y") // now the newest: o1 goes next
+	r.touch("new", "y")
+	if r.list("o0") == nil || r.list("o1") != nil {
+		t.Error("past the bound, the owner touched longest ago must go, and only it")
 	}
 	r.forget("o7")
-	if r.list("o7") != nil || len(r.by) != recentPeerOwners-1 || len(r.order) != recentPeerOwners-1 {
+	if r.list("o7") != nil || len(r.by) != recentPeerOwners-1 {
 		t.Error("forget kept o7's list")
 	}
 }
