@@ -289,9 +289,12 @@ func listResult(v bridge.RosterView, q rosterQuery) *mcpgo.CallToolResult {
 		}
 		r.Entities = append(r.Entities, *e)
 	}
-	if q.host != "" && len(r.Hosts) == 0 {
-		if h := hosts[q.host]; h != nil {
-			r.Hosts = append(r.Hosts, *h)
+	if q.host != "" && len(r.Hosts) == 0 { // nobody there: the host itself, when it is one
+		for i := range v.Hosts {
+			if strings.EqualFold(v.Hosts[i].Host, q.host) {
+				r.Hosts = append(r.Hosts, v.Hosts[i])
+				break
+			}
 		}
 	}
 	for {
@@ -300,7 +303,7 @@ func listResult(v bridge.RosterView, q rosterQuery) *mcpgo.CallToolResult {
 			return rosterStructured(res, text)
 		}
 		r.Entities = r.Entities[:len(r.Entities)-1] // the estimate fell short: one fewer
-		r.Hosts = hostsOf(r.Hosts, r.Entities, q.host)
+		r.Hosts = hostsOf(r.Hosts, r.Entities)
 	}
 }
 
@@ -315,10 +318,9 @@ func finishPage(r rosterResult, from, matched int, q rosterQuery) (rosterResult,
 	return r, listText(r, from, q)
 }
 
-// hostsOf is hs without the hosts none of es is on (but the one a host
-// filter names).
-func hostsOf(hs []bridge.HostView, es []bridge.EntityView, keep string) []bridge.HostView {
-	on := map[string]bool{keep: true}
+// hostsOf is hs without the hosts none of es is on.
+func hostsOf(hs []bridge.HostView, es []bridge.EntityView) []bridge.HostView {
+	on := map[string]bool{}
 	for i := range es {
 		on[es[i].Host] = true
 	}

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/base64"
+	"slices"
 	"testing"
 
 	"github.com/herdbridge/herdbridge/bridge"
@@ -69,6 +70,9 @@ func TestRosterTool(t *testing.T) {
 			sc: map[string]any{"entities": []bridge.EntityView{lead}}},
 		{name: "filters combine", args: `{"group":"b","host":"h1"}`, roster: roster, want: rosterCalled,
 			sc: map[string]any{"entities": []bridge.EntityView{lead}}},
+		{name: "a host with nobody here: the host, no entity", args: `{"host":"H3"}`, want: rosterCalled,
+			roster: bridge.RosterView{Hosts: append(slices.Clone(hosts), bridge.HostView{Host: "h3", Profiles: []string{"coder"}}), Entities: roster.Entities},
+			sc:     map[string]any{"entities": []bridge.EntityView{}, "hosts": []bridge.HostView{{Host: "h3", Profiles: []string{"coder"}}}, "total": 0}},
 		{name: "a host with nobody: an empty array, not null", args: `{"host":"h9"}`, roster: roster, want: rosterCalled,
 			text: "no entities past the cursor: 0 match host=h9\nnext: " + rosterNext,
 			sc:   map[string]any{"entities": []bridge.EntityView{}, "hosts": []any{}}},
