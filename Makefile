@@ -58,7 +58,7 @@ bench:
 	@mkdir -p $(BENCH_DIR)
 	@cat /proc/loadavg > $(BENCH_DIR)/loadavg-start.txt 2>/dev/null || true
 	@{ $(GO) test -p 1 -run '^$$' -bench . -benchmem -v -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 40m \
-	    ./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/ ./metrics/ 2>&1; echo $$? > $(BENCH_DIR)/bench.rc; } | tee $(BENCH_DIR)/bench.txt
+	    ./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/ ./metrics/ ./mcp/ 2>./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/ ./metrics/ 2>&1;1; echo $$? > $(BENCH_DIR)/bench.rc; } | tee $(BENCH_DIR)/bench.txt
 	@$(GO) build -ldflags "$(LDFLAGS)" -o $(BENCH_DIR)/herdbridge ./cmd/herdbridge
 	@rm -f $(BENCH_DIR)/load.json; why="load tool missing: herdbridge loadtest is not in this build"; \
 	  if $(BENCH_DIR)/herdbridge --help | grep -q '^  loadtest '; then \
@@ -84,6 +84,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./bridge/history/
 	$(GO) test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./bridge/audit/
 	$(GO) test -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME) ./mcp/
+	$(GO) test -run '^$$' -fuzz '^FuzzRosterCursor$$' -fuzztime $(FUZZTIME) ./mcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeReply$$' -fuzztime $(FUZZTIME) ./herdr/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./herdr/
 	$(GO) test -run '^$$' -fuzz '^FuzzSanitize$$' -fuzztime $(FUZZTIME) ./herdr/

@@ -38,6 +38,7 @@ type Core struct {
 	spills      *spiller
 	hist        *history.Log // nil: no history
 	traces      traceWaits   // the TRACEs waiting for answers (trace.go)
+	recent      recentPeers  // who each local entity last talked with (recentpeers.go)
 
 	drains drainRelease // the memory big drains leave behind (drainrelease.go)
 

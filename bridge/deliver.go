@@ -78,6 +78,7 @@ func (c *Core) arrive(st *entState, d Delivery) arrival {
 		return a
 	}
 	c.recordIn(st, env)
+	c.noteHeard(st, env)
 	var a arrival
 	switch env.Kind {
 	case KindAsk:

@@ -59,6 +59,7 @@
 //	trace           trace.go, tracetimeline.go, bridge/audit (Scan),   traceWaits
 //	                tracewire.go
 //	presence        presence.go, presenceclean.go, roster.go         presence (other hosts' entities)
+//	recent peers    recentpeers.go                                   recentPeers (who each entity last talked with)
 //	peers           peers.go                                         peerState (trust, clock skew per host)
 //	role policy     rolepolicy.go                                    RolePolicy (who may brief whom)
 //	control         control.go                                       Core.onControl (control.<host>)
@@ -89,7 +90,8 @@
 // (sealBook.mu), trace waits', lifeMu (the
 // core's start/stop state), the removals in progress (leaving.mu), the
 // dead-letter backlog's (deadBacklog.mu), the notice backlog's
-// (noticeBacklog.mu) and the drain release's (drainRelease.mu). No two
+// (noticeBacklog.mu), the drain release's (drainRelease.mu) and the
+// recent peers' (recentPeers.mu). No two
 // entities' locks are ever held at once.
 //
 // The order is checked in -race builds: each of those locks is a regMutex,

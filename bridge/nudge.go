@@ -35,6 +35,9 @@ type HeldSummary struct {
 	// sessions) whose client has not confirmed them yet: not in Total, and
 	// held again if the confirmation does not come within the delivery lease.
 	InFlight int `json:"inFlight,omitempty"`
+	// MoreFrom counts the senders left out of From when a result bounds it
+	// (the MCP layer lists at most 20); the core leaves it 0.
+	MoreFrom int `json:"moreFrom,omitempty"`
 }
 
 // FromCount is how many held messages came from one sender.

@@ -53,6 +53,7 @@ func (c *Core) publishSpool(ctx context.Context, key string, env *Envelope, mand
 	}
 	c.publishedFor(ctx, env)
 	c.recordOut(env)
+	c.notePeers(env)
 	return spooled, nil
 }
 

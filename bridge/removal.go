@@ -266,6 +266,7 @@ func (c *Core) forgetEntity(ctx context.Context, st *entState) error {
 	if err := c.st.DeleteEntity(gid); err != nil {
 		return err
 	}
+	c.recent.forget(gid)
 	c.slots.free(gid)  // once it is gone from the store: a restart would count it again
 	if c.hist != nil { // its transcript goes with it: nobody can read it any more
 		_ = c.hist.Flush(ctx) // what it sent last is not written after the purge

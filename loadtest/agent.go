@@ -36,6 +36,8 @@ type Result struct {
 	bridge.Result
 	IsError bool
 	Text    string
+	// Cursor is a bridge_roster listing's next page ("" on the last).
+	Cursor string
 }
 
 // AgentSpec is one entity and how it connects.
@@ -224,6 +226,13 @@ func call(ctx context.Context, c *client.Client, tool string, args map[string]an
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &out.Result); err != nil {
 			return Result{}, err
+		}
+		if tool == "bridge_roster" {
+			var page struct {
+				Cursor string `json:"cursor"`
+			}
+			_ = json.Unmarshal(raw, &page) // it decoded above
+			out.Cursor = page.Cursor
 		}
 	}
 	return out, nil

@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -217,16 +218,16 @@ func (e *Engine) connectTarget(ctx context.Context, t Target) error {
 }
 
 // awaitPresence waits until a primary of every gateway resolves every
-// agent of every other gateway (bridge_roster lists them).
+// agent of every other gateway (bridge_roster's listing shows them).
 func (e *Engine) awaitPresence(ctx context.Context) error {
 	all := e.all()
 	deadline := time.Now().Add(60 * time.Second)
 	for _, p := range e.primaries {
 		for {
-			r, err := p.Call(ctx, "bridge_roster", map[string]any{}, callTimeout)
+			text, err := rosterListing(ctx, p)
 			missing := ""
 			for _, a := range all {
-				if err == nil && !strings.Contains(r.Text, a.Name) {
+				if err == nil && !strings.Contains(text, a.Name) {
 					missing = a.Addr()
 					break
 				}
@@ -243,6 +244,28 @@ func (e *Engine) awaitPresence(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// rosterListing is every page of p's roster listing (bridge_roster with
+// list=true; its default answer is a summary), as text.
+func rosterListing(ctx context.Context, p *Agent) (string, error) {
+	var b strings.Builder
+	args := map[string]any{"list": true, "max": 200}
+	for range 10000 {
+		r, err := p.Call(ctx, "bridge_roster", args, callTimeout)
+		if err != nil {
+			return "", err
+		}
+		if r.IsError {
+			return "", fmt.Errorf("bridge_roster: %s", r.Text)
+		}
+		b.WriteString(r.Text)
+		if r.Cursor == "" {
+			return b.String(), nil
+		}
+		args = map[string]any{"list": true, "max": 200, "cursor": r.Cursor}
+	}
+	return "", errors.New("bridge_roster: a listing of more than 10,000 pages")
 }
 
 // Run sends traffic for d (or until ctx ends) and returns once every call

@@ -18,6 +18,7 @@ type Fabric interface {
 	Poll(ctx context.Context, gid string, req bridge.PollRequest, prog bridge.Progress) (*bridge.Result, error)
 	Broadcast(ctx context.Context, gid string, req bridge.BroadcastRequest) (*bridge.Result, error)
 	Roster() bridge.RosterView
+	Circle(gid string) bridge.Circle
 	Spawn(ctx context.Context, caller string, req bridge.SpawnRequest) (*bridge.Result, error)
 	History(ctx context.Context, gid string, req bridge.HistoryRequest) (*bridge.Result, error)
 	Stop(ctx context.Context, caller string, req bridge.StopRequest) (*bridge.Result, error)

@@ -36,6 +36,7 @@ type fakeFabric struct {
 	res    *bridge.Result
 	err    error
 	roster bridge.RosterView
+	circle bridge.Circle
 	cancel func() // called inside the call: the client cancels it meanwhile
 }
 
@@ -70,6 +71,10 @@ func (f *fakeFabric) Roster() bridge.RosterView {
 	f.calls++
 	return f.roster
 }
+func (f *fakeFabric) Circle(gid string) bridge.Circle {
+	f.gid = gid
+	return f.circle
+}
 func (f *fakeFabric) Spawn(ctx context.Context, gid string, r bridge.SpawnRequest) (*bridge.Result, error) {
 	return f.answer(ctx, gid, r)
 }
@@ -89,8 +94,9 @@ type toolCase struct {
 	args string         // the raw JSON arguments
 	res  *bridge.Result // what the fake core returns (nil: confirmed)
 	err  error          // or the error it returns
-	// roster is what the fake's Roster returns
+	// roster is what the fake's Roster returns, circle its Circle
 	roster bridge.RosterView
+	circle bridge.Circle
 	// cancelled: the client cancels the call while the core works on it
 	cancelled bool
 	// want is the request the core must get; nil: the handler must refuse
@@ -119,7 +125,7 @@ func runTool(t *testing.T, tool string, cases []toolCase) {
 			newNonce = func() string { drawn++; return []string{testNonce, testNonce2}[min(drawn, 2)-1] }
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			f := &fakeFabric{res: c.res, err: c.err, roster: c.roster}
+			f := &fakeFabric{res: c.res, err: c.err, roster: c.roster, circle: c.circle}
 			if c.cancelled {
 				f.cancel = cancel
 			}

@@ -287,9 +287,13 @@ func (s *Server) nudgeTargets(gid string) []nudgeTarget {
 // logging/setLevel) and notifications/resources/updated for the inbox
 // resource (only if the session subscribed to it).
 func (s *Server) Nudge(e bridge.Entity, held bridge.HeldSummary) {
+	held = boundHeld(held)
 	var parts []string
 	for _, f := range held.From {
 		parts = append(parts, fmt.Sprintf("%d from %s", f.Count, f.FromName))
+	}
+	if held.MoreFrom > 0 {
+		parts = append(parts, fmt.Sprintf("and from %d more senders", held.MoreFrom))
 	}
 	text := fmt.Sprintf("herdbridge: %d message(s) held for you (%s): call bridge_poll", held.Total, strings.Join(parts, ", "))
 	for _, t := range s.nudgeTargets(e.GID) {

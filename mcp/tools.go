@@ -78,10 +78,6 @@ type historyArgs struct {
 	Query  string `json:"query,omitempty" jsonschema:"Only entries whose body contains this text (case-insensitive)"`
 }
 
-type rosterArgs struct {
-	Host string `json:"host,omitempty" jsonschema:"Only this host"`
-}
-
 func seconds(p *float64, name string, max float64) (time.Duration, error) {
 	if p == nil {
 		return 0, nil
@@ -125,6 +121,10 @@ func (s *Server) call(body func(ctx context.Context, gid string, req mcpgo.CallT
 			return s.callError(ctx, tool, gid, err), nil
 		}
 		fillNext(tool, res, s.waitLimit(ctx))
+		if res.Held != nil {
+			h := boundHeld(*res.Held)
+			res.Held = &h
+		}
 		text, at := summaryAt(res)
 		shareBodies(res.Messages, text, at)
 		return mcpgo.NewToolResultStructured(res, text), nil
@@ -283,71 +283,6 @@ func (s *Server) broadcastTool() toolDef {
 	}))}
 }
 
-func (s *Server) rosterTool() toolDef {
-	t := newTool[rosterArgs, bridge.RosterView]("bridge_roster", "List entities and hosts", effect{readOnly: true, idempotent: true},
-		"List the agents and hosts on the herdbridge fabric: use it to find who to send to (names for bridge_send, profiles for bridge_spawn) or to check that a worker is alive. "+
-			"Entities come with role, groups, status, how many messages they hold and whether they are waiting. "+
-			"A host's trust is one-way when it does not trust this host (a send there fails at once with the reason), untrusted when this host does not trust it, unknown for an older gateway.")
-	h := func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-		if _, ok := EntityFrom(ctx); !ok {
-			return rosterError("this connection is not registered as an entity", "connect with a token or through herdbridge mcp --name"), nil
-		}
-		var a rosterArgs
-		if err := decodeArgs(req, &a); err != nil {
-			return rosterError(err.Error(), errorNext("bridge_roster")), nil
-		}
-		v := s.fab.Roster()
-		if a.Host != "" {
-			es := []bridge.EntityView{} // never null: the output schema says array
-			for _, e := range v.Entities {
-				if e.Host == a.Host {
-					es = append(es, e)
-				}
-			}
-			v.Entities = es
-		}
-		v.Next = rosterNext
-		return mcpgo.NewToolResultStructured(v, rosterText(v)), nil
-	}
-	return toolDef{t, h}
-}
-
-// rosterNext is what to do with a roster.
-const rosterNext = "bridge_send(target=<name>, message) briefs a worker or reports to a primary; bridge_spawn(profile) starts a worker from a host's profile"
-
-// rosterText is the roster as text: a line per host and per entity, and
-// the next step.
-func rosterText(v bridge.RosterView) string {
-	var b strings.Builder
-	for _, h := range v.Hosts {
-		fmt.Fprintf(&b, "host %s  profiles: %s", h.Host, strings.Join(h.Profiles, ", "))
-		if h.Trust != "" && h.Trust != bridge.TrustBoth {
-			fmt.Fprintf(&b, "  trust: %s", h.Trust)
-			if h.Why != "" {
-				fmt.Fprintf(&b, " (%s)", h.Why)
-			}
-		}
-		b.WriteString("\n")
-	}
-	for _, e := range v.Entities {
-		fmt.Fprintf(&b, "%s@%s  %s  %s  held=%d groups=%s\n", e.Name, e.Host, e.Role, e.Status, e.Held, strings.Join(e.Groups, ","))
-	}
-	if v.Reason != "" {
-		fmt.Fprintf(&b, "status: error — %s\n", v.Reason)
-	}
-	fmt.Fprintf(&b, "next: %s", v.Next)
-	return b.String()
-}
-
-// rosterError is bridge_roster's tool error, shaped as its output schema
-// says (hosts and entities, empty).
-func rosterError(reason, next string) *mcpgo.CallToolResult {
-	v := bridge.RosterView{Hosts: []bridge.HostView{}, Entities: []bridge.EntityView{}, Reason: reason, Next: next}
-	r := mcpgo.NewToolResultStructured(v, rosterText(v))
-	r.IsError = true
-	return r
-}
-
 func (s *Server) spawnTool() toolDef {
 	t := newTool[spawnArgs, bridge.Result]("bridge_spawn", "Spawn a worker", effect{},
 		"Start a new worker agent from a spawn profile of a host, and brief it: use it when you need another agent to work in parallel (profiles are defined in that gateway's configuration; you name one, never a command). "+
@@ -442,6 +377,9 @@ func summaryAt(r *bridge.Result) (string, []int) {
 		var parts []string
 		for _, f := range r.Held.From {
 			parts = append(parts, fmt.Sprintf("%d from %s", f.Count, f.FromName))
+		}
+		if r.Held.MoreFrom > 0 {
+			parts = append(parts, fmt.Sprintf("and from %d more senders", r.Held.MoreFrom))
 		}
 		fmt.Fprintf(&b, "\nalso held for you: %s (bridge_poll)", strings.Join(parts, ", "))
 	}

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -77,5 +78,29 @@ func TestHistoryTool(t *testing.T) {
 		{name: "the core refuses since", args: `{"since":"yesterday"}`, err: userErr("since must be RFC 3339 or a duration like 2h"),
 			want: bridge.HistoryRequest{Since: "yesterday"}, isError: true, reason: "since must be RFC 3339 or a duration like 2h",
 			text: errText("since must be RFC 3339 or a duration like 2h", errorNext("bridge_history"))},
+	})
+}
+
+// TestHeldSendersBounded: a result lists at most 20 senders of what else
+// is held, those with the most messages, and counts the rest, in its text
+// and its structuredContent alike; the core's summary is left whole.
+func TestHeldSendersBounded(t *testing.T) {
+	held := &bridge.HeldSummary{Total: 0}
+	for i := range 25 {
+		n := 1
+		if i < 20 {
+			n = 2
+		}
+		held.From = append(held.From, bridge.FromCount{From: fmt.Sprintf("g%02d", i), FromName: fmt.Sprintf("w%02d", i), Count: n})
+		held.Total += n
+	}
+	want := boundHeld(*held)
+	if len(want.From) != 20 || want.MoreFrom != 5 || want.From[0].FromName != "w00" || want.From[19].FromName != "w19" || len(held.From) != 25 {
+		t.Fatalf("boundHeld: %d senders, %d more, first %s, last %s; the original kept %d", len(want.From), want.MoreFrom, want.From[0].FromName, want.From[19].FromName, len(held.From))
+	}
+	runTool(t, "bridge_poll", []toolCase{
+		{name: "25 senders", args: `{}`, res: &bridge.Result{Status: bridge.StatusEmpty, Held: held}, want: bridge.PollRequest{},
+			has: []string{"2 from w19, and from 5 more senders (bridge_poll)"},
+			sc:  map[string]any{"held": want}},
 	})
 }

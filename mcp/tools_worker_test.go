@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"encoding/base64"
+	"slices"
 	"testing"
 
 	"github.com/herdbridge/herdbridge/bridge"
@@ -11,27 +13,81 @@ import (
 const rosterCalled = "Roster()"
 
 // TestRosterTool: bridge_roster, whose results and errors alike have the
-// roster's shape (hosts and entities arrays, never null).
+// roster's shape (hosts and entities arrays, never null): a summary by
+// default, a page of the entities that match with a filter or list=true.
 func TestRosterTool(t *testing.T) {
-	lead := bridge.EntityView{Entity: bridge.Entity{GID: "g1", Name: "lead", Host: "h1", Role: bridge.RolePrimary, Groups: []string{"a", "b"}}, Held: 2, Status: "idle"}
-	w := bridge.EntityView{Entity: bridge.Entity{GID: "g2", Name: "w", Host: "h2", Role: bridge.RoleWorker}, Status: "working"}
+	lead := bridge.EntityView{Entity: bridge.Entity{GID: caller, Name: "lead", Host: "h1", Role: bridge.RolePrimary, Groups: []string{"a", "b"}}, Held: 2, Status: "idle"}
+	w := bridge.EntityView{Entity: bridge.Entity{GID: "g2", Name: "w", Host: "h2", Role: bridge.RoleWorker, Groups: []string{"b"}}, Status: "working"}
 	hosts := []bridge.HostView{{Host: "h1", Local: true, Profiles: []string{"reviewer", "coder"}},
 		{Host: "h2", Profiles: []string{}, Trust: bridge.TrustOneWay, Why: "h2 does not trust h1: run herdbridge keys trust there"}}
 	roster := bridge.RosterView{Hosts: hosts, Entities: []bridge.EntityView{lead, w}}
+	boss := bridge.EntityView{Entity: bridge.Entity{GID: "g1", Name: "boss", Host: "h1", Role: bridge.RolePrimary}, Status: "idle"}
+	me := bridge.EntityView{Entity: bridge.Entity{GID: caller, Name: "me", Host: "h1", Role: bridge.RoleWorker}, Status: "idle"}
+	w3 := bridge.EntityView{Entity: bridge.Entity{GID: "g3", Name: "w3", Host: "h1", Role: bridge.RoleWorker}, Status: "idle", Waiting: true}
+	circle := bridge.Circle{Lead: caller, Team: []string{"g2", "gone"}, Recent: []string{"g2"}}
+	wLine := peerLine{Name: "w", Host: "h2", GID: "g2", Role: bridge.RoleWorker, Status: "working"}
 	next := errorNext("bridge_roster")
+	const h1Line, h2Line = "host h1  profiles: reviewer, coder\n", "host h2  profiles:   trust: one-way (h2 does not trust h1: run herdbridge keys trust there)\n"
+	const leadLine, wLineText = "lead@h1  primary  idle  held=2 groups=a,b\n", "w@h2  worker  working  held=0 groups=b\n"
 	runTool(t, "bridge_roster", []toolCase{
-		{name: "everyone", args: `{}`, roster: roster, want: rosterCalled,
-			text: "host h1  profiles: reviewer, coder\nhost h2  profiles:   trust: one-way (h2 does not trust h1: run herdbridge keys trust there)\n" +
-				"lead@h1  primary  idle  held=2 groups=a,b\nw@h2  worker  working  held=0 groups=\nnext: " + rosterNext,
-			sc: map[string]any{"hosts": hosts, "entities": []bridge.EntityView{lead, w}, "next": rosterNext}},
-		{name: "one host", args: `{"host":"h2"}`, roster: roster, want: rosterCalled,
-			has: []string{"\nw@h2  worker  working"}, sc: map[string]any{"hosts": hosts, "entities": []bridge.EntityView{w}}},
+		{name: "a summary by default", args: `{}`, roster: roster, circle: circle, want: rosterCalled,
+			text: "roster summary: 2 entities on 2 hosts; bridge_roster(host=…, role=…, group=…, query=…) lists those that match, list=true lists everyone, a page at a time\n" +
+				"host h1 (this host)  entities=1  profiles: reviewer, coder\n" +
+				"host h2  entities=1  profiles:   trust: one-way (h2 does not trust h1: run herdbridge keys trust there)\n" +
+				"roles: primary 1, worker 1\nstatuses: idle 1, working 1\n" +
+				"you:\n  lead@h1  primary  idle  held=2\n" +
+				"your team (lead lead@h1):\n  w@h2  worker  working  held=0\n" +
+				"you talked with lately (newest first):\n  w@h2  worker  working  held=0\nnext: " + rosterNext,
+			sc: map[string]any{"hosts": []any{}, "entities": []any{}, "total": 2, "next": rosterNext, "summary": rosterSummary{
+				Hosts: []hostCount{{Host: "h1", Local: true, Entities: 1, Profiles: []string{"reviewer", "coder"}},
+					{Host: "h2", Entities: 1, Profiles: []string{}, Trust: bridge.TrustOneWay, Why: hosts[1].Why}},
+				Roles: []tally{{"primary", 1}, {"worker", 1}}, Statuses: []tally{{"idle", 1}, {"working", 1}},
+				You: ptr(peerOf(&lead)), Lead: "lead@h1", Team: []peerLine{wLine}, Recent: []peerLine{wLine}}}},
+		{name: "a worker's team: its lead and the lead's other workers; who is gone from the roster is left out", args: `{}`, want: rosterCalled,
+			roster: bridge.RosterView{Hosts: hosts, Entities: []bridge.EntityView{boss, me, w3}},
+			circle: bridge.Circle{Lead: "g1", Team: []string{"g3", caller, "gone"}, Recent: []string{"gone", "g1"}},
+			has:    []string{"your team (lead boss@h1):\n  boss@h1  primary  idle  held=0\n  w3@h1  worker  idle  held=0  waiting\nyou talked with lately (newest first):\n  boss@h1  primary  idle  held=0\n"},
+			sc: map[string]any{"summary": map[string]any{"hosts": []hostCount{{Host: "h1", Local: true, Entities: 3, Profiles: []string{"reviewer", "coder"}}, {Host: "h2", Profiles: []string{}, Trust: bridge.TrustOneWay, Why: hosts[1].Why}},
+				"roles": []tally{{"worker", 2}, {"primary", 1}}, "statuses": []tally{{"idle", 3}},
+				"you": peerOf(&me), "lead": "boss@h1", "team": []peerLine{peerOf(&boss), peerOf(&w3)}, "recent": []peerLine{peerOf(&boss)}}}},
+		{name: "a worker on no brief: its lead is the primary it last talked with", args: `{}`, want: rosterCalled,
+			roster: bridge.RosterView{Hosts: hosts, Entities: []bridge.EntityView{boss, me, w3}},
+			circle: bridge.Circle{Recent: []string{"g3", "g1"}},
+			has:    []string{"your team (lead boss@h1):\n  boss@h1  primary  idle  held=0\nyou talked with lately (newest first):\n  w3@h1"}},
+		{name: "list=true: everyone, a page", args: `{"list":true}`, roster: roster, want: rosterCalled,
+			text: "entities 1-2 of 2 that match (by host, name, gid)\n" + h1Line + h2Line + leadLine + wLineText + "next: " + rosterNext,
+			sc:   map[string]any{"hosts": hosts, "entities": []bridge.EntityView{lead, w}, "total": 2, "next": rosterNext}},
+		{name: "host", args: `{"host":"h2"}`, roster: roster, want: rosterCalled,
+			text: "entities 1-1 of 1 that match host=h2 (by host, name, gid)\n" + h2Line + wLineText + "next: " + rosterNext,
+			sc:   map[string]any{"hosts": hosts[1:], "entities": []bridge.EntityView{w}, "total": 1}},
+		{name: "role", args: `{"role":"primary"}`, roster: roster, want: rosterCalled,
+			sc: map[string]any{"hosts": hosts[:1], "entities": []bridge.EntityView{lead}, "total": 1}},
+		{name: "group", args: `{"group":"b"}`, roster: roster, want: rosterCalled,
+			sc: map[string]any{"entities": []bridge.EntityView{lead, w}}},
+		{name: "query, any case, on name, host, role or group", args: `{"query":"WOR"}`, roster: roster, want: rosterCalled,
+			sc: map[string]any{"entities": []bridge.EntityView{w}}},
+		{name: "query on a group", args: `{"query":"a"}`, roster: roster, want: rosterCalled,
+			sc: map[string]any{"entities": []bridge.EntityView{lead}}},
+		{name: "filters combine", args: `{"group":"b","host":"h1"}`, roster: roster, want: rosterCalled,
+			sc: map[string]any{"entities": []bridge.EntityView{lead}}},
+		{name: "a host with nobody here: the host, no entity", args: `{"host":"H3"}`, want: rosterCalled,
+			roster: bridge.RosterView{Hosts: append(slices.Clone(hosts), bridge.HostView{Host: "h3", Profiles: []string{"coder"}}), Entities: roster.Entities},
+			sc:     map[string]any{"entities": []bridge.EntityView{}, "hosts": []bridge.HostView{{Host: "h3", Profiles: []string{"coder"}}}, "total": 0}},
 		{name: "a host with nobody: an empty array, not null", args: `{"host":"h9"}`, roster: roster, want: rosterCalled,
-			sc: map[string]any{"entities": []bridge.EntityView{}}},
-		{name: "an unknown argument", args: `{"hots":"h2"}`, isError: true, reason: `unknown argument "hots": this tool takes host`,
-			text: "status: error — unknown argument \"hots\": this tool takes host\nnext: " + next,
+			text: "no entities past the cursor: 0 match host=h9\nnext: " + rosterNext,
+			sc:   map[string]any{"entities": []bridge.EntityView{}, "hosts": []any{}}},
+		{name: "max", args: `{"list":true,"max":1}`, roster: roster, want: rosterCalled,
+			has: []string{"entities 1-1 of 2"},
+			sc:  map[string]any{"entities": []bridge.EntityView{lead}, "cursor": rosterCursor(keyOf(&lead))}},
+		{name: "an unknown argument", args: `{"hots":"h2"}`, isError: true, reason: `unknown argument "hots": this tool takes cursor, group, host, list, max, query, role`,
+			text: "status: error — unknown argument \"hots\": this tool takes cursor, group, host, list, max, query, role\nnext: " + next,
 			sc:   map[string]any{"hosts": []any{}, "entities": []any{}, "next": next}},
 		{name: "host not a string", args: `{"host":2}`, isError: true, reason: "host must be a string"},
+		{name: "not a role", args: `{"role":"boss"}`, isError: true, reason: "role boss is not a role: use primary, worker or orchestrator"},
+		{name: "max out of range", args: `{"max":0}`, isError: true, reason: "max must be between 1 and 200"},
+		{name: "a bad cursor", args: `{"cursor":"not-a-cursor"}`, isError: true, reason: badCursor,
+			sc: map[string]any{"hosts": []any{}, "entities": []any{}, "next": next}},
+		{name: "a cursor of another form", args: `{"cursor":"` + base64.RawURLEncoding.EncodeToString([]byte("r2\x00h\x00n\x00g")) + `"}`, isError: true, reason: badCursor},
 	})
 }
 

@@ -42,7 +42,7 @@ func TestClaudeCodeHeadless(t *testing.T) {
 
 	script := fakemodel.Sequence("done",
 		fakemodel.ToolCall{Name: "ToolSearch", Args: map[string]any{"query": "select:" + claudeTools + "bridge_roster," + claudeTools + "bridge_send," + claudeTools + "bridge_poll"}},
-		fakemodel.ToolCall{Name: claudeTools + "bridge_roster", Args: map[string]any{}},
+		fakemodel.ToolCall{Name: claudeTools + "bridge_roster", Args: map[string]any{"list": true}}, // the listing: the default summary names only the caller's circle
 		fakemodel.ToolCall{Name: claudeTools + "bridge_send", Args: map[string]any{"target": "peer", "message": "brief one: say hi", "wait_s": 20}},
 		fakemodel.ToolCall{Name: claudeTools + "bridge_poll", Args: map[string]any{"wait_s": 10}},
 		fakemodel.ToolCall{Name: claudeTools + "bridge_poll", Args: map[string]any{"wait_s": 10}},

@@ -74,7 +74,7 @@ func TestCodexExecAfterSetup(t *testing.T) {
 	}
 	var replied sync.WaitGroup
 	calls := []fakemodel.ToolCall{
-		{Name: "mcp__herdbridge__bridge_roster", Args: map[string]any{}},
+		{Name: "mcp__herdbridge__bridge_roster", Args: map[string]any{"list": true}}, // the listing: the default summary names only the caller's circle
 		{Name: "mcp__herdbridge__bridge_send", Args: map[string]any{"target": "w1", "message": "brief-1: count the files"}},
 		{Name: "mcp__herdbridge__bridge_poll", Args: map[string]any{"target": "w1"}},
 		{Name: "mcp__herdbridge__bridge_send", Args: map[string]any{"target": "w1", "message": "brief-2: and the dirs?", "wait_s": 20}},
@@ -199,8 +199,15 @@ func TestCodexSpawnedWorkerArgs(t *testing.T) {
 	if len(seen) != 2 || seen[1].Status != bridge.StatusConfirmed {
 		t.Fatalf("the worker's calls as its model saw them: %+v", seen)
 	}
-	var roster bridge.RosterView
-	if err := json.Unmarshal([]byte(seen[0].Payload), &roster); err != nil || !rosterHas(roster, "cx-1", "worker") {
+	var roster struct { // the default answer: a summary, which names the caller
+		Summary struct {
+			You struct {
+				Name string `json:"name"`
+				Role string `json:"role"`
+			} `json:"you"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(seen[0].Payload), &roster); err != nil || roster.Summary.You.Name != "cx-1" || roster.Summary.You.Role != "worker" {
 		t.Errorf("the worker did not register as cx-1 (%v): %s", err, seen[0].Payload)
 	}
 	r := lead.MustStatus("bridge_poll", map[string]any{}, bridge.StatusDrained)

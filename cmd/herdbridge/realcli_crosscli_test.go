@@ -33,7 +33,7 @@ func TestPiPrimaryGeminiWorker(t *testing.T) {
 	}()
 	watch := procConn(t, gp, "watch", "primary")
 	gatewaytest.Eventually(t, 90*time.Second, "the Gemini worker registers", func() bool {
-		return strings.Contains(watch.Call("bridge_roster", map[string]any{}).Text, "gemw@")
+		return strings.Contains(watch.Call("bridge_roster", map[string]any{"query": "gemw"}).Text, "gemw@") // a listing: the summary shows watch its own circle
 	})
 	primary, err := piRun{cliDir: piDir, proj: piProj, home: piHome, script: fakemodel.Sequence("done",
 		fakemodel.ToolCall{Name: piTool("bridge_send"), Args: map[string]any{"target": "gemw", "message": "brief one: say hi", "wait_s": 40}},

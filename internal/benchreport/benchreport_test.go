@@ -157,6 +157,7 @@ func TestEvaluateRecordedRun(t *testing.T) {
 		{"Load send→drain p99", Missed, 72.0 / 31, ""},
 		{"Load errors", Missed, 0, ""},
 		{"Load roster", Met, 14.0 / (1.35 / 2), ""},
+		{"Roster summary, 1,000 entities", Met, 0, ""},
 	} {
 		r := rowByID(t, rows, c.id)
 		if r.Verdict != c.verdict || r.HasRatio != (c.ratio != 0) || (c.ratio != 0 && !near(r.Ratio, c.ratio)) || !strings.HasPrefix(r.Why, c.why) {

@@ -29,7 +29,8 @@ func Targets() []Target {
 	ts = append(ts, loadTargets()...)
 	ts = append(ts, throughput()...)
 	ts = append(ts, coldStart()...)
-	return append(ts, memory()...)
+	ts = append(ts, memory()...)
+	return append(ts, scale()...)
 }
 
 // P1: send+poll ≤ 1.3× two bridge_roster calls, ≤ 2.0× two no-op calls.
@@ -168,4 +169,13 @@ func memory() []Target {
 	return append(ts, Target{ID: "Memory 10k × 1 KiB, embedded",
 		Figure:   bench("gateway RSS, 10k held (no broker)", "BenchmarkGatewayRSS10kHeld", "held10k-RSS-MiB", 1, "MiB", false),
 		Baseline: ref(bench("the same gateway idle", "BenchmarkGatewayRSS10kHeld", "idle-RSS-MiB", 1, "MiB", false))})
+}
+
+// Scale (issue 25): the default bridge_roster result with 1,000 entities
+// (a summary, at most 16 KB: the mcp tests check the bytes) p50 ≤ 5 ms,
+// timed through its MCP handler over the fake core of the handler tests.
+func scale() []Target {
+	return []Target{{ID: "Roster summary, 1,000 entities",
+		Figure: bench("default bridge_roster through its handler, p50", "BenchmarkRosterSummary1000", "p50-ms", 1, "ms", false),
+		Goal:   Goal{Kind: AtMost, Limit: 5, Unit: "ms"}}}
 }
