@@ -233,7 +233,7 @@ func (c *consumer) run(ch *amqp.Channel, deliveries <-chan amqp.Delivery) {
 				}
 				c.deliver(d, &acker{d: d, log: t.log})
 			case <-c.stop:
-				ch.Close() // unacked deliveries go back to the queue
+				c.closeReleased(ch) // unacked deliveries go back to the queue
 				return
 			}
 		}

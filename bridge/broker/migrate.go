@@ -111,7 +111,7 @@ func (c *consumer) drainLegacy(ch *amqp.Channel, deliveries <-chan amqp.Delivery
 			moved++
 			c.deliverLegacy(d)
 		case <-c.stop:
-			ch.Close() // unacked deliveries go back to the legacy queue
+			c.closeReleased(ch) // unacked deliveries go back to the legacy queue
 			return nil, nil, false
 		case <-tick.C:
 			if c.pending.Load() > 0 || !c.legacyEmpty() {

@@ -85,8 +85,8 @@ func TestOneConsumerPerInbox(t *testing.T) {
 					t.Fatal(err)
 				}
 				if i == n/2 {
+					cancelled = time.Now() // the first is active until its Cancel begins (which waits for the queue to let go of it)
 					first.Cancel()
-					cancelled = time.Now()
 				}
 			}
 			deadline := time.Now().Add(10 * time.Second)
