@@ -38,10 +38,10 @@ import (
 // (older ones sent it) it is still read; without it the FAILED says
 // "(its start not known)" and the sender's ledger has the excerpt.
 type GiveUpBody struct {
-	Target    string    `json:"target"` // the worker's gid
-	Sender    string    `json:"sender"` // the brief's sender's gid
+	Target    string    `json:"target"`            // the worker's gid
+	Sender    string    `json:"sender"`            // the brief's sender's gid
 	Excerpt   string    `json:"excerpt,omitempty"` // never on the wire
-	ExpiresAt time.Time `json:"expiresAt"` // the brief's
+	ExpiresAt time.Time `json:"expiresAt"`         // the brief's
 }
 
 // GivenUpMark opens the reason of the FAILED a worker's gateway answers a
