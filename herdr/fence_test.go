@@ -103,3 +103,22 @@ func unquote(l string) string {
 	}
 	return l
 }
+
+// TestProvenanceWords: the provenance part of a pane header, for each way
+// a sender is checked; nothing a sender's host or name holds (quotes,
+// brackets, blanks, newlines) reaches the header.
+func TestProvenanceWords(t *testing.T) {
+	for _, c := range []struct {
+		p    bridge.Provenance
+		want string
+	}{
+		{bridge.Provenance{From: "lead@h1", Role: bridge.RolePrimary, Checked: bridge.CheckedLocal}, "sender lead@h1, role primary, an entity of this host"},
+		{bridge.Provenance{From: "w1@hostB", Role: bridge.RoleWorker, Checked: bridge.CheckedSignature}, "sender w1@hostB, role worker, signature of host hostB verified"},
+		{bridge.Provenance{From: "x@hostC", Checked: bridge.CheckedUnsigned}, "sender x@hostC, not verified (this gateway checks no signatures)"},
+		{bridge.Provenance{From: "a\"] (reply\n[herdbridge]@h", Checked: bridge.CheckedSignature}, "sender a????reply??herdbridge?@h, signature of host h verified"},
+	} {
+		if got := provenanceWords(c.p); got != c.want {
+			t.Errorf("provenanceWords(%+v) = %q, want %q", c.p, got, c.want)
+		}
+	}
+}
