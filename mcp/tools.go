@@ -321,6 +321,7 @@ func rosterText(v bridge.RosterView) string {
 	var b strings.Builder
 	for _, h := range v.Hosts {
 		fmt.Fprintf(&b, "host %s  profiles: %s", h.Host, strings.Join(h.Profiles, ", "))
+		b.WriteString(sealNote(h.Seal))
 		if h.Trust != "" && h.Trust != bridge.TrustBoth {
 			fmt.Fprintf(&b, "  trust: %s", h.Trust)
 			if h.Why != "" {
@@ -337,6 +338,16 @@ func rosterText(v bridge.RosterView) string {
 	}
 	fmt.Fprintf(&b, "next: %s", v.Next)
 	return b.String()
+}
+
+// sealNote is a roster host line's seal state ("" when not set: this
+// host, or sealing not configured): whether what goes to it crosses the
+// broker sealed.
+func sealNote(seal string) string {
+	if seal == "" {
+		return ""
+	}
+	return "  seal: " + seal
 }
 
 // rosterError is bridge_roster's tool error, shaped as its output schema
