@@ -248,6 +248,9 @@ func TestSealedOnBroker(t *testing.T) {
 		s := fake.Submitted(rev.PaneID)
 		return len(s) == 1 && strings.Contains(s[0], tag+"-spawn")
 	})
+	if head := strings.SplitN(fake.Submitted(rev.PaneID)[0], "\n", 2)[0]; !strings.Contains(head, "[sender lead@"+ga.Host()+", role primary, signature of host "+ga.Host()+" verified]") {
+		t.Fatalf("the spawn brief's header names no verified provenance: %q", head)
+	}
 
 	seen := sp.drain(t)
 	var briefs []amqp.Delivery
