@@ -92,6 +92,25 @@ func safeWord(s string) string {
 	return b.String()
 }
 
+// provenanceInHeader is a header's provenance bracket with its blanks
+// removed (safeWord leaves no ']' in it).
+var provenanceInHeader = regexp.MustCompile(`\[sender[^\]]*\]`)
+
+// sameButProvenance is SameText with each text's first provenance
+// bracket left out: what this gateway knows of a sender may have changed
+// since the brief was typed (after a restart, a remote sender's presence
+// has not come back yet), and the composer still holds our own text.
+func sameButProvenance(draft, text string) bool {
+	d, t := stripBlanks(draft), stripBlanks(text)
+	cut := func(s string) string {
+		if loc := provenanceInHeader.FindStringIndex(s); loc != nil {
+			return s[:loc[0]] + s[loc[1]:]
+		}
+		return s
+	}
+	return draft != "" && provenanceInHeader.MatchString(d) && provenanceInHeader.MatchString(t) && cut(d) == cut(t)
+}
+
 func cmpOr(a, b string) string {
 	if a != "" {
 		return a

@@ -122,3 +122,18 @@ func TestProvenanceWords(t *testing.T) {
 		}
 	}
 }
+
+// TestSameButProvenance: own-draft recovery still knows its brief in a
+// composer when the provenance it would type now differs (a remote
+// sender's presence not back after a restart), and only then.
+func TestSameButProvenance(t *testing.T) {
+	then := fenced(false, "w1@b", provenanceWords(bridge.Provenance{From: "w1@b", Role: bridge.RoleWorker, Checked: bridge.CheckedSignature}), "0123456789abcdef", "do it")
+	now := fenced(false, "w1@b", provenanceWords(bridge.Provenance{From: "0f0e@b", Checked: bridge.CheckedSignature}), "0123456789abcdef", "do it")
+	if SameText(then, now) || !sameButProvenance(then, now) {
+		t.Fatal("the same brief with another provenance not recognised")
+	}
+	other := fenced(false, "w1@b", provenanceWords(bridge.Provenance{From: "0f0e@b", Checked: bridge.CheckedSignature}), "0123456789abcdef", "do it twice")
+	if sameButProvenance(then, other) || sameButProvenance("", now) || sameButProvenance("do it", "do it") {
+		t.Fatal("another text taken for the brief")
+	}
+}

@@ -285,7 +285,7 @@ func (in *Injector) Resubmit(ctx context.Context, b bridge.Brief) bridge.InjectR
 			a.text = text
 		}
 	}
-	if !SameText(draft, a.text) {
+	if !SameText(draft, a.text) && !sameButProvenance(draft, a.text) {
 		return failed("the composer of pane %s does not hold the brief", a.pane)
 	}
 	if in.pressEnter(ctx, a.pane, a.modern) == nil && in.turnStarted(ctx, a.pane, a.modern, a.before, in.VerifyWait) {
