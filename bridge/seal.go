@@ -15,12 +15,15 @@ import (
 // What Config.Seal says (issue 23).
 const (
 	// SealAuto seals every sealable envelope to a host whose HPKE key is
-	// known (its signed heartbeat published it) and sends the rest clear:
-	// the default, so two hosts that both support it seal with nothing
-	// configured, and a peer too old to have a key still gets messages.
+	// known (its signed heartbeat published it), and a broadcast to every
+	// host that reads it when all their keys are known, and sends the rest
+	// clear: the default, so two hosts that both support it seal with
+	// nothing configured, and a peer too old to have a key still gets
+	// messages.
 	SealAuto = "auto"
 	// SealRequire refuses to send a sealable envelope clear: a host with
-	// no known key, and any broadcast, is refused with a tool error.
+	// no known key, and a broadcast some reading host could not open, is
+	// refused with a tool error.
 	SealRequire = "require"
 	// SealOff never seals (and still opens what others seal).
 	SealOff = "off"
