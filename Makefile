@@ -105,6 +105,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBench$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLoad$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
 	$(GO) test -run '^$$' -fuzz '^FuzzSealedEnvelope$$' -fuzztime $(FUZZTIME) ./bridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzOpenBroadcast$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONCost$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./bridge/store/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAck$$' -fuzztime $(FUZZTIME) ./bridge/embedded/

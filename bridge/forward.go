@@ -28,6 +28,10 @@ type Brief struct {
 	To       Entity    // the worker, with its pane id
 	Env      *Envelope // SEND or BROADCAST
 	FromName string    // the sender's name, for the prompt's header
+	// Provenance is who sent it as this gateway verified it (name@host,
+	// role, how it was checked), for the prompt's header: the model in
+	// the pane reads it in herdbridge's words, never in the sender's.
+	Provenance Provenance
 	// Typing must be called right before the first byte is typed: the
 	// core records durably that typing began, so a crash from then on
 	// reports the brief "uncertain" and never types it again. If it

@@ -31,12 +31,17 @@ import (
 // allowance, InjectWait and ReceiptWait, when no gateway would type it any
 // more — reports it FAILED on its own.
 
-// GiveUpBody is the body of a GIVE_UP; corr is the brief's msgId.
+// GiveUpBody is the body of a GIVE_UP; corr is the brief's msgId. A
+// GIVE_UP is never sealed (gateway to gateway, metadata only), so what
+// crosses the broker holds no brief text: Excerpt is set only on the
+// sender's own host (the worker on it), and from another host's gateway
+// (older ones sent it) it is still read; without it the FAILED says
+// "(its start not known)" and the sender's ledger has the excerpt.
 type GiveUpBody struct {
-	Target    string    `json:"target"` // the worker's gid
-	Sender    string    `json:"sender"` // the brief's sender's gid
-	Excerpt   string    `json:"excerpt,omitempty"`
-	ExpiresAt time.Time `json:"expiresAt"` // the brief's
+	Target    string    `json:"target"`            // the worker's gid
+	Sender    string    `json:"sender"`            // the brief's sender's gid
+	Excerpt   string    `json:"excerpt,omitempty"` // never on the wire
+	ExpiresAt time.Time `json:"expiresAt"`         // the brief's
 }
 
 // GivenUpMark opens the reason of the FAILED a worker's gateway answers a
@@ -98,7 +103,9 @@ func (c *Core) askGiveUp(a store.Await) {
 	if !ok {
 		return
 	}
-	raw, _ := json.Marshal(giveUpOf(a))
+	b := giveUpOf(a)
+	b.Excerpt = "" // the broker reads a GIVE_UP: no brief text in it
+	raw, _ := json.Marshal(b)
 	ttl := max(a.ExpiresAt.Add(c.cfg.ClockSkew).Sub(c.cfg.Now()), time.Second)
 	n := c.newEnv(KindGiveUp, GatewayGID(c.cfg.Host), "control."+a.ToHost, raw, ttl)
 	n.Corr, n.TraceID = a.MsgID, a.TraceID

@@ -62,7 +62,7 @@ func (c *Core) recoverHead(e Entity, q queued) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.InjectWait)
 	defer cancel()
-	r := c.cfg.Injector.Resubmit(ctx, Brief{To: e, Env: q.env, FromName: c.nameOf(q.env.From)})
+	r := c.cfg.Injector.Resubmit(ctx, Brief{To: e, Env: q.env, FromName: c.nameOf(q.env.From), Provenance: c.provenance(q.env)})
 	switch r.Status {
 	case StatusNotReady:
 		return false

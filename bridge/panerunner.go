@@ -112,7 +112,7 @@ func (c *Core) typeHead(run *paneRun, e Entity, q queued) bool {
 	start := c.cfg.Now()
 	rec := store.Await{MsgID: env.MsgID, From: env.From, To: e.GID, ToName: e.Name, TraceID: env.TraceID, Excerpt: Excerpt(string(env.Body))}
 	typed := false
-	r := c.cfg.Injector.Inject(ctx, Brief{To: e, Env: env, FromName: c.nameOf(env.From), Typing: func() error {
+	r := c.cfg.Injector.Inject(ctx, Brief{To: e, Env: env, FromName: c.nameOf(env.From), Provenance: c.provenance(env), Typing: func() error {
 		var typing *store.Await
 		if env.Kind == KindSend {
 			typing = &rec

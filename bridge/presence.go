@@ -49,6 +49,11 @@ type Presence struct {
 	// (seal require).
 	SealKey   string `json:"sealKey,omitempty"`
 	SealKeyID string `json:"sealKeyId,omitempty"`
+	// SealsBroadcasts (the _gateway entry): the host's gateway opens a
+	// broadcast sealed to many hosts (SealMultiScheme). Absent from an
+	// older one: a broadcast while it is present goes clear (seal auto)
+	// or is refused (seal require).
+	SealsBroadcasts bool `json:"sealsBroadcasts,omitempty"`
 }
 
 // presence is the view of the other hosts, rebuilt from their signed
@@ -344,7 +349,8 @@ func (c *Core) publishPresence(extra []Presence) {
 		}
 		sealKey, sealID := c.ownSealKey()
 		return append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint,
-			Started: c.startedAt.UnixMilli(), Trusts: c.trustList(), DeadLetterNotices: true, GiveUps: true, SealKey: sealKey, SealKeyID: sealID})
+			Started: c.startedAt.UnixMilli(), Trusts: c.trustList(), DeadLetterNotices: true, GiveUps: true, SealKey: sealKey, SealKeyID: sealID,
+			SealsBroadcasts: sealKey != ""})
 	})
 }
 

@@ -4,6 +4,9 @@ import (
 	"crypto/hpke"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -12,12 +15,15 @@ import (
 // What Config.Seal says (issue 23).
 const (
 	// SealAuto seals every sealable envelope to a host whose HPKE key is
-	// known (its signed heartbeat published it) and sends the rest clear:
-	// the default, so two hosts that both support it seal with nothing
-	// configured, and a peer too old to have a key still gets messages.
+	// known (its signed heartbeat published it), and a broadcast to every
+	// host that reads it when all their keys are known, and sends the rest
+	// clear: the default, so two hosts that both support it seal with
+	// nothing configured, and a peer too old to have a key still gets
+	// messages.
 	SealAuto = "auto"
 	// SealRequire refuses to send a sealable envelope clear: a host with
-	// no known key, and any broadcast, is refused with a tool error.
+	// no known key, and a broadcast some reading host could not open, is
+	// refused with a tool error.
 	SealRequire = "require"
 	// SealOff never seals (and still opens what others seal).
 	SealOff = "off"
@@ -207,11 +213,7 @@ func (c *Core) sealAndSign(env *Envelope) (*Envelope, error) {
 		return env, nil
 	}
 	if env.Kind == KindBroadcast {
-		if mode == SealRequire {
-			return nil, userErr("not sent: seal is \"require\" here and a broadcast is one publish every host's inbox reads, so it cannot be sealed to each host; send it to each recipient instead")
-		}
-		c.sign(env)
-		return env, nil
+		return c.sealBroadcast(env, mode)
 	}
 	host := c.recipientHost(env)
 	if host == c.cfg.Host && !controlKinds[env.Kind] {
@@ -237,6 +239,96 @@ func (c *Core) sealAndSign(env *Envelope) (*Envelope, error) {
 	return wire, nil
 }
 
+// sealBroadcast seals a broadcast once to every host that may read it
+// (broadcastPlan); when one of them cannot open it, or there are too
+// many, it goes clear under auto (logged) and is refused under require.
+func (c *Core) sealBroadcast(env *Envelope, mode string) (*Envelope, error) {
+	rs, why := c.broadcastPlan()
+	var wire *Envelope
+	if why == "" {
+		wire = env.Clone()
+		if err := wire.SealBroadcast(rs); err != nil {
+			return nil, err
+		}
+		if len(wire.Body) > MaxBodyBytes {
+			why = fmt.Sprintf("sealed to %d hosts it would be %d bytes, over the %d an envelope may be", len(rs), len(wire.Body), MaxBodyBytes)
+		}
+	}
+	if why == "" {
+		c.sign(wire)
+		return wire, nil
+	}
+	if mode == SealRequire {
+		return nil, userErr("not sent: seal is \"require\" here and this broadcast cannot be sealed: %s; send it to each recipient instead", why)
+	}
+	c.log.Warn("broadcast sent clear: it cannot be sealed to every host that reads it (seal auto)", LogMsgID, env.MsgID, LogTo, env.To, "why", why)
+	c.sign(env)
+	return env, nil
+}
+
+// broadcastPlan is whom a broadcast is sealed to: this host (its own
+// inboxes get the same publish) and every other host it knows — whose
+// _gateway heartbeat or entity it holds, or whose HPKE key it keeps (a
+// host that is down still has durable inboxes bound). why says, when it
+// cannot be sealed, which host cannot open it (no key known, or a gateway
+// older than sealed broadcasts) or that there are more than MaxSealHosts.
+// A host this gateway has never heard of since it started and has no key
+// of is not in it: it would refuse the broadcast as unsealable.
+func (c *Core) broadcastPlan() (rs []SealRecipient, why string) {
+	set := map[string]bool{c.cfg.Host: true}
+	old := map[string]bool{}
+	c.pres.mu.Lock()
+	for h, e := range c.pres.hosts {
+		set[h] = true
+		if !e.p.SealsBroadcasts {
+			old[h] = true
+		}
+	}
+	for _, e := range c.pres.remote {
+		set[e.p.Host] = true
+	}
+	c.pres.mu.Unlock()
+	c.loadRememberedSealKeys()
+	c.seals.mu.Lock()
+	for h := range c.seals.peers {
+		set[h] = true
+	}
+	c.seals.mu.Unlock()
+	hosts := slices.Sorted(maps.Keys(set))
+	if len(hosts) > MaxSealHosts {
+		return nil, fmt.Sprintf("it is read on %d hosts, over the %d a broadcast is sealed to", len(hosts), MaxSealHosts)
+	}
+	var nokey, older []string
+	for _, h := range hosts {
+		pub, id, ok := c.sealKeyOf(h)
+		switch {
+		case !ok:
+			nokey = append(nokey, h)
+		case old[h]:
+			older = append(older, h)
+		default:
+			rs = append(rs, SealRecipient{Host: h, KeyID: id, Pub: pub})
+		}
+	}
+	switch {
+	case len(nokey) > 0:
+		return nil, fmt.Sprintf("no HPKE key of host %s is known", Clip(strings.Join(nokey, ", ")))
+	case len(older) > 0:
+		return nil, fmt.Sprintf("the gateway of %s is older than sealed broadcasts", Clip(strings.Join(older, ", ")))
+	}
+	return rs, ""
+}
+
+// BroadcastSeal says whether a broadcast sent now would be sealed: the
+// hosts it would be sealed to, or why not (doctor).
+func (c *Core) BroadcastSeal() (hosts int, why string) {
+	if c.sealMode() == SealOff {
+		return 0, "seal is off"
+	}
+	rs, why := c.broadcastPlan()
+	return len(rs), why
+}
+
 // openSealed opens a verified delivery's sealed body in place. reason is
 // RefuseUnsealable when this host has no key of that id (rotated away
 // past its window, or sealed to another host) or the ciphertext does not
@@ -247,6 +339,15 @@ func (c *Core) openSealed(env *Envelope) (reason, detail string) {
 	}
 	if c.cfg.Sealer == nil {
 		return RefuseUnsealable, "sealed body, and this gateway has no HPKE key"
+	}
+	if env.Seal == SealMultiScheme {
+		if err := env.OpenBroadcast(c.cfg.Host, c.cfg.Sealer.Private); err != nil {
+			if errors.Is(err, ErrMalformed) && !errors.Is(err, ErrUnseal) {
+				return malformedReason(err), err.Error()
+			}
+			return RefuseUnsealable, err.Error()
+		}
+		return "", ""
 	}
 	priv, ok := c.cfg.Sealer.Private(env.SealKey)
 	if !ok {

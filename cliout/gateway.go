@@ -23,6 +23,9 @@ func Roster(w io.Writer, v *bridge.RosterView) error {
 		if h.Trust != "" {
 			key += "\ttrust " + h.Trust // both | one-way | untrusted | unknown; doctor says why
 		}
+		if h.Seal != "" {
+			key += "\tseal " + h.Seal // sealed | clear | no key: what goes to it crosses the broker so
+		}
 		fmt.Fprintf(tw, "host %s\tprofiles: %s%s\n", h.Host, strings.Join(h.Profiles, ","), key)
 	}
 	fmt.Fprintln(tw, "NAME\tROLE\tSTATUS\tHELD\tGROUPS\tGID")

@@ -178,7 +178,7 @@ func brokerUserRecipe(host, user, vhost string) string {
 	p("fi")
 	p(`echo "broker user $user: permissions on vhost $vhost set"`)
 	p(`if [ -n "$generated" ]; then echo "password of $user (generated; shown once, store it): $password"; fi`)
-	p(`echo "gateway: herdbridge gateway --host-id %s --broker 'amqps://$user:PASSWORD@BROKER-HOST:5671%s' --broker-ca CA.pem [--broker-cert CERT.pem --broker-key KEY.pem]"`, host, path)
+	p(`echo "gateway: herdbridge gateway --host-id %s --broker 'amqps://$user@BROKER-HOST:5671%s' --broker-password-file FILE --broker-ca CA.pem [--broker-cert CERT.pem --broker-key KEY.pem]  (FILE: the password on its first line, mode 0600)"`, host, path)
 	return b.String()
 }
 

@@ -57,8 +57,8 @@ func PairOffer(ctx context.Context, cfg PairConfig, out PairOutput) error {
 	defer offer.Close()
 	exp := offer.Expires().UTC().Truncate(time.Second)
 	out.line(map[string]any{"code": offer.Code().String(), "expires": exp.Format(time.RFC3339)},
-		fmt.Sprintf("pairing code %s (expires %s, in %s; works once)\non the other host run:  herdbridge pair %s\nwaiting for it…",
-			offer.Code(), exp.Format(time.RFC3339), time.Until(exp).Round(time.Second), offer.Code()))
+		fmt.Sprintf("pairing code %s (expires %s, in %s; works once)\non the other host run:  herdbridge pair -   and type the code (or echo it into it: a code in the command line shows in ps)\nwaiting for it…",
+			offer.Code(), exp.Format(time.RFC3339), time.Until(exp).Round(time.Second)))
 	res, err := offer.Wait(ctx)
 	if err != nil {
 		return err

@@ -77,6 +77,10 @@ type SealReport struct {
 	KeyID string            `json:"keyId"` // this host's current HPKE key
 	Keys  int               `json:"keys"`  // keys it opens with (current and retired within the window)
 	Peers []bridge.SealView `json:"peers"` // per other host: sealed | clear | no key
+	// BroadcastHosts is how many hosts a broadcast sent now is sealed
+	// to, 0 with BroadcastWhy saying why it would go clear (or be refused).
+	BroadcastHosts int    `json:"broadcastHosts"`
+	BroadcastWhy   string `json:"broadcastWhy,omitempty"`
 }
 
 func (g *Gateway) sealReport() *SealReport {
@@ -89,24 +93,33 @@ func (g *Gateway) sealReport() *SealReport {
 			hosts = append(hosts, p.Host)
 		}
 	}
-	return &SealReport{Mode: g.core.SealMode(), KeyID: g.seals.Current().ID(), Keys: len(g.seals.IDs()), Peers: g.core.SealStates(hosts)}
+	r := &SealReport{Mode: g.core.SealMode(), KeyID: g.seals.Current().ID(), Keys: len(g.seals.IDs()), Peers: g.core.SealStates(hosts)}
+	r.BroadcastHosts, r.BroadcastWhy = g.core.BroadcastSeal()
+	return r
 }
 
-// sealChecks: the mode and this host's key, and per peer whether what
-// goes to it is sealed. Broadcasts are never sealed (one publish that
-// every host's inboxes read): said on the seal line.
+// sealChecks: the mode and this host's key, per peer whether what goes
+// to it is sealed, and whether a broadcast is (sealed once to every host
+// that reads it, or clear when one of them cannot open it).
 func (d *doctor) sealChecks(s *SealReport) {
 	if s == nil {
 		return
 	}
-	const bcast = "; broadcasts go clear (one publish every host reads; refused under require)"
 	switch s.Mode {
 	case bridge.SealOff:
 		d.add("seal", CheckWarn, "off: bodies cross the broker in clear text (this host still opens sealed ones, key "+s.KeyID+")",
 			`set "seal": "auto" in config.json`)
 	default:
-		d.add("seal", CheckOK, fmt.Sprintf("%s: bodies to hosts with a known HPKE key are sealed (%s); this host's key %s, %d key(s) kept to open with%s",
-			s.Mode, bridge.SealScheme, s.KeyID, s.Keys, bcast), "")
+		d.add("seal", CheckOK, fmt.Sprintf("%s: bodies to hosts with a known HPKE key are sealed (%s); this host's key %s, %d key(s) kept to open with",
+			s.Mode, bridge.SealScheme, s.KeyID, s.Keys), "")
+		switch {
+		case s.BroadcastWhy == "":
+			d.add("seal broadcasts", CheckOK, fmt.Sprintf("sealed once to the %d host(s) that read them (%s, at most %d hosts)", s.BroadcastHosts, bridge.SealMultiScheme, bridge.MaxSealHosts), "")
+		case s.Mode == bridge.SealRequire:
+			d.add("seal broadcasts", CheckFail, "refused: "+s.BroadcastWhy+" (seal require)", "upgrade or start the hosts named, or send to each recipient")
+		default:
+			d.add("seal broadcasts", CheckWarn, "clear: "+s.BroadcastWhy+", so a broadcast crosses the broker in clear text", "upgrade or start the hosts named, or send to each recipient")
+		}
 	}
 	for _, p := range s.Peers {
 		name := "seal " + p.Host

@@ -18,6 +18,8 @@ import (
 	"github.com/herdbridge/herdbridge/bridge/broker"
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
+	"github.com/herdbridge/herdbridge/herdr"
+	"github.com/herdbridge/herdbridge/herdr/herdrtest"
 	"github.com/herdbridge/herdbridge/keys"
 )
 
@@ -90,10 +92,15 @@ func pollFor(t *testing.T, g *gateway.Gateway, gid string, want int) []bridge.Me
 }
 
 func sealPair(t *testing.T, tune ...func(*gateway.Config)) (ga, gb *gateway.Gateway, lead, w bridge.Entity) {
+	return sealPairWith(t, tune, tune)
+}
+
+// sealPairWith is sealPair with host A tuned by tuneA and B by tuneB.
+func sealPairWith(t *testing.T, tuneA, tuneB []func(*gateway.Config)) (ga, gb *gateway.Gateway, lead, w bridge.Entity) {
 	url := brokerURL(t)
 	slow := func(c *gateway.Config) { c.Core.PresenceTTL = 10 * time.Second }
-	ga = gatewaytest.StartHost(t, gatewaytest.UniqueHost("sa"), url, append([]func(*gateway.Config){slow}, tune...)...)
-	gb = gatewaytest.StartHost(t, gatewaytest.UniqueHost("sb"), url, append([]func(*gateway.Config){slow}, tune...)...)
+	ga = gatewaytest.StartHost(t, gatewaytest.UniqueHost("sa"), url, append([]func(*gateway.Config){slow}, tuneA...)...)
+	gb = gatewaytest.StartHost(t, gatewaytest.UniqueHost("sb"), url, append([]func(*gateway.Config){slow}, tuneB...)...)
 	lead = gatewaytest.RegisterOn(t, ga, "lead", bridge.RolePrimary)
 	w = gatewaytest.RegisterOn(t, gb, "w", bridge.RoleWorker)
 	gatewaytest.Eventually(t, 10*time.Second, "each sees the other and its HPKE key", func() bool {
@@ -115,13 +122,29 @@ func sealState(g *gateway.Gateway, host string) string {
 
 // TestSealedOnBroker: with sealing on (the default), an attacker reading
 // every message, control message and dead letter on the broker with raw
-// AMQP finds none of the uniquely tagged bodies of a brief, a reply, a
-// question and its answer; the recipients read them all; neither audit
-// log holds them. A captured sealed brief with any ciphertext byte
-// changed is refused (bad signature) and dead-lettered, and one replayed
-// as is is refused as a replay.
+// AMQP finds none of the uniquely tagged texts of a brief, a reply, a
+// question and its answer, a broadcast (sealed once to both hosts), a
+// brief the role policy refused (its FAILED quotes it), a STOP's reason
+// and the ABANDONED that carries a worker's own stop reason to its
+// waiting primary, a bridge_spawn's brief, and a GIVE_UP of a pane brief
+// gone overdue; the recipients read them all; neither audit log holds
+// them. A captured sealed brief with any ciphertext byte changed is
+// refused (bad signature) and dead-lettered, and one replayed as is is
+// refused as a replay.
 func TestSealedOnBroker(t *testing.T) {
-	ga, gb, lead, w := sealPair(t)
+	fake := herdrtest.New(t)
+	fake.AddAgent(herdrtest.PaneOptions{Agent: "claude"}) // a workspace to spawn into
+	quick := func(c *gateway.Config) {
+		c.Core.InjectWait, c.Core.ReceiptWait = time.Second, time.Second
+		c.File.RolePolicy.WorkersMayBrief = true // A lets its workers brief; B does not
+	}
+	withHerdr := func(c *gateway.Config) {
+		c.File.Herdr.Disabled = false
+		c.File.Herdr.Socket = fake.SocketPath()
+		c.Core.PaneRecheck = 200 * time.Millisecond
+		c.File.Profiles = map[string]herdr.Profile{"reviewer": {Kind: "claude"}}
+	}
+	ga, gb, lead, w := sealPairWith(t, []func(*gateway.Config){quick}, []func(*gateway.Config){withHerdr})
 	sp := newSpy(t, brokerURL(t), ga.Host(), gb.Host())
 	ctx := context.Background()
 	tag := "SEALTAG" + strings.ReplaceAll(uuid.NewString(), "-", "")
@@ -159,10 +182,80 @@ func TestSealedOnBroker(t *testing.T) {
 		t.Fatalf("ask: %+v", asked)
 	}
 
+	// a broadcast: one publish, sealed to both hosts, opened on B
+	if _, err := ga.Core().Broadcast(ctx, lead.GID, bridge.BroadcastRequest{Message: tag + "-broadcast"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := pollFor(t, gb, w.GID, 1); m[0].Body != tag+"-broadcast" || m[0].Kind != bridge.KindBroadcast {
+		t.Fatalf("worker read %+v", m[0])
+	}
+	// a worker of A briefing B's worker: B's role policy answers FAILED, quoting it
+	w2 := gatewaytest.RegisterOn(t, ga, "w2", bridge.RoleWorker)
+	gatewaytest.Eventually(t, 10*time.Second, "B sees A's second worker", func() bool {
+		_, err := gb.Core().Resolve("w2@" + ga.Host())
+		return err == nil
+	})
+	if _, err := ga.Core().Send(ctx, w2.GID, bridge.SendRequest{Target: "w@" + gb.Host(), Message: tag + "-policy"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if m := pollFor(t, ga, w2.GID, 1); m[0].Kind != bridge.KindFailed || !strings.Contains(m[0].Body, tag+"-policy") {
+		t.Fatalf("w2 heard %+v", m[0])
+	}
+	// a worker of B stops itself while its primary waits on a brief: the
+	// ABANDONED carries its reason; A stops another of B's workers with a
+	// reason: the STOP carries it
+	wx := gatewaytest.RegisterOn(t, gb, "wx", bridge.RoleWorker)
+	gatewaytest.RegisterOn(t, gb, "wy", bridge.RoleWorker)
+	gatewaytest.Eventually(t, 10*time.Second, "A sees wx and wy", func() bool {
+		_, e1 := ga.Core().Resolve("wx@" + gb.Host())
+		_, e2 := ga.Core().Resolve("wy@" + gb.Host())
+		return e1 == nil && e2 == nil
+	})
+	var waited *bridge.Result
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var err error
+		if waited, err = ga.Core().Send(ctx, lead.GID, bridge.SendRequest{Target: "wx@" + gb.Host(), Message: "work on it", Wait: 15 * time.Second}, nil); err != nil {
+			t.Error(err)
+		}
+	}()
+	pollFor(t, gb, wx.GID, 1)
+	if _, err := gb.Core().Stop(ctx, wx.GID, bridge.StopRequest{Target: "wx", Reason: tag + "-abandon"}); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if waited == nil || waited.Status != bridge.StatusAbandoned || len(waited.Messages) != 1 || !strings.Contains(waited.Messages[0].Body, tag+"-abandon") {
+		t.Fatalf("the primary's wait on the stopped worker: %+v", waited)
+	}
+	if _, err := ga.Core().Stop(ctx, lead.GID, bridge.StopRequest{Target: "wy@" + gb.Host(), Reason: tag + "-stop"}); err != nil {
+		t.Fatal(err)
+	}
+	gatewaytest.Eventually(t, 10*time.Second, "B stopped wy", func() bool {
+		_, err := gb.Core().Resolve("wy")
+		return err != nil
+	})
+	// a spawn on B with a brief: the brief reaches the new pane
+	spawned, err := ga.Core().Spawn(ctx, lead.GID, bridge.SpawnRequest{Host: gb.Host(), Profile: "reviewer", Name: "rev", Brief: tag + "-spawn"})
+	if err != nil || spawned.Status == bridge.StatusFailed {
+		t.Fatalf("spawn: %+v %v", spawned, err)
+	}
+	rev, err := gb.Core().Resolve("rev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gatewaytest.Eventually(t, 10*time.Second, "the spawn's brief typed into the new pane", func() bool {
+		s := fake.Submitted(rev.PaneID)
+		return len(s) == 1 && strings.Contains(s[0], tag+"-spawn")
+	})
+	if head := strings.SplitN(fake.Submitted(rev.PaneID)[0], "\n", 2)[0]; !strings.Contains(head, "[sender lead@"+ga.Host()+", role primary, signature of host "+ga.Host()+" verified]") {
+		t.Fatalf("the spawn brief's header names no verified provenance: %q", head)
+	}
+
 	seen := sp.drain(t)
 	var briefs []amqp.Delivery
 	for _, d := range seen {
-		if d.Headers[bridge.HdrKind] == string(bridge.KindSend) && d.Headers[bridge.HdrTo] == w.GID && d.Headers[bridge.HdrTurnID] == nil {
+		if d.Headers[bridge.HdrKind] == string(bridge.KindSend) && d.Headers[bridge.HdrTo] == w.GID && d.Headers[bridge.HdrFrom] == lead.GID && d.Headers[bridge.HdrTurnID] == nil {
 			briefs = append(briefs, d)
 		}
 	}
@@ -174,6 +267,18 @@ func TestSealedOnBroker(t *testing.T) {
 	}
 	if briefs[0].Headers[bridge.HdrSeal] != bridge.SealScheme {
 		t.Fatalf("brief headers %v", briefs[0].Headers)
+	}
+	kinds := map[any]int{}
+	for _, d := range seen {
+		kinds[d.Headers[bridge.HdrKind]]++
+		if d.Headers[bridge.HdrKind] == string(bridge.KindBroadcast) && d.Headers[bridge.HdrSeal] != bridge.SealMultiScheme {
+			t.Fatalf("broadcast headers %v", d.Headers)
+		}
+	}
+	for _, k := range []bridge.Kind{bridge.KindBroadcast, bridge.KindFailed, bridge.KindStop, bridge.KindAbandoned, bridge.KindSpawn} {
+		if kinds[string(k)] == 0 {
+			t.Fatalf("the spy saw no %s (saw %v)", k, kinds)
+		}
 	}
 	briefID := fmt.Sprint(briefs[0].Headers[bridge.HdrMsgID])
 	for _, g := range []*gateway.Gateway{ga, gb} {
@@ -221,6 +326,28 @@ func TestSealedOnBroker(t *testing.T) {
 	}
 	if dead != flips+1 {
 		t.Fatalf("%d of %d refused copies dead-lettered", dead, flips+1)
+	}
+
+	// a pane brief to B while B is down: no receipt, so A's gateway asks
+	// B's to give it up (GIVE_UP on control.B, never sealed)
+	gb.Close()
+	gone, err := ga.Core().Send(ctx, lead.GID, bridge.SendRequest{Target: "rev@" + gb.Host(), Message: tag + "-giveup"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var giveUps []amqp.Delivery
+	for deadline := time.Now().Add(15 * time.Second); len(giveUps) == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, d := range sp.drain(t) {
+			if l := leaks([]amqp.Delivery{d}, tag); len(l) > 0 {
+				t.Fatalf("the broker saw body text in %v", l)
+			}
+			if d.Headers[bridge.HdrKind] == string(bridge.KindGiveUp) && d.Headers[bridge.HdrCorr] == gone.MsgID {
+				giveUps = append(giveUps, d)
+			}
+		}
+	}
+	if len(giveUps) == 0 {
+		t.Fatal("no GIVE_UP of the overdue brief on the broker")
 	}
 }
 
@@ -279,8 +406,10 @@ func TestSealRotationInFlight(t *testing.T) {
 
 // TestSealPeerWithoutKey: a trusted host whose heartbeat carries no HPKE
 // key (a gateway older than sealing). Under seal auto a brief to its
-// worker goes out clear (the roster says "no key"); under seal require it
-// is refused with a tool error and nothing is published.
+// worker goes out clear (the roster says "no key"), and so does a
+// broadcast, which that host could not open sealed; doctor warns of both.
+// Under seal require either is refused with a tool error and nothing is
+// published.
 func TestSealPeerWithoutKey(t *testing.T) {
 	url := brokerURL(t)
 	oldHost, oldDir := gatewaytest.UniqueHost("old"), gatewaytest.TempDir(t)
@@ -305,8 +434,10 @@ func TestSealPeerWithoutKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.QueueBind(q.Name, wgid, broker.ExchangeMsg, false, nil); err != nil {
-		t.Fatal(err)
+	for _, key := range []string{wgid, bridge.BroadcastAll} {
+		if err := ch.QueueBind(q.Name, key, broker.ExchangeMsg, false, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	now := time.Now()
 	body := fmt.Sprintf(`{"gid":%q,"name":"w","host":%q,"role":"worker"}`, wgid, oldHost)
@@ -334,11 +465,27 @@ func TestSealPeerWithoutKey(t *testing.T) {
 	if _, err := gr.Core().Send(ctx, lr.GID, bridge.SendRequest{Target: target, Message: "require-clear"}, nil); err == nil || !strings.Contains(err.Error(), "require") {
 		t.Fatalf("seal require sent clear: %v", err)
 	}
+	if _, err := gr.Core().Broadcast(ctx, lr.GID, bridge.BroadcastRequest{Message: "require-broadcast"}); err == nil || !strings.Contains(err.Error(), "require") || !strings.Contains(err.Error(), oldHost) {
+		t.Fatalf("seal require broadcast clear: %v", err)
+	}
 	if _, err := ga.Core().Send(ctx, la.GID, bridge.SendRequest{Target: target, Message: "auto-clear"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := ga.Core().Broadcast(ctx, la.GID, bridge.BroadcastRequest{Message: "auto-broadcast"}); err != nil {
+		t.Fatal(err)
+	}
+	res := doctor(ga)
+	if c := check(res, "seal "+oldHost); c.Status != gateway.CheckWarn || !strings.Contains(c.Detail, "no key") {
+		t.Fatalf("doctor, seal auto, a peer without key: %+v", c)
+	}
+	if c := check(res, "seal broadcasts"); c.Status != gateway.CheckWarn || !strings.Contains(c.Detail, oldHost) {
+		t.Fatalf("doctor, seal auto, broadcasts with a peer without key: %+v", c)
+	}
+	if c := check(doctor(gr), "seal broadcasts"); c.Status != gateway.CheckFail {
+		t.Fatalf("doctor, seal require, broadcasts with a peer without key: %+v", c)
+	}
 	var bodies []string
-	for deadline := time.Now().Add(5 * time.Second); len(bodies) < 1 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); len(bodies) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		for d, ok, _ := ch.Get(q.Name, true); ok; d, ok, _ = ch.Get(q.Name, true) {
 			bodies = append(bodies, string(d.Body))
 		}
@@ -347,7 +494,7 @@ func TestSealPeerWithoutKey(t *testing.T) {
 	for d, ok, _ := ch.Get(q.Name, true); ok; d, ok, _ = ch.Get(q.Name, true) {
 		bodies = append(bodies, string(d.Body))
 	}
-	if len(bodies) != 1 || bodies[0] != "auto-clear" {
+	if len(bodies) != 2 || bodies[0] != "auto-clear" || bodies[1] != "auto-broadcast" {
 		t.Fatalf("the old host's inbox got %q", bodies)
 	}
 }
@@ -415,8 +562,11 @@ func TestSealKeyRemembered(t *testing.T) {
 func TestSealDoctor(t *testing.T) {
 	ga, gb, _, _ := sealPair(t)
 	res := doctor(ga)
-	if c := check(res, "seal"); c.Status != gateway.CheckOK || !strings.Contains(c.Detail, bridge.SealScheme) || !strings.Contains(c.Detail, "broadcasts go clear") {
+	if c := check(res, "seal"); c.Status != gateway.CheckOK || !strings.Contains(c.Detail, bridge.SealScheme) {
 		t.Fatalf("seal line: %+v", c)
+	}
+	if c := check(res, "seal broadcasts"); c.Status != gateway.CheckOK || !strings.Contains(c.Detail, bridge.SealMultiScheme) {
+		t.Fatalf("seal broadcasts line: %+v", c)
 	}
 	want := ga.Core().SealStates([]string{gb.Host()})[0].KeyID
 	if c := check(res, "seal "+gb.Host()); c.Status != gateway.CheckOK || !strings.Contains(c.Detail, want) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/herdbridge/herdbridge/bridge"
 )
 
 // The fence around a brief typed into a pane (issue 23). The model in the
@@ -42,16 +44,82 @@ func fenceLine(what, nonce string) string {
 }
 
 // fenceHeader is the first line of a typed brief or broadcast from from
-// (a validated entity name), fenced with nonce.
-func fenceHeader(broadcast bool, from, nonce string) string {
+// (a validated entity name), fenced with nonce; prov is what the
+// gateway verified of the sender (provenanceWords).
+func fenceHeader(broadcast bool, from, prov, nonce string) string {
 	if broadcast {
-		return fmt.Sprintf("%s Broadcast from %s; %s's text follows, up to the line %q:", promptMark, from, from, fenceLine("broadcast", nonce))
+		return fmt.Sprintf("%s Broadcast from %s [%s]; %s's text follows, up to the line %q:", promptMark, from, prov, from, fenceLine("broadcast", nonce))
 	}
-	return fmt.Sprintf("%s Brief from %s (reply with bridge_send target %q); %s's text follows, up to the line %q:", promptMark, from, from, from, fenceLine("brief", nonce))
+	return fmt.Sprintf("%s Brief from %s [%s] (reply with bridge_send target %q); %s's text follows, up to the line %q:", promptMark, from, prov, from, from, fenceLine("brief", nonce))
+}
+
+// provenanceWords is the sender's provenance in herdbridge's words for a
+// pane header: "sender name@host, role R, signature of host H verified"
+// (or "this host's own entity", or "not verified"). Every part is
+// reduced to safeWord: no quote, bracket or blank of a sender's making
+// reaches the header.
+func provenanceWords(p bridge.Provenance) string {
+	parts := []string{"sender " + safeWord(cmpOr(p.From, "unknown"))}
+	if p.Role != "" {
+		parts = append(parts, "role "+safeWord(string(p.Role)))
+	}
+	switch p.Checked {
+	case bridge.CheckedLocal:
+		parts = append(parts, "an entity of this host")
+	case bridge.CheckedSignature:
+		host := p.From[strings.LastIndexByte(p.From, '@')+1:]
+		parts = append(parts, "signature of host "+safeWord(host)+" verified")
+	default:
+		parts = append(parts, "not verified (this gateway checks no signatures)")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// safeWord keeps letters, digits and ._@:- of s (at most 160 bytes), each
+// other character becoming '?'.
+func safeWord(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if b.Len() >= 160 {
+			break
+		}
+		ok := r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._@:-", r))
+		if !ok {
+			r = '?'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// provenanceInHeader is a header's provenance bracket with its blanks
+// removed (safeWord leaves no ']' in it).
+var provenanceInHeader = regexp.MustCompile(`\[sender[^\]]*\]`)
+
+// sameButProvenance is SameText with each text's first provenance
+// bracket left out: what this gateway knows of a sender may have changed
+// since the brief was typed (after a restart, a remote sender's presence
+// has not come back yet), and the composer still holds our own text.
+func sameButProvenance(draft, text string) bool {
+	d, t := stripBlanks(draft), stripBlanks(text)
+	cut := func(s string) string {
+		if loc := provenanceInHeader.FindStringIndex(s); loc != nil {
+			return s[:loc[0]] + s[loc[1]:]
+		}
+		return s
+	}
+	return draft != "" && provenanceInHeader.MatchString(d) && provenanceInHeader.MatchString(t) && cut(d) == cut(t)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // fenced is header, text and the closing fence, one per line.
-func fenced(broadcast bool, from, nonce, text string) string {
+func fenced(broadcast bool, from, prov, nonce, text string) string {
 	what := "brief"
 	if broadcast {
 		what = "broadcast"
@@ -60,7 +128,7 @@ func fenced(broadcast bool, from, nonce, text string) string {
 	if text != "" {
 		text += "\n"
 	}
-	return fenceHeader(broadcast, from, nonce) + "\n" + text + fenceLine(what, nonce)
+	return fenceHeader(broadcast, from, prov, nonce) + "\n" + text + fenceLine(what, nonce)
 }
 
 // nonceInHeader finds the nonce in a header with its blanks removed: a

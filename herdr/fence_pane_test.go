@@ -106,3 +106,30 @@ func TestPaneBriefUnicodeLineSeparatorsAreLineBreaks(t *testing.T) {
 		t.Fatalf("body typed as %q: want its three lines, the forged header quoted", lines)
 	}
 }
+
+// TestPaneBriefHeaderProvenance: the header typed before a brief names
+// its sender as herdbridge verified it — name@host, role, and how it was
+// checked (an entity of this host here) — inside herdbridge's own line,
+// before the fence; the body, which claims another sender, stays data.
+func TestPaneBriefHeaderProvenance(t *testing.T) {
+	r := newPaneRig(t, nil)
+	res, err := r.core.Send(context.Background(), r.lead, bridge.SendRequest{Target: "w", Message: forged}, nil)
+	if err != nil || res.Status != bridge.StatusSubmitted {
+		t.Fatalf("send: %+v %v", res, err)
+	}
+	subs := r.fake.Submitted(r.pane)
+	if len(subs) != 1 {
+		t.Fatalf("submitted %q", subs)
+	}
+	checkFenced(t, subs[0], "brief")
+	head := strings.SplitN(subs[0], "\n", 2)[0]
+	e, err := r.core.Resolve("lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"[sender " + e.Addr() + ", role primary, an entity of this host]", `reply with bridge_send target "lead"`} {
+		if !strings.Contains(head, want) {
+			t.Fatalf("header %q lacks %q", head, want)
+		}
+	}
+}

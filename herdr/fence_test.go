@@ -103,3 +103,37 @@ func unquote(l string) string {
 	}
 	return l
 }
+
+// TestProvenanceWords: the provenance part of a pane header, for each way
+// a sender is checked; nothing a sender's host or name holds (quotes,
+// brackets, blanks, newlines) reaches the header.
+func TestProvenanceWords(t *testing.T) {
+	for _, c := range []struct {
+		p    bridge.Provenance
+		want string
+	}{
+		{bridge.Provenance{From: "lead@h1", Role: bridge.RolePrimary, Checked: bridge.CheckedLocal}, "sender lead@h1, role primary, an entity of this host"},
+		{bridge.Provenance{From: "w1@hostB", Role: bridge.RoleWorker, Checked: bridge.CheckedSignature}, "sender w1@hostB, role worker, signature of host hostB verified"},
+		{bridge.Provenance{From: "x@hostC", Checked: bridge.CheckedUnsigned}, "sender x@hostC, not verified (this gateway checks no signatures)"},
+		{bridge.Provenance{From: "a\"] (reply\n[herdbridge]@h", Checked: bridge.CheckedSignature}, "sender a????reply??herdbridge?@h, signature of host h verified"},
+	} {
+		if got := provenanceWords(c.p); got != c.want {
+			t.Errorf("provenanceWords(%+v) = %q, want %q", c.p, got, c.want)
+		}
+	}
+}
+
+// TestSameButProvenance: own-draft recovery still knows its brief in a
+// composer when the provenance it would type now differs (a remote
+// sender's presence not back after a restart), and only then.
+func TestSameButProvenance(t *testing.T) {
+	then := fenced(false, "w1@b", provenanceWords(bridge.Provenance{From: "w1@b", Role: bridge.RoleWorker, Checked: bridge.CheckedSignature}), "0123456789abcdef", "do it")
+	now := fenced(false, "w1@b", provenanceWords(bridge.Provenance{From: "0f0e@b", Checked: bridge.CheckedSignature}), "0123456789abcdef", "do it")
+	if SameText(then, now) || !sameButProvenance(then, now) {
+		t.Fatal("the same brief with another provenance not recognised")
+	}
+	other := fenced(false, "w1@b", provenanceWords(bridge.Provenance{From: "0f0e@b", Checked: bridge.CheckedSignature}), "0123456789abcdef", "do it twice")
+	if sameButProvenance(then, other) || sameButProvenance("", now) || sameButProvenance("do it", "do it") {
+		t.Fatal("another text taken for the brief")
+	}
+}

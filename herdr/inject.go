@@ -100,9 +100,10 @@ func (in *Injector) prompt(b bridge.Brief, nonce string) (string, error) {
 		from = b.Env.From
 	}
 	broadcast := b.Env.Kind == bridge.KindBroadcast
+	prov := provenanceWords(b.Provenance)
 	body := QuoteOwnLines(Sanitize(string(b.Env.Body)))
 	if len(body) <= in.MaxInline {
-		return fenced(broadcast, from, nonce, body), nil
+		return fenced(broadcast, from, prov, nonce, body), nil
 	}
 	if in.BriefDir == "" {
 		return "", fmt.Errorf("brief of %d bytes is over the %d-byte inline limit and no brief directory is set", len(body), in.MaxInline)
@@ -117,16 +118,16 @@ func (in *Injector) prompt(b bridge.Brief, nonce string) (string, error) {
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		return "", err
 	}
-	return fileHeader(broadcast, from, len(body), path), nil
+	return fileHeader(broadcast, from, prov, len(body), path), nil
 }
 
 // fileHeader is the one line typed for a brief kept in a file: no text of
 // the sender's is typed, and the line says the whole file is its text.
-func fileHeader(broadcast bool, from string, size int, path string) string {
+func fileHeader(broadcast bool, from, prov string, size int, path string) string {
 	if broadcast {
-		return fmt.Sprintf("%s Broadcast from %s: it is %d bytes, so it is in the file %s, all of it %s's text: read it and act on it.", promptMark, from, size, path, from)
+		return fmt.Sprintf("%s Broadcast from %s [%s]: it is %d bytes, so it is in the file %s, all of it %s's text: read it and act on it.", promptMark, from, prov, size, path, from)
 	}
-	return fmt.Sprintf("%s Brief from %s (reply with bridge_send target %q): it is %d bytes, so it is in the file %s, all of it %s's text: read it and act on it.", promptMark, from, from, size, path, from)
+	return fmt.Sprintf("%s Brief from %s [%s] (reply with bridge_send target %q): it is %d bytes, so it is in the file %s, all of it %s's text: read it and act on it.", promptMark, from, prov, from, size, path, from)
 }
 
 var _ bridge.BriefFiles = (*Injector)(nil)
@@ -284,7 +285,7 @@ func (in *Injector) Resubmit(ctx context.Context, b bridge.Brief) bridge.InjectR
 			a.text = text
 		}
 	}
-	if !SameText(draft, a.text) {
+	if !SameText(draft, a.text) && !sameButProvenance(draft, a.text) {
 		return failed("the composer of pane %s does not hold the brief", a.pane)
 	}
 	if in.pressEnter(ctx, a.pane, a.modern) == nil && in.turnStarted(ctx, a.pane, a.modern, a.before, in.VerifyWait) {

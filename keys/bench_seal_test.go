@@ -2,6 +2,7 @@ package keys_test
 
 import (
 	"crypto/hpke"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -81,3 +82,60 @@ func BenchmarkAEAD(b *testing.B) {
 }
 
 var _ = bridge.SealScheme
+
+// BenchmarkBroadcastSeal is what sealing adds to a broadcast read on n
+// hosts: one AEAD over the body and one HPKE wrap of its key per host
+// (bridge.SealBroadcast); BenchmarkBroadcastOpen is one host's open.
+func BenchmarkBroadcastSeal(b *testing.B) {
+	for _, n := range []int{2, 8, 64} {
+		b.Run(strconv.Itoa(n)+"hosts", func(b *testing.B) {
+			rs := broadcastRecipients(b, n)
+			e := benchEnvelope()
+			e.Kind, e.To = bridge.KindBroadcast, bridge.BroadcastAll
+			body := e.Body
+			b.ReportAllocs()
+			for b.Loop() {
+				e.Body, e.Seal, e.SealKey = body, "", ""
+				if err := e.SealBroadcast(rs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkBroadcastOpen(b *testing.B) {
+	k, _, err := keys.LoadOrCreateSealKey(b.TempDir(), "host-b")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pub, _ := keys.ParseSealPublic(k.Public())
+	rs := append(broadcastRecipients(b, 7), bridge.SealRecipient{Host: "host-b", KeyID: k.ID(), Pub: pub})
+	e := benchEnvelope()
+	e.Kind, e.To = bridge.KindBroadcast, bridge.BroadcastAll
+	if err := e.SealBroadcast(rs); err != nil {
+		b.Fatal(err)
+	}
+	sealed := e.Clone()
+	priv := func(id string) (hpke.PrivateKey, bool) { return k.Private(), id == k.ID() }
+	b.ReportAllocs()
+	for b.Loop() {
+		e.Body, e.Seal, e.SealKey = sealed.Body, sealed.Seal, sealed.SealKey
+		if err := e.OpenBroadcast("host-b", priv); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func broadcastRecipients(b *testing.B, n int) []bridge.SealRecipient {
+	var rs []bridge.SealRecipient
+	for i := range n {
+		k, _, err := keys.LoadOrCreateSealKey(b.TempDir(), "h")
+		if err != nil {
+			b.Fatal(err)
+		}
+		pub, _ := keys.ParseSealPublic(k.Public())
+		rs = append(rs, bridge.SealRecipient{Host: "h" + strconv.Itoa(i), KeyID: k.ID(), Pub: pub})
+	}
+	return rs
+}

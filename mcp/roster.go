@@ -87,6 +87,7 @@ type hostCount struct {
 	Profiles []string `json:"profiles"`
 	Trust    string   `json:"trust,omitempty"`
 	Why      string   `json:"why,omitempty"`
+	Seal     string   `json:"seal,omitempty"` // whether what goes to it crosses the broker sealed (bridge.HostView.Seal)
 }
 
 type tally struct {
@@ -386,6 +387,7 @@ func (q rosterQuery) filterText() string {
 func hostLine(h *bridge.HostView) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "host %s  profiles: %s", word(h.Host), words(h.Profiles, ", "))
+	b.WriteString(sealNote(h.Seal))
 	if h.Trust != "" && h.Trust != bridge.TrustBoth {
 		fmt.Fprintf(&b, "  trust: %s", word(h.Trust))
 		if h.Why != "" {
@@ -393,6 +395,16 @@ func hostLine(h *bridge.HostView) string {
 		}
 	}
 	return b.String()
+}
+
+// sealNote is a host line's seal state ("" when not set: this host, or
+// sealing not configured): whether what goes to it crosses the broker
+// sealed.
+func sealNote(seal string) string {
+	if seal == "" {
+		return ""
+	}
+	return "  seal: " + seal // one of the core's own states (bridge.SealState*), never a peer's text
 }
 
 func entityLine(e *bridge.EntityView) string {
@@ -455,7 +467,7 @@ func hostCounts(hs []bridge.HostView, perHost map[string]int) (out []hostCount, 
 			more++
 			continue
 		}
-		out = append(out, hostCount{Host: h.Host, Local: h.Local, Entities: perHost[h.Host], Profiles: h.Profiles, Trust: h.Trust, Why: h.Why})
+		out = append(out, hostCount{Host: h.Host, Local: h.Local, Entities: perHost[h.Host], Profiles: h.Profiles, Trust: h.Trust, Why: h.Why, Seal: h.Seal})
 	}
 	return out, more
 }
@@ -563,6 +575,7 @@ func summaryText(r rosterResult) string {
 			here = " (this host)"
 		}
 		fmt.Fprintf(&b, "host %s%s  entities=%d  profiles: %s", word(h.Host), here, h.Entities, words(h.Profiles, ", "))
+		b.WriteString(sealNote(h.Seal))
 		if h.Trust != "" && h.Trust != bridge.TrustBoth {
 			fmt.Fprintf(&b, "  trust: %s", word(h.Trust))
 			if h.Why != "" {

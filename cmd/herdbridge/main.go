@@ -84,7 +84,7 @@ comma-separated HERDBRIDGE_GROUPS); a flag on the command line wins.`,
 	root.AddCommand(
 		gatewayCommand(), registerCommand(stdout), mcpCommand(stdin, stdout, stderr),
 		rosterCommand(stdout), statsCommand(stdout), doctorCommand(stdout), uiCommand(stdout, stderr), dlqCommand(stdout), removeCommand(stdout), repairCommand(stdout), historyCommand(stdout),
-		demoCommand(stdout), keysCommand(stdout, stderr), pairCommand(stdout, stderr), brokerUserCommand(stdout),
+		demoCommand(stdout), keysCommand(stdout, stderr), pairCommand(stdin, stdout, stderr), brokerUserCommand(stdout),
 		setupCommand(stdout, stderr), skillCommand(stdout), serviceCommand(stdout, stderr), versionCommand(stdout),
 		traceCommand(stdout), loadtestCommand(stdout, stderr),
 	)
@@ -199,7 +199,7 @@ func gatewayCommand() *cobra.Command {
 socket agents' stdio MCP servers register on, and the transport — embedded (this host
 only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 		Example: `  herdbridge gateway                                   # 127.0.0.1:7077, embedded transport
-  herdbridge gateway --broker amqp://user:pass@mq:5672/  # across hosts
+  herdbridge gateway --broker amqp://user@mq:5672/ --broker-password-file ~/.config/herdbridge/broker.pass  # across hosts
   HERDBRIDGE_STATE_DIR=/tmp/hb herdbridge gateway --listen 127.0.0.1:0`,
 		Args: noArgs,
 	}

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,7 +20,12 @@ trusting each other's key (each trust file gains the other's line), as if
 
   pair          on host A: print a one-time code and when it expires, wait for the
                 other host, exit 0 once paired
-  pair CODE     on host B: pair with the host that printed CODE
+  pair -        on host B: pair with the host that printed the code, read from stdin
+                (asked for when stdin is a terminal)
+  HERDBRIDGE_PAIR_CODE=CODE pair
+                on host B: the same, the code from the environment
+  pair CODE     on host B: the same, the code in the command line; it works, but any
+                user of host B can read it in ps while pair runs: prefer the two above
 
 Both sides must use the same broker (--broker, as their gateways do). The code is never
 sent: it authenticates a password-authenticated key exchange (CPace), so an onlooker on
@@ -26,14 +35,49 @@ are not secret. A code works once; the waiting side gives up after --attempts wr
 attempts or at --expires. It works whether or not the gateway runs; a running gateway
 picks the new key up from its trust file within seconds.`
 
-// pairCommand is `herdbridge pair [CODE]`.
-func pairCommand(stdout, stderr io.Writer) *cobra.Command {
+// PairCodeEnv is the variable a joiner's code may come in (pair -'s
+// alternative for scripts): unlike an argument, no other user reads it.
+const PairCodeEnv = "HERDBRIDGE_PAIR_CODE"
+
+// joinCode is the code a `pair` call joins with, and whether it joins at
+// all: "-" reads it from stdin (with a prompt on stderr when stdin is a
+// terminal), a code argument is taken with a warning that ps shows it,
+// and no argument takes $HERDBRIDGE_PAIR_CODE when set (else the call
+// offers a code).
+func joinCode(pos []string, stdin io.Reader, stderr io.Writer) (string, bool, error) {
+	switch {
+	case len(pos) == 1 && pos[0] == "-":
+		if f, ok := stdin.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				fmt.Fprint(stderr, "pairing code (as the other host's herdbridge pair printed it): ")
+			}
+		}
+		if stdin == nil {
+			return "", false, errors.New("pair -: no stdin to read the code from")
+		}
+		line, err := bufio.NewReader(io.LimitReader(stdin, 256)).ReadString('\n')
+		if err != nil && (!errors.Is(err, io.EOF) || line == "") {
+			return "", false, fmt.Errorf("pair -: reading the code from stdin: %w", err)
+		}
+		return strings.TrimSpace(line), true, nil
+	case len(pos) == 1:
+		fmt.Fprintf(stderr, "note: a code in the command line is visible in ps to every user of this host while pair runs; prefer `herdbridge pair -` (the code on stdin) or $%s\n", PairCodeEnv)
+		return pos[0], true, nil
+	}
+	if code := os.Getenv(PairCodeEnv); code != "" {
+		return strings.TrimSpace(code), true, nil
+	}
+	return "", false, nil
+}
+
+// pairCommand is `herdbridge pair [CODE|-]`.
+func pairCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	c := &cobra.Command{
-		Use:   "pair [CODE]",
+		Use:   "pair [-|CODE]",
 		Short: "Pair this host with another over the broker: a one-time code, no keys copied",
 		Long:  pairLong,
-		Example: `  herdbridge pair --broker amqps://h1:PW@mq:5671/       # on host A: prints a code
-  herdbridge pair K7QM-4XJ9 --broker amqps://h2:PW@mq:5671/   # on host B`,
+		Example: `  herdbridge pair --broker amqps://h1@mq:5671/ --broker-password-file ~/.config/herdbridge/broker.pass   # on host A: prints a code
+  herdbridge pair - --broker amqps://h2@mq:5671/ --broker-password-file ~/.config/herdbridge/broker.pass   # on host B: type the code`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return &usageError{err: fmt.Errorf("pair takes at most one code, got %d arguments", len(args)), line: c.UseLine(), path: c.CommandPath()}
@@ -67,8 +111,12 @@ func pairCommand(stdout, stderr io.Writer) *cobra.Command {
 		cfg := gateway.PairConfig{StateDir: *dir, Host: *host, Broker: broker, BrokerCA: *brokerCA,
 			BrokerCert: *brokerCert, BrokerKey: *brokerKey, Expires: *expires, MaxFailures: *attempts, Logger: log}
 		out := gateway.PairOutput{W: stdout, JSON: *asJSON}
-		if len(pos) == 1 {
-			code, err := pairing.ParseCode(pos[0])
+		raw, join, err := joinCode(pos, stdin, stderr)
+		if err != nil {
+			return err
+		}
+		if join {
+			code, err := pairing.ParseCode(raw)
 			if err != nil {
 				return err
 			}

@@ -23,6 +23,46 @@ func TestPairCommand(t *testing.T) {
 	pairViaCLI(t, gatewaytest.UniqueHost("cli-pa"), gatewaytest.UniqueHost("cli-pb"), url, url)
 }
 
+// TestPairCodeOutOfArgv: the joiner takes the code from stdin
+// (`pair -`) and from $HERDBRIDGE_PAIR_CODE, so no code is in its
+// command line; both pair.
+func TestPairCodeOutOfArgv(t *testing.T) {
+	url := brokerURL(t)
+	for _, how := range []string{"stdin", "env"} {
+		t.Run(how, func(t *testing.T) {
+			pairJoining(t, gatewaytest.UniqueHost("cli-pa"), gatewaytest.UniqueHost("cli-pb"), url, url, how)
+		})
+	}
+}
+
+// TestJoinCode: where `pair` finds a joiner's code — "-" reads a line of
+// stdin, a code argument is taken with a warning that ps shows it, and
+// without an argument $HERDBRIDGE_PAIR_CODE, else nothing (the call
+// offers a code).
+func TestJoinCode(t *testing.T) {
+	var errs bytes.Buffer
+	if code, join, err := joinCode([]string{"-"}, strings.NewReader(" k7qm-4xj9 \nrest"), &errs); err != nil || !join || code != "k7qm-4xj9" || errs.Len() != 0 {
+		t.Fatalf("pair -: %q %v %v, stderr %q", code, join, err, errs.String())
+	}
+	if code, join, err := joinCode([]string{"-"}, strings.NewReader("K7QM-4XJ9"), &errs); err != nil || !join || code != "K7QM-4XJ9" {
+		t.Fatalf("pair - without a newline: %q %v %v", code, join, err)
+	}
+	if _, _, err := joinCode([]string{"-"}, strings.NewReader(""), &errs); err == nil {
+		t.Fatal("pair - with empty stdin: no error")
+	}
+	if code, join, err := joinCode([]string{"K7QM-4XJ9"}, nil, &errs); err != nil || !join || code != "K7QM-4XJ9" || !strings.Contains(errs.String(), "visible in ps") {
+		t.Fatalf("pair CODE: %q %v %v, stderr %q", code, join, err, errs.String())
+	}
+	t.Setenv(PairCodeEnv, "K7QM-4XJ9")
+	if code, join, err := joinCode(nil, nil, io.Discard); err != nil || !join || code != "K7QM-4XJ9" {
+		t.Fatalf("$%s: %q %v %v", PairCodeEnv, code, join, err)
+	}
+	t.Setenv(PairCodeEnv, "")
+	if _, join, err := joinCode(nil, nil, io.Discard); err != nil || join {
+		t.Fatalf("no code anywhere: join %v %v", join, err)
+	}
+}
+
 // TestPairLeastPrivilegeUsers: pairing works with the broker user
 // `herdbridge broker-user` makes, as initiator and as joiner (its pairing
 // permissions do not depend on the host; one user keeps the test to one
@@ -39,6 +79,13 @@ func TestPairLeastPrivilegeUsers(t *testing.T) {
 // pairViaCLI runs `pair --json` for hostA on urlA and `pair CODE` for
 // hostB on urlB, in-process, and checks both trust files.
 func pairViaCLI(t *testing.T, hostA, hostB, urlA, urlB string) {
+	t.Helper()
+	pairJoining(t, hostA, hostB, urlA, urlB, "argv")
+}
+
+// pairJoining is pairViaCLI with the joiner's code given as how says:
+// "argv" (pair CODE), "stdin" (pair -) or "env" ($HERDBRIDGE_PAIR_CODE).
+func pairJoining(t *testing.T, hostA, hostB, urlA, urlB, how string) {
 	t.Helper()
 	url := urlA
 	dirA, dirB := t.TempDir(), t.TempDir()
@@ -64,7 +111,15 @@ func pairViaCLI(t *testing.T, hostA, hostB, urlA, urlB string) {
 	}
 
 	var outB, errB bytes.Buffer
-	if err := run(context.Background(), []string{"pair", strings.ToLower(first.Code), "--state-dir", dirB, "--host-id", hostB, "--broker", urlB}, nil, &outB, &errB); err != nil {
+	args, stdin := []string{"pair", strings.ToLower(first.Code)}, io.Reader(nil)
+	switch how {
+	case "stdin":
+		args, stdin = []string{"pair", "-"}, strings.NewReader(first.Code+"\n")
+	case "env":
+		args = []string{"pair"}
+		t.Setenv(PairCodeEnv, first.Code) // A is past reading its environment: it printed its code
+	}
+	if err := run(context.Background(), append(args, "--state-dir", dirB, "--host-id", hostB, "--broker", urlB), stdin, &outB, &errB); err != nil {
 		t.Fatalf("pair CODE: %v\n%s", err, errB.String())
 	}
 	if !strings.HasPrefix(outB.String(), "paired with "+hostA+" (SHA256:") {

@@ -16,7 +16,7 @@ func serviceCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Run the gateway as a systemd user service",
 		Example: `  herdbridge service install --user
   herdbridge service install --user --print
-  herdbridge service install --user -- --broker amqp://user:pass@mq:5672/ --host-id laptop   # the URL goes to a 0600 EnvironmentFile`,
+  herdbridge service install --user -- --broker amqp://user@mq:5672/ --broker-password-file ~/.config/herdbridge/broker.pass --host-id laptop   # the URL goes to a 0600 EnvironmentFile`,
 		Args: noArgs,
 	}
 	install := &cobra.Command{

@@ -574,6 +574,9 @@ func (s *Server) screenLocked(p *pane) []string {
 	return rows
 }
 
+// wrapRows wraps rows at cols. A composer row ("> …", or a draft's
+// later line "  …") goes on indented by two, as an agent's input box
+// soft-wraps its text; any other row goes on at the left margin.
 func wrapRows(rows []string, cols int) []string {
 	out := make([]string, 0, len(rows))
 	for _, r := range rows {
@@ -582,11 +585,17 @@ func wrapRows(rows []string, cols int) []string {
 			out = append(out, r)
 			continue
 		}
-		for len(rs) > cols {
-			out = append(out, string(rs[:cols]))
-			rs = rs[cols:]
+		indent := ""
+		if strings.HasPrefix(r, "> ") || strings.HasPrefix(r, "  ") {
+			indent = "  "
 		}
-		out = append(out, string(rs))
+		out = append(out, string(rs[:cols]))
+		rs = rs[cols:]
+		for len(rs) > cols-len(indent) {
+			out = append(out, indent+string(rs[:cols-len(indent)]))
+			rs = rs[cols-len(indent):]
+		}
+		out = append(out, indent+string(rs))
 	}
 	return out
 }
