@@ -58,7 +58,7 @@ bench:
 	@mkdir -p $(BENCH_DIR)
 	@cat /proc/loadavg > $(BENCH_DIR)/loadavg-start.txt 2>/dev/null || true
 	@{ $(GO) test -p 1 -run '^$$' -bench . -benchmem -v -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 40m \
-	    ./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/ ./metrics/ ./mcp/ 2>./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/ ./metrics/ 2>&1;1; echo $$? > $(BENCH_DIR)/bench.rc; } | tee $(BENCH_DIR)/bench.txt
+	    ./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/ ./metrics/ ./mcp/ 2>&1; echo $$? > $(BENCH_DIR)/bench.rc; } | tee $(BENCH_DIR)/bench.txt
 	@$(GO) build -ldflags "$(LDFLAGS)" -o $(BENCH_DIR)/herdbridge ./cmd/herdbridge
 	@rm -f $(BENCH_DIR)/load.json; why="load tool missing: herdbridge loadtest is not in this build"; \
 	  if $(BENCH_DIR)/herdbridge --help | grep -q '^  loadtest '; then \
