@@ -59,6 +59,7 @@
 //	trace           trace.go, tracetimeline.go, bridge/audit (Scan),   traceWaits
 //	                tracewire.go
 //	presence        presence.go, presenceclean.go, roster.go         presence (other hosts' entities)
+//	presence sync   presencesync.go, presenceask.go                  presence (hostSync per host; ownSync under pub)
 //	peers           peers.go                                         peerState (trust, clock skew per host)
 //	role policy     rolepolicy.go                                    RolePolicy (who may brief whom)
 //	control         control.go                                       Core.onControl (control.<host>)
