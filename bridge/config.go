@@ -49,8 +49,8 @@ type Config struct {
 	// snapshots (presencesync.go). For measurements and the upgrade tests:
 	// such a gateway is what an old one looks like to the others.
 	PresencePerEntity bool
-	StaleAfter                                  time.Duration // an entity outside a pane idle this long shows as stale in the roster (default 24h; negative: never)
-	ReapAfter                                   time.Duration // … and idle this long is removed, what it held dead-lettered and reported (default 7 days; negative: never)
+	StaleAfter        time.Duration // an entity outside a pane idle this long shows as stale in the roster (default 24h; negative: never)
+	ReapAfter         time.Duration // … and idle this long is removed, what it held dead-lettered and reported (default 7 days; negative: never)
 
 	// Nudger is told about messages held with no waiter (the MCP server,
 	// and in herdr the pane nudger: Nudgers tells several). nil: nobody.
