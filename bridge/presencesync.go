@@ -513,3 +513,12 @@ func (p *presence) mayAnswer(host string, now time.Time, every time.Duration) bo
 	hs.answer = now
 	return true
 }
+
+// RemoteCounts is how many other hosts (by their _gateway entries) and
+// how many of their entities this gateway holds: what a convergence
+// check reads without building a roster.
+func (c *Core) RemoteCounts() (hosts, entities int) {
+	c.pres.mu.Lock()
+	defer c.pres.mu.Unlock()
+	return len(c.pres.hosts), len(c.pres.remote)
+}
