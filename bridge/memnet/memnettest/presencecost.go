@@ -47,10 +47,11 @@ func MeasurePresence(t testing.TB, g, e int, perEntity bool, every time.Duration
 		cfg.PresencePerEntity = perEntity
 		cfg.PresenceEvery, cfg.PresenceTTL, cfg.PresenceWait = every, 4*every, 4*every
 	}
-	hosts := make([]*Host, g)
+	ids := make([]string, g)
 	for i := range g {
-		hosts[i] = c.Start(fmt.Sprintf("h%03d", i), tune)
+		ids[i] = fmt.Sprintf("h%04d", i)
 	}
+	hosts := c.StartAll(ids, tune)
 	var wg sync.WaitGroup
 	errs := make(chan error, g)
 	for _, h := range hosts {
@@ -71,7 +72,7 @@ func MeasurePresence(t testing.TB, g, e int, perEntity bool, every time.Duration
 	for err := range errs {
 		t.Fatalf("register: %v", err)
 	}
-	deadline := last.Add(30*time.Second + time.Duration(g)*100*time.Millisecond)
+	deadline := last.Add(30*time.Second + time.Duration(g)*300*time.Millisecond)
 	for !converged(hosts, g, e) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d×%d: not converged after %v", g, e, time.Since(last))
