@@ -289,18 +289,37 @@ func (c *Core) presenceLoop(pt PresenceTransport) {
 	t := time.NewTicker(c.cfg.PresenceEvery)
 	defer t.Stop()
 	c.publishPresence(nil)
+	// By host, a heartbeat asked for at once (a host started) goes out at
+	// most every tenth of a period (250 ms at most): when many gateways
+	// start together, each would otherwise answer every newcomer with a
+	// heartbeat to all (G³ deliveries for G starts); later is the one put
+	// off.
+	gap := min(c.cfg.PresenceEvery/10, 250*time.Millisecond)
+	last := time.Now()
+	var later <-chan time.Time
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-t.C:
 			c.publishPresence(nil)
+			last = time.Now()
 			c.pres.expire(c.cfg.Now(), c.cfg.PresenceEvery, c.cfg.PresenceTTL, c.cfg.ClockSkew)
+		case <-later:
+			later = nil
+			c.publishPresence(nil)
+			last = time.Now()
 		case <-c.pres.kick:
 			full, gids := c.pres.takeKick()
 			switch {
+			case full && !c.cfg.PresencePerEntity && time.Since(last) < gap:
+				c.publishSync(false) // what changed now; the heartbeat shortly
+				if later == nil {
+					later = time.After(gap - time.Since(last))
+				}
 			case full:
 				c.publishPresence(nil)
+				last = time.Now()
 			case !c.cfg.PresencePerEntity:
 				c.publishSync(false) // the deltas of what changed
 			default:

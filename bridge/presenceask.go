@@ -141,9 +141,10 @@ func (c *Core) onPresenceSync(d Delivery) {
 		return
 	}
 	c.mem.markEnv("control:"+env.MsgID, env)
-	if env.Kind == KindPresenceAsk {
+	switch {
+	case env.Kind == KindPresenceAsk:
 		c.answerAsk(env)
-	} else {
+	case !c.cfg.PresencePerEntity: // per entity, as an old gateway, it reads no snapshot
 		c.takeSnapshotPage(d, pg)
 	}
 	if err := d.Acker.Ack(); err != nil {

@@ -78,14 +78,53 @@ type ownSync struct {
 // presence.mu): its epoch and version, the gids it holds of it, the hash
 // of those (cached), and a snapshot being assembled.
 type hostSync struct {
-	epoch  int64
-	ver    uint64
-	gids   map[string]bool
-	hash   string // "" when it must be computed again
-	hashOf string // the profiles it was computed with
-	asked  time.Time
-	answer time.Time // when this gateway last answered its ask
-	asm    *snapAsm
+	epoch    int64
+	ver      uint64
+	gids     map[string]bool
+	hash     string // "" when it must be computed again
+	hashOf   string // the profiles it was computed with
+	asked    time.Time
+	answer   time.Time // when this gateway last answered its ask
+	answerTo int64     // the start of the asker's run then
+	asm      *snapAsm
+	// ahead are the deltas applied past a gap, by version (of aheadEpoch):
+	// the gap's filling or a snapshot of an older version moves ver over
+	// them, and a snapshot replays those it does not cover.
+	ahead      map[uint64]Presence
+	aheadEpoch int64
+}
+
+// maxAhead bounds the deltas kept past a gap per host.
+const maxAhead = 1024
+
+// keepAhead keeps a delta applied past a gap (mu held).
+func (hs *hostSync) keepAhead(pr Presence) {
+	if hs.aheadEpoch != pr.Epoch || hs.ahead == nil {
+		hs.ahead, hs.aheadEpoch = map[uint64]Presence{}, pr.Epoch
+	}
+	if len(hs.ahead) < maxAhead {
+		hs.ahead[pr.Ver] = pr
+	}
+}
+
+// catchUp moves ver over the deltas kept ahead that now follow it, and
+// forgets those it passed (mu held).
+func (hs *hostSync) catchUp() {
+	if hs.aheadEpoch != hs.epoch {
+		hs.ahead = nil
+		return
+	}
+	for {
+		if _, ok := hs.ahead[hs.ver+1]; !ok {
+			break
+		}
+		hs.ver++
+	}
+	for v := range hs.ahead {
+		if v <= hs.ver {
+			delete(hs.ahead, v)
+		}
+	}
 }
 
 // snapAsm is a snapshot of one host being assembled.
@@ -370,6 +409,7 @@ func (p *presence) checkDigest(pr Presence, now time.Time, every time.Duration) 
 	d := pr.Digest
 	if len(hs.gids) == d.N && p.viewHash(hs, pr.Profiles) == d.Hash {
 		hs.epoch, hs.ver = pr.Started, d.Ver
+		hs.catchUp()
 		for gid := range hs.gids {
 			p.remote[gid].seen = now
 		}
@@ -400,9 +440,11 @@ func (p *presence) applyDelta(pr Presence, now time.Time, every time.Duration) (
 		return false, false
 	case pr.Epoch == hs.epoch && pr.Ver == hs.ver+1:
 		hs.ver++
+		defer hs.catchUp()
 	case pr.Epoch < hs.epoch:
 		return false, false // of a past run of that gateway
 	default:
+		hs.keepAhead(pr)
 		ask = hs.mayAsk(now, every)
 	}
 	if pr.Gone {
@@ -469,6 +511,23 @@ func (p *presence) snapshotPage(host string, pg SnapshotPage, size int, now time
 		p.putRemote(&remoteEntry{p: e, seen: now})
 	}
 	hs.epoch, hs.ver = a.head.Epoch, a.head.Ver
+	if hs.aheadEpoch == hs.epoch { // deltas newer than the snapshot, which it replaced: again, in order
+		vers := make([]uint64, 0, len(hs.ahead))
+		for v := range hs.ahead {
+			if v > hs.ver {
+				vers = append(vers, v)
+			}
+		}
+		slices.Sort(vers)
+		for _, v := range vers {
+			if d := hs.ahead[v]; d.Gone {
+				p.dropRemote(d.GID)
+			} else {
+				p.putRemote(&remoteEntry{p: d, seen: now})
+			}
+		}
+	}
+	hs.catchUp()
 	if all == nil {
 		all = []Presence{}
 	}
@@ -502,15 +561,21 @@ func (p *presence) syncState(host string) (epoch int64, ver uint64) {
 	return 0, 0
 }
 
-// mayAnswer reports whether an ask of host may be answered now, and notes it.
+// mayAnswer reports whether an ask of host may be answered now, and notes
+// it: once per half askEvery, and at once for an asker that started again
+// since (its new run knows nothing).
 func (p *presence) mayAnswer(host string, now time.Time, every time.Duration) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	hs := p.syncOf(host)
-	if !hs.answer.IsZero() && now.Sub(hs.answer) < every/2 {
+	var started int64
+	if h := p.hosts[host]; h != nil {
+		started = h.p.Started
+	}
+	if !hs.answer.IsZero() && now.Sub(hs.answer) < every/2 && started == hs.answerTo {
 		return false
 	}
-	hs.answer = now
+	hs.answer, hs.answerTo = now, started
 	return true
 }
 

@@ -241,3 +241,31 @@ func FuzzPresenceDelta(f *testing.F) {
 		_, _ = p.applyDelta(pr, time.Now(), time.Second)
 	})
 }
+
+// A delta applied past a gap survives a snapshot older than it: the
+// snapshot replaces the view, then the delta is applied again and the
+// version moves over it.
+func TestSnapshotKeepsDeltasAhead(t *testing.T) {
+	p := newPresence()
+	now := time.Now()
+	e := syncEntries("b", 2)
+	p.mu.Lock()
+	p.syncOf("b").epoch, p.syncOf("b").ver = 7, 1
+	p.mu.Unlock()
+	late := e[1]
+	late.Epoch, late.Ver = 7, 3
+	if applied, _ := p.applyDelta(late, now, time.Second); !applied {
+		t.Fatal("a delta past a gap not applied")
+	}
+	snap := []Presence{e[0]}
+	done, err := p.snapshotPage("b", SnapshotPage{Epoch: 7, Ver: 2, Hash: presenceHash(snap, nil), N: 1, Pages: 1, Entries: snap}, 100, now)
+	if err != nil || done == nil {
+		t.Fatalf("snapshot: %v %v", done, err)
+	}
+	if p.entry(e[0].GID) == nil || p.entry(e[1].GID) == nil {
+		t.Errorf("after the snapshot: e0 %v, e1 (the delta ahead) %v", p.entry(e[0].GID) != nil, p.entry(e[1].GID) != nil)
+	}
+	if _, v := p.syncState("b"); v != 3 {
+		t.Errorf("ver %d after the snapshot and the delta ahead, want 3", v)
+	}
+}

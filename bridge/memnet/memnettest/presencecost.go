@@ -75,7 +75,7 @@ func MeasurePresence(t testing.TB, g, e int, perEntity bool, every time.Duration
 	deadline := last.Add(30*time.Second + time.Duration(g)*300*time.Millisecond)
 	for !converged(hosts, g, e) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d×%d: not converged after %v", g, e, time.Since(last))
+			t.Fatalf("%d×%d: not converged after %v: %s", g, e, time.Since(last), spread(hosts))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -105,4 +105,14 @@ func converged(hosts []*Host, g, e int) bool {
 		}
 	}
 	return true
+}
+
+// spread is the least and most hosts and entities any gateway holds.
+func spread(hosts []*Host) string {
+	minH, maxH, minE, maxE := 1<<30, 0, 1<<30, 0
+	for _, h := range hosts {
+		hs, es := h.Core.RemoteCounts()
+		minH, maxH, minE, maxE = min(minH, hs), max(maxH, hs), min(minE, es), max(maxE, es)
+	}
+	return fmt.Sprintf("other hosts held %d…%d, their entities %d…%d", minH, maxH, minE, maxE)
 }
