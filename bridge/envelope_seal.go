@@ -42,6 +42,7 @@ const maxSealKeyID = 64
 // one publish to many hosts' inboxes and cannot be sealed to each.
 var unsealedKinds = map[Kind]bool{
 	KindPresence: true, KindTrace: true, KindTraceAnswer: true, KindDeadLetter: true, KindGiveUp: true, KindBroadcast: true,
+	KindPresenceAsk: true, KindPresenceSnapshot: true,
 }
 
 // Sealable reports whether k is a kind whose body is sealed across hosts.
