@@ -44,8 +44,13 @@ type Config struct {
 	PaneRecheck                                 time.Duration // how often a pane with queued briefs is looked at without a status event (default 2s)
 	PresenceEvery                               time.Duration // heartbeat period across hosts (default 5s)
 	PresenceTTL                                 time.Duration // a remote entry without a heartbeat this long is gone (default 3 heartbeats)
-	StaleAfter                                  time.Duration // an entity outside a pane idle this long shows as stale in the roster (default 24h; negative: never)
-	ReapAfter                                   time.Duration // … and idle this long is removed, what it held dead-lettered and reported (default 7 days; negative: never)
+	// PresencePerEntity forces the presence of gateways before issue 25:
+	// a heartbeat per entity every period, no digest, no deltas, no
+	// snapshots (presencesync.go). For measurements and the upgrade tests:
+	// such a gateway is what an old one looks like to the others.
+	PresencePerEntity bool
+	StaleAfter        time.Duration // an entity outside a pane idle this long shows as stale in the roster (default 24h; negative: never)
+	ReapAfter         time.Duration // … and idle this long is removed, what it held dead-lettered and reported (default 7 days; negative: never)
 
 	// Nudger is told about messages held with no waiter (the MCP server,
 	// and in herdr the pane nudger: Nudgers tells several). nil: nobody.

@@ -125,6 +125,10 @@ func (c *Core) onControl(d Delivery) {
 		c.onTraceControl(d) // trace.go
 		return
 	}
+	if d.Env != nil && isPresenceSyncKind(d.Env.Kind) {
+		c.onPresenceSync(d) // presenceask.go
+		return
+	}
 	if !c.admitControl(d) {
 		return
 	}

@@ -127,7 +127,7 @@ func (c *Core) verifyDelivery(gid string, d Delivery) bool {
 	if reason == "" {
 		reason, detail = missedAskFromElsewhere(d.Env, c.cfg.Host)
 	}
-	if reason == "" && (isTraceKind(d.Env.Kind) || d.Env.Kind == KindDeadLetter || d.Env.Kind == KindGiveUp) { // never an entity's message
+	if reason == "" && (isTraceKind(d.Env.Kind) || isPresenceSyncKind(d.Env.Kind) || d.Env.Kind == KindDeadLetter || d.Env.Kind == KindGiveUp) { // never an entity's message
 		reason, detail = RefuseBadKind, "a "+string(d.Env.Kind)+" in an inbox (it belongs on the control queue)"
 	}
 	if reason == "" {

@@ -60,6 +60,7 @@
 //	                tracewire.go
 //	presence        presence.go, presenceclean.go, roster.go         presence (other hosts' entities)
 //	recent peers    recentpeers.go                                   recentPeers (who each entity last talked with)
+//	presence sync   presencesync.go, presenceask.go                  presence (hostSync per host; ownSync under pub)
 //	peers           peers.go                                         peerState (trust, clock skew per host)
 //	role policy     rolepolicy.go                                    RolePolicy (who may brief whom)
 //	control         control.go                                       Core.onControl (control.<host>)

@@ -62,6 +62,13 @@ const (
 	// brief (and it never will), nothing if it did (its receipt follows).
 	// From gateway to gateway (giveup.go).
 	KindGiveUp Kind = "GIVE_UP"
+	// KindPresenceAsk is a gateway asking another host's gateway for its
+	// presence snapshot (control.<host>), sent when that host's digest or
+	// deltas do not add up here; KindPresenceSnapshot is one page of the
+	// answer, on the asker's control queue (presencesync.go). From
+	// gateway to gateway.
+	KindPresenceAsk      Kind = "PRESENCE_ASK"
+	KindPresenceSnapshot Kind = "PRESENCE_SNAPSHOT"
 )
 
 var kinds = map[Kind]bool{
@@ -70,6 +77,7 @@ var kinds = map[Kind]bool{
 	KindBroadcast: true, KindPresence: true, KindSpawn: true, KindMissedAsk: true,
 	KindStop: true, KindInterrupt: true,
 	KindTrace: true, KindTraceAnswer: true, KindDeadLetter: true, KindGiveUp: true,
+	KindPresenceAsk: true, KindPresenceSnapshot: true,
 }
 
 // controlKinds are the kinds addressed to a host's control queue.
@@ -222,7 +230,7 @@ func (e *Envelope) Validate() error {
 		if !IsBroadcastKey(e.To) {
 			return malformed("broadcast to %q is not broadcast.<group>", e.To)
 		}
-	case e.Kind == KindPresence || controlKinds[e.Kind] || e.Kind == KindTrace:
+	case e.Kind == KindPresence || controlKinds[e.Kind] || e.Kind == KindTrace || e.Kind == KindPresenceAsk:
 		// addressed to a host or the roster, not to an entity inbox
 		if len(e.To) > 128 {
 			return malformed("to too long")

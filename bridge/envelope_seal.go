@@ -46,6 +46,7 @@ const maxSealKeyID = 64
 // of them at once (SealMultiScheme, SealBroadcast), never with SealScheme.
 var unsealedKinds = map[Kind]bool{
 	KindPresence: true, KindTrace: true, KindTraceAnswer: true, KindDeadLetter: true, KindGiveUp: true, KindBroadcast: true,
+	KindPresenceAsk: true, KindPresenceSnapshot: true,
 }
 
 // Sealable reports whether k is a kind whose body is sealed across hosts.

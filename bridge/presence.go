@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -54,6 +55,16 @@ type Presence struct {
 	// older one: a broadcast while it is present goes clear (seal auto)
 	// or is refused (seal require).
 	SealsBroadcasts bool `json:"sealsBroadcasts,omitempty"`
+	// Digest (the _gateway entry) sums up the host's entity set and
+	// profile list: presence by host (presencesync.go). Absent from a
+	// gateway older than it, or one in per-entity mode.
+	Digest *PresenceDigest `json:"digest,omitempty"`
+	// Epoch and Ver (an entity's entry) make it a delta: the change that
+	// took the host's set to version Ver in the epoch Epoch (its gateway's
+	// start, Unix ms). Absent from a plain heartbeat; an older gateway
+	// ignores them and reads a delta as a heartbeat.
+	Epoch int64  `json:"epoch,omitempty"`
+	Ver   uint64 `json:"ver,omitempty"`
 }
 
 // presence is the view of the other hosts, rebuilt from their signed
@@ -67,6 +78,7 @@ type presence struct {
 	// It is taken before any entity's lock.
 	pub  pubMutex
 	sent map[string]int64 // ts (Unix ms) of the last heartbeat published per gid (under pub)
+	own  ownSync          // what presence by host published of this host (under pub; presencesync.go)
 
 	mu     leafMutex
 	fresh  map[string]bool         // entities whose heartbeat is wanted now (kickPresence)
@@ -76,6 +88,7 @@ type presence struct {
 	beats  map[string]time.Time    // ts of the newest heartbeat per gid
 	heard  time.Time               // when our own heartbeat last came back
 	peers  map[string]*peerState   // other hosts' trust and clock, by host (peers.go)
+	sync   map[string]*hostSync    // other hosts' epoch, version and gids (presencesync.go)
 	// strangers are hosts whose heartbeats come signed by no key this
 	// gateway trusts: what they claim is unverified, shown only to say
 	// "untrusted" (at most maxStrangers).
@@ -231,9 +244,9 @@ func (p *presence) record(pr Presence, now time.Time) (fresh bool) {
 		p.hosts[pr.Host] = &remoteEntry{p: pr, seen: now, heard: now}
 		p.peer(pr.Host).gateway(pr)
 	case pr.Gone:
-		delete(p.remote, pr.GID)
+		p.dropRemote(pr.GID)
 	default:
-		p.remote[pr.GID] = &remoteEntry{p: pr, seen: now}
+		p.putRemote(&remoteEntry{p: pr, seen: now})
 		if h := p.hosts[pr.Host]; h != nil {
 			h.seen = now
 		}
@@ -253,12 +266,17 @@ func (p *presence) expire(now time.Time, every, ttl, skew time.Duration) {
 	}
 	for gid, r := range p.remote {
 		if now.Sub(r.seen) > ttl {
-			delete(p.remote, gid)
+			p.dropRemote(gid)
 		}
 	}
 	for h, r := range p.hosts {
 		if now.Sub(r.seen) > ttl {
 			delete(p.hosts, h)
+		}
+	}
+	for h, hs := range p.sync { // a host gone with all its entities starts again from nothing
+		if p.hosts[h] == nil && len(hs.gids) == 0 && now.Sub(hs.asked) > ttl && now.Sub(hs.answer) > ttl {
+			delete(p.sync, h)
 		}
 	}
 	p.expirePeers(now, ttl)
@@ -276,17 +294,40 @@ func (c *Core) presenceLoop(pt PresenceTransport) {
 	t := time.NewTicker(c.cfg.PresenceEvery)
 	defer t.Stop()
 	c.publishPresence(nil)
+	// By host, a heartbeat asked for at once (a host started) goes out at
+	// most every tenth of a period (250 ms at most): when many gateways
+	// start together, each would otherwise answer every newcomer with a
+	// heartbeat to all (G³ deliveries for G starts); later is the one put
+	// off.
+	gap := min(c.cfg.PresenceEvery/10, 250*time.Millisecond)
+	last := time.Now()
+	var later <-chan time.Time
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-t.C:
 			c.publishPresence(nil)
+			last = time.Now()
 			c.pres.expire(c.cfg.Now(), c.cfg.PresenceEvery, c.cfg.PresenceTTL, c.cfg.ClockSkew)
+		case <-later:
+			later = nil
+			c.publishPresence(nil)
+			last = time.Now()
 		case <-c.pres.kick:
-			if full, gids := c.pres.takeKick(); full {
+			full, gids := c.pres.takeKick()
+			switch {
+			case full && !c.cfg.PresencePerEntity && time.Since(last) < gap:
+				c.publishSync(false) // what changed now; the heartbeat shortly
+				if later == nil {
+					later = time.After(gap - time.Since(last))
+				}
+			case full:
 				c.publishPresence(nil)
-			} else {
+				last = time.Now()
+			case !c.cfg.PresencePerEntity:
+				c.publishSync(false) // the deltas of what changed
+			default:
 				c.publishFresh(gids)
 			}
 		}
@@ -337,9 +378,16 @@ func (p *presence) takeKick() (full bool, gids []string) {
 	return full, gids
 }
 
-// publishPresence sends one heartbeat per local entity and the host's own;
-// extra adds entries (a removal's Gone).
+// publishPresence sends the host's heartbeat: by host (presencesync.go),
+// the deltas of what changed and the _gateway entry with its digest (a
+// removal's Gone is one of those deltas); per entity (PresencePerEntity),
+// one heartbeat per local entity and the host's own, extra adding entries
+// (a removal's Gone).
 func (c *Core) publishPresence(extra []Presence) {
+	if !c.cfg.PresencePerEntity {
+		c.publishSync(true)
+		return
+	}
 	c.publishBeats(func() []Presence {
 		ps := append([]Presence(nil), extra...)
 		for _, st := range c.reg.all() {
@@ -347,10 +395,7 @@ func (c *Core) publishPresence(extra []Presence) {
 				ps = append(ps, p)
 			}
 		}
-		sealKey, sealID := c.ownSealKey()
-		return append(ps, Presence{GID: GatewayGID(c.cfg.Host), Name: GatewayName, Host: c.cfg.Host, Profiles: c.profiles(), Key: c.cfg.KeyFingerprint,
-			Started: c.startedAt.UnixMilli(), Trusts: c.trustList(), DeadLetterNotices: true, GiveUps: true, SealKey: sealKey, SealKeyID: sealID,
-			SealsBroadcasts: sealKey != ""})
+		return append(ps, c.gatewayPresence(nil))
 	})
 }
 
@@ -458,12 +503,32 @@ func (c *Core) onPresence(d Delivery) {
 	if p.Name == GatewayName {
 		c.learnSealKey(p)
 	}
-	if c.pres.record(p, now) {
-		c.kickPresence() // a host that (re)started knows nobody: tell it who we are now
-	}
+	c.takePresence(p, now)
 	c.ackPresence(d)
 	if p.Name != GatewayName && !p.Gone {
 		c.redoPending(p.GID) // messages that arrived before this heartbeat
+	}
+}
+
+// takePresence records a verified entry of another host: a delta or a
+// digest by host (presencesync.go) when both sides speak it, else a
+// heartbeat per entity as before.
+func (c *Core) takePresence(p Presence, now time.Time) {
+	byHost := !c.cfg.PresencePerEntity
+	delta, _ := DeltaFields(p)
+	if byHost && delta {
+		if _, ask := c.pres.applyDelta(p, now, c.askEvery()); ask {
+			c.askSnapshot(p.Host, "a delta out of sequence")
+		}
+		return
+	}
+	if c.pres.record(p, now) {
+		c.kickPresence() // a host that (re)started knows nobody: tell it who we are now
+	}
+	if byHost && p.Name == GatewayName && p.Digest != nil {
+		if match, ask := c.pres.checkDigest(p, now, c.askEvery()); !match && ask {
+			c.askSnapshot(p.Host, "its digest does not match this view")
+		}
 	}
 }
 
@@ -478,6 +543,15 @@ func (c *Core) ackPresence(d Delivery) {
 func presenceBody(env *Envelope) (Presence, error) {
 	var p Presence
 	err := json.Unmarshal(env.Body, &p)
+	if err == nil {
+		err = ParseDigest(p.Digest)
+	}
+	if err == nil {
+		_, err = DeltaFields(p)
+	}
+	if err == nil && p.Digest != nil && p.Name != GatewayName {
+		err = errors.New("a digest on an entity")
+	}
 	if err != nil || p.Name == "" || p.Host != env.Host || p.GID != env.From ||
 		(p.Name == GatewayName) != (p.GID == GatewayGID(p.Host)) || p.Name != GatewayName && (!isUUID(p.GID) || !ValidName(p.Name)) {
 		return p, fmt.Errorf("presence body does not match its envelope (%v)", err)

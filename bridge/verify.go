@@ -47,7 +47,8 @@ const (
 var gatewayNS = uuid.MustParse("6f3c2a4e-1d0b-5c8e-9a7f-3b2d1e0c4a5f")
 
 // gatewayKinds are what a gateway sends as itself (from its GatewayGID).
-var gatewayKinds = map[Kind]bool{KindPresence: true, KindFailed: true, KindTrace: true, KindTraceAnswer: true, KindDeadLetter: true, KindGiveUp: true}
+var gatewayKinds = map[Kind]bool{KindPresence: true, KindFailed: true, KindTrace: true, KindTraceAnswer: true, KindDeadLetter: true, KindGiveUp: true,
+	KindPresenceAsk: true, KindPresenceSnapshot: true}
 
 // GatewayGID is the gid of host's gateway itself.
 func GatewayGID(host string) string { return uuid.NewSHA1(gatewayNS, []byte(host)).String() }
@@ -154,7 +155,7 @@ func (c *Core) verifySender(env *Envelope) (reason, detail string, needPresence 
 	fromGateway := env.From == GatewayGID(env.Host)
 	if fromGateway && !gatewayKinds[env.Kind] {
 		// a gateway speaks for itself only to report a failure, a dead letter or a trace
-		return RefuseFromNotOnHost, "a " + string(env.Kind) + " from the gateway of " + env.Host + " (gateways send only FAILED, DEAD_LETTER, GIVE_UP and TRACE)", false
+		return RefuseFromNotOnHost, "a " + string(env.Kind) + " from the gateway of " + env.Host + " (gateways send only FAILED, DEAD_LETTER, GIVE_UP, TRACE and PRESENCE_ASK/SNAPSHOT)", false
 	}
 	if env.Kind == KindPresence || env.Host == c.cfg.Host || fromGateway {
 		return "", "", false

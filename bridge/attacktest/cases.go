@@ -54,7 +54,7 @@ func (a *attack) cases() []attackCase {
 func (a *attack) senderCases() []attackCase {
 	evil, hostB := a.d.Evil, a.hostB
 	return []attackCase{
-		{"a captured heartbeat of B's worker, replayed", bridge.RefuseReplayed, func(int) {
+		{"a captured heartbeat of B's gateway, replayed", bridge.RefuseReplayed, func(int) {
 			a.d.Publish(a.t, ExchangeRoster, "roster."+hostB, a.beat.h, a.beat.body)
 		}},
 		{"unsigned", bridge.RefuseBadSignature, func(int) { e := a.fresh(hostB, a.w.GID); a.toLead(e.Headers(), e.Body) }},

@@ -25,7 +25,7 @@ type attack struct {
 	lead, other, w bridge.Entity
 	target         string       // lead's address, as w replies to it
 	captured       []raw        // N genuine signed replies of w to lead, delivered once
-	beat           raw          // one genuine heartbeat of w
+	beat           raw          // one genuine heartbeat of B's gateway
 	beatID         string       // its msgId
 	watchA, watchB *beatReplays // genuine heartbeats each core refused as replays
 }
@@ -78,7 +78,7 @@ func eventually(t testing.TB, within time.Duration, what string, cond func() boo
 }
 
 // capture has the spy take N real signed replies of w to lead (each
-// delivered to lead once, here) and one of w's heartbeats, which A has
+// delivered to lead once, here) and one of B's gateway heartbeats, which A has
 // seen or a newer one of by the time the attack replays it.
 func (a *attack) capture() {
 	a.t.Helper()
@@ -94,15 +94,27 @@ func (a *attack) capture() {
 	for len(a.captured) < a.h.N {
 		a.captured = append(a.captured, a.next("a captured reply", spy))
 	}
-	for a.beat.body == nil {
-		if m := a.next("a captured heartbeat", rspy); m.h[bridge.HdrFrom] == a.w.GID {
-			a.beat = m
+	// With presence by host, B heartbeats as its gateway (w's delta went
+	// out when it registered, before the spy listened): the gateway's
+	// heartbeat is the one to replay. Bounded: the spy fails after the
+	// harness's Timeout, never waits for ever.
+	gw := bridge.GatewayGID(a.hostB)
+	a.eventually("a captured heartbeat of B's gateway", func() bool {
+		for {
+			h, body, ok := rspy()
+			if !ok {
+				return false
+			}
+			if h[bridge.HdrFrom] == gw {
+				a.beat = raw{h, body}
+				return true
+			}
 		}
-	}
+	})
 	a.beatID, _ = a.beat.h[bridge.HdrMsgID].(string)
 	a.watchA.ignore(a.beatID)
 	a.watchB.ignore(a.beatID)
-	time.Sleep(3 * a.d.A.Config().PresenceEvery) // A has a newer heartbeat of w by now
+	time.Sleep(3 * a.d.A.Config().PresenceEvery) // A has a newer heartbeat of B's gateway by now
 }
 
 // drainCaptured polls lead until each captured reply arrived, once.

@@ -82,6 +82,7 @@ type Network struct {
 	seq    uint64               // message sequence: requeued messages keep their place
 	delays map[*time.Timer]bool // delayed publishes not yet due (delay.go)
 	delayN int                  // delayed publishes taken, in all
+	routed map[Exchange]uint64  // copies enqueued by exchange, in all: deliveries (Routed)
 	closed bool
 }
 
@@ -244,11 +245,24 @@ func (n *Network) unbindLocked(ex Exchange, key string, q *queue) {
 	delete(q.bound, bindKey{ex, key})
 }
 
+// Routed is how many copies publishes to ex have enqueued since the
+// network started: what a broker counts as deliveries (presence cost
+// measurements).
+func (n *Network) Routed(ex Exchange) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.routed[ex]
+}
+
 // publishLocked routes m by ex and key and enqueues a copy in every queue
 // it reaches. refused counts the copies a full queue dead-lettered.
 func (n *Network) publishLocked(ex Exchange, key string, m *message) (routed, refused int) {
 	for _, q := range n.routeLocked(ex, key) {
 		routed++
+		if n.routed == nil {
+			n.routed = map[Exchange]uint64{}
+		}
+		n.routed[ex]++
 		if !n.enqueueLocked(q, m.copy()) {
 			refused++
 		}
