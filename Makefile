@@ -51,6 +51,7 @@ vet:
 
 test: vet
 	$(GO) test -race -count=1 -p 1 -timeout 20m ./...
+	$(GO) test -count=1 -run '^TestPresenceCostLinearInHosts$$' -v ./bridge/memnet/memnettest/  # a count, not a race: see its race_on_test.go
 
 # The report is written even when a benchmark fails (its rows say so); then make exits with go test's status.
 # The load tool exits 1 when its run had errors but still prints its report: the report judges it.
