@@ -104,23 +104,37 @@ func TestNackingChannelReplaced(t *testing.T) {
 	if n := tr.nacks.open.Load(); n != 0 {
 		t.Fatalf("%d nack runs still open after the confirm", n)
 	}
+	delivered := countDeliveries(t, tr, gid)
+	waitUntil(t, 10*time.Second, "the three messages delivered", func() bool { return len(delivered()) == 3 })
+}
+
+// countDeliveries consumes gid's inbox for the rest of the test, acking
+// each delivery; what it returns reads the count per msgId so far.
+func countDeliveries(t *testing.T, tr *Transport, gid string) func() map[string]int {
+	t.Helper()
 	var mu sync.Mutex
-	got := map[string]bool{}
-	c, err := tr.Consume(ctx, gid, 8, func(d bridge.Delivery) {
-		mu.Lock()
-		got[d.Env.MsgID] = true
-		mu.Unlock()
+	got := map[string]int{}
+	c, err := tr.Consume(context.Background(), gid, 16, func(d bridge.Delivery) {
+		if d.Env != nil {
+			mu.Lock()
+			got[d.Env.MsgID]++
+			mu.Unlock()
+		}
 		_ = d.Acker.Ack()
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Cancel()
-	waitUntil(t, 10*time.Second, "the three messages delivered", func() bool {
+	t.Cleanup(c.Cancel)
+	return func() map[string]int {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(got) == 3
-	})
+		out := make(map[string]int, len(got))
+		for k, v := range got {
+			out[k] = v
+		}
+		return out
+	}
 }
 
 // waitUntil polls cond every 20 ms until it holds, failing after d.
