@@ -130,8 +130,8 @@ async function main() {
   await listTools('primary', primary);
   await listTools('worker', worker);
 
-  // Roster: both are there.
-  const roster = await call('primary', primary, 'bridge_roster', {});
+  // Roster: both are there (list=true: the default answer is a summary, which names only the caller's circle).
+  const roster = await call('primary', primary, 'bridge_roster', { list: true });
   const names = (roster.entities ?? []).map((e) => e.name);
   check(names.includes(primaryName) && names.includes(WORKER), `roster lists ${clip(names)}, want ${primaryName} and ${WORKER}`);
 
