@@ -84,27 +84,12 @@ func ParsePresenceAsk(body []byte) (PresenceAskBody, error) {
 	return b, err
 }
 
-// presenceSyncToErr is verify's to check: an ask to control.<this host>,
-// a snapshot to this host's gateway.
-func (c *Core) presenceSyncToErr(d Delivery) func(*Envelope) string {
-	return func(env *Envelope) string {
-		want := "control." + c.cfg.Host
-		if env.Kind == KindPresenceSnapshot {
-			want = GatewayGID(c.cfg.Host)
-		}
-		if env.To != want || d.Key != "" && d.Key != c.cfg.Host {
-			return string(env.Kind) + " to " + env.To + " with routing key " + d.Key + " on " + c.cfg.Host
-		}
-		return ""
-	}
-}
-
 // onPresenceSync handles a PRESENCE_ASK or a PRESENCE_SNAPSHOT page on
 // control.<host>; a refused one is dead-lettered with a log line.
 func (c *Core) onPresenceSync(d Delivery) {
 	env := d.Env
 	where := "control." + c.cfg.Host
-	reason, detail, _ := c.verify(d, c.presenceSyncToErr(d))
+	reason, detail, _ := c.verify(d, c.gatewayToErr(d, KindPresenceSnapshot))
 	if reason == "" && env.From != GatewayGID(env.Host) {
 		reason, detail = RefuseFromNotOnHost, "a "+string(env.Kind)+" from "+Clip(env.From)+", not from the gateway of "+env.Host
 	}

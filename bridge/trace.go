@@ -240,12 +240,13 @@ func (c *Core) traceNames(rep *TraceReport) map[string]string {
 // isTraceKind reports whether k is a TRACE or its answer.
 func isTraceKind(k Kind) bool { return k == KindTrace || k == KindTraceAnswer }
 
-// traceToErr is verify's to check of a TRACE (to control.<this host>) or a
-// TRACE_ANSWER (to this host's gateway).
-func (c *Core) traceToErr(d Delivery) func(*Envelope) string {
+// gatewayToErr is verify's to check of a gateway-to-gateway exchange on
+// control.<host>: a request (TRACE, PRESENCE_ASK) to control.<this host>,
+// its answer kind (TRACE_ANSWER, PRESENCE_SNAPSHOT) to this host's gateway.
+func (c *Core) gatewayToErr(d Delivery, answer Kind) func(*Envelope) string {
 	return func(env *Envelope) string {
 		want := "control." + c.cfg.Host
-		if env.Kind == KindTraceAnswer {
+		if env.Kind == answer {
 			want = GatewayGID(c.cfg.Host)
 		}
 		if env.To != want || d.Key != "" && d.Key != c.cfg.Host {
@@ -261,7 +262,7 @@ func (c *Core) traceToErr(d Delivery) func(*Envelope) string {
 func (c *Core) onTraceControl(d Delivery) {
 	env := d.Env
 	where := "control." + c.cfg.Host
-	reason, detail, _ := c.verify(d, c.traceToErr(d))
+	reason, detail, _ := c.verify(d, c.gatewayToErr(d, KindTraceAnswer))
 	if reason == "" && env.From != GatewayGID(env.Host) {
 		reason, detail = RefuseFromNotOnHost, "a "+string(env.Kind)+" from "+Clip(env.From)+", not from the gateway of "+env.Host
 	}
