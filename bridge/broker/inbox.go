@@ -396,10 +396,15 @@ func (t *Transport) wasReturned(msgID string) bool {
 	t.pubMu.Lock()
 	defer t.pubMu.Unlock()
 	t.mu.Lock()
-	returns := append([]chan amqp.Return{t.returns}, t.retired...)
+	returns := t.returns
+	var retired []chan amqp.Return
+	if len(t.retired) > 0 { // only after a channel was replaced: no copy on every publish's path
+		retired = append(retired, t.retired...)
+	}
 	t.mu.Unlock()
 	now := time.Now()
-	for _, rs := range returns {
+	t.drainReturns(returns, now)
+	for _, rs := range retired {
 		if !t.drainReturns(rs, now) {
 			t.dropRetired(rs)
 		}
