@@ -9,13 +9,13 @@ import (
 	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
-// Every publish and settle is a small write, committed by a
-// store.GroupWriter: one transaction and one fsync for whatever writes are
-// queued, with the journaled acks (lazyack.go) applied in the same
-// transaction.
+// Every settle (and a publish the journal cannot take) is a small write,
+// committed by a store.GroupWriter: one transaction and one fsync for
+// whatever writes are queued, with the journaled publishes and acks
+// (journalwork.go) applied first in the same transaction.
 
 func (t *Transport) startWriter() {
-	t.writer = store.NewGroupWriter(t.db, t.ackWork, ackApplyDelay)
+	t.writer = store.NewGroupWriterExtraFirst(t.db, t.journalWork, ackApplyDelay)
 }
 
 // write runs fn in a write transaction, possibly shared with other writes.
@@ -32,11 +32,15 @@ func (t *Transport) write(fn func(*bolt.Tx) error) error {
 // stopWriter finishes every queued write, then stops the writer.
 func (t *Transport) stopWriter() { t.writer.Stop() }
 
-// ackWork hands the journaled acks to the commit being made.
-func (t *Transport) ackWork() (func(*bolt.Tx) error, func(error)) {
-	acks := t.takeAcks()
-	if len(acks) == 0 {
-		return nil, nil
+// flushJournals commits what the journals hold now, for the few
+// operations that read or rewrite the store alone (a deletion, expiry):
+// after it, every message accepted before is in the store.
+func (t *Transport) flushJournals() error {
+	t.pmu.Lock()
+	idle := len(t.pend.recs) == 0 && len(t.toApply) == 0 && t.pend.inflight == nil
+	t.pmu.Unlock()
+	if idle {
+		return nil
 	}
-	return func(tx *bolt.Tx) error { return t.applyAcks(tx, acks) }, func(err error) { t.acksCommitted(acks, err) }
+	return t.write(func(*bolt.Tx) error { return nil })
 }

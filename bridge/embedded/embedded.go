@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -69,13 +70,19 @@ type Transport struct {
 
 	writer *store.GroupWriter // group commit (commit.go)
 
-	// lazy acks (lazyack.go); pmu is a leaf: never held while waiting for
-	// the store
+	// journaled publishes (pubjournal.go) and lazy acks (lazyack.go); pmu
+	// is a leaf: never held while waiting for the store or a lock
 	pmu     sync.Mutex
+	pend    pendingPubs
 	journal *store.Journal
 	pendAck map[string]map[uint64]bool // acked and journaled, not yet committed
-	snapMu  sync.RWMutex               // a delivery's read and filter (R) before a commit's acks stop being pending (W)
+	snapMu  sync.RWMutex               // a read of the store and the index (R) before a commit's batch leaves the index (W)
 	toApply []ackRec                   // journaled, not yet taken by a commit
+
+	// group sync of the publish journal (pubsync.go)
+	syncMu    sync.Mutex
+	syncedLSN uint64
+	pubSyncs  atomic.Int64 // fdatasyncs of the publish journal
 }
 
 type inboxMeta struct {
@@ -174,14 +181,27 @@ func Open(path string, opts Options) (*Transport, error) {
 		return nil, fmt.Errorf("embedded: cannot open store %s (%w): if it is corrupt, move it aside to start with an empty store; nothing was deleted", path, err)
 	}
 	t := &Transport{db: db, path: path, opts: opts, log: opts.Logger, inboxes: map[string]*inbox{}, stop: make(chan struct{}),
-		pendAck: map[string]map[uint64]bool{}}
+		pendAck: map[string]map[uint64]bool{}, pend: newPendingPubs()}
 	if err := t.load(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("embedded: store %s is unreadable (%w): move it aside to start with an empty store; nothing was deleted", path, err)
 	}
-	if err := t.replayAcks(path + ackJournalSuffix); err != nil {
+	// publishes before acks: an ack may name a message only the publish
+	// journal holds
+	if err := t.replayPubs(path); err != nil {
+		t.closeJournals()
 		db.Close()
 		return nil, err
+	}
+	if err := t.replayAcks(path + ackJournalSuffix); err != nil {
+		t.closeJournals()
+		db.Close()
+		return nil, err
+	}
+	if err := t.loadSequences(); err != nil {
+		t.closeJournals()
+		db.Close()
+		return nil, fmt.Errorf("embedded: store %s is unreadable (%w): move it aside to start with an empty store; nothing was deleted", path, err)
 	}
 	t.startWriter()
 	t.wg.Add(1)
@@ -216,9 +236,7 @@ func (t *Transport) load() error {
 			if tx.Bucket(bktInbox).Bucket(k) == nil {
 				return fmt.Errorf("inbox %s has a binding but no queue", k)
 			}
-			ib := newInbox(string(k), m)
-			ib.loaded = tx.Bucket(bktInbox).Bucket(k).Sequence()
-			t.inboxes[string(k)] = ib
+			t.inboxes[string(k)] = newInbox(string(k), m)
 			return nil
 		})
 	})
@@ -257,11 +275,11 @@ func (t *Transport) Close() error {
 	t.wg.Wait()
 	t.stopWriter()
 	var err error
-	if batch := t.takeAcks(); len(batch) > 0 { // what the last commits did not carry
-		err = t.db.Update(func(tx *bolt.Tx) error { return t.applyAcks(tx, batch) })
-		t.acksCommitted(batch, err)
+	if apply, done := t.journalWork(); apply != nil { // what the last commits did not carry
+		err = t.db.Update(apply)
+		done(err)
 	}
-	if jerr := t.journal.Close(); err == nil {
+	if jerr := t.closeJournals(); err == nil {
 		err = jerr
 	}
 	if cerr := t.db.Close(); err == nil {
@@ -281,10 +299,12 @@ func (t *Transport) DeclareInbox(ctx context.Context, gid string, spec bridge.In
 	if t.closed {
 		return bridge.ErrClosed
 	}
+	var seq uint64
 	err := t.db.Update(func(tx *bolt.Tx) error {
-		if q := tx.Bucket(bktInbox).Bucket([]byte(gid)); q == nil {
-			q, err := tx.Bucket(bktInbox).CreateBucket([]byte(gid))
-			if err != nil {
+		q := tx.Bucket(bktInbox).Bucket([]byte(gid))
+		if q == nil {
+			var err error
+			if q, err = tx.Bucket(bktInbox).CreateBucket([]byte(gid)); err != nil {
 				return err
 			}
 			// a name declared again numbers on from its last life (lazyack.go)
@@ -292,11 +312,13 @@ func (t *Transport) DeclareInbox(ctx context.Context, gid string, spec bridge.In
 				return err
 			}
 		}
+		seq = q.Sequence()
 		return tx.Bucket(bktBind).Put([]byte(gid), raw)
 	})
 	if err != nil {
 		return fmt.Errorf("embedded: declare inbox %s: %w", gid, err)
 	}
+	t.numberFrom(gid, seq)
 	if ib := t.inboxes[gid]; ib != nil {
 		ib.meta = m
 		ib.groups = newInbox(gid, m).groups
@@ -323,6 +345,13 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 	t.mu.Unlock()
 	if cons != nil {
 		cons.Cancel()
+	}
+	// no publish takes a sequence of it now; those that took one are
+	// carried into the store before it goes (as they were committed
+	// before it, without the journal)
+	t.stopNumbering(gid)
+	if err := t.flushJournals(); err != nil {
+		return fmt.Errorf("embedded: delete inbox %s: %w", gid, err)
 	}
 	return t.db.Update(func(tx *bolt.Tx) error {
 		if q := tx.Bucket(bktInbox).Bucket([]byte(gid)); q != nil {
@@ -396,38 +425,26 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 		}
 		return nil
 	}
-	var out publishOutcome
-	err = t.write(func(tx *bolt.Tx) error {
-		out = publishOutcome{wake: out.wake[:0]} // a retried transaction starts over
-		return t.storeRouted(tx, targets, key, env, rec, now, &out)
-	})
-	if err != nil {
+	a := t.accept(targets, key, rec, now)
+	if err := t.makeDurable(a, targets, env); err != nil {
 		return fmt.Errorf("embedded: publish %s: %w", env.MsgID, err)
 	}
-	t.wakeAfterPublish(out)
-	if out.full {
+	if a.full {
 		return fmt.Errorf("%w: %s holds %d messages", bridge.ErrInboxFull, bridge.InboxQueueName(key), targets[0].cap)
 	}
-	if out.stored == 0 && mandatory { // every target was deleted while we routed
+	if a.stored == 0 && mandatory { // every target was deleted while we routed
 		return fmt.Errorf("%w: %s", bridge.ErrUnroutable, key)
 	}
 	return nil
 }
 
 // routedInbox is an inbox a publish routes to, with its cap and how many
-// of its messages the consumer holds unsettled, as they were when routed.
+// of its messages the consumer holds unsettled, as they were when routed
+// (the acked ones not yet committed are the index's: storedLocked).
 type routedInbox struct {
 	ib      *inbox
 	cap     int
 	unacked uint64
-}
-
-// publishOutcome is what storeRouted did.
-type publishOutcome struct {
-	stored int      // inboxes that still existed
-	full   bool     // the point-to-point target was at its cap
-	wake   []*inbox // inboxes that got the message
-	dlq    bool     // a copy was dead-lettered (maxlen)
 }
 
 // routeSnapshot finds the inboxes bound to key. Snapshots under t.mu:
@@ -446,58 +463,10 @@ func (t *Transport) routeSnapshot(key string) ([]routedInbox, error) {
 		if ib.cons != nil {
 			r.unacked = uint64(ib.cons.outstanding())
 		}
-		r.unacked += t.pendingCount(ib.gid) // acked, still in the store until the commit carries the ack
-		ib.publishing++                     // until published (CloseInbox waits for it)
+		ib.publishing++ // until published (CloseInbox waits for it)
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-// storeRouted writes rec into every routed inbox under its cap, and
-// dead-letters it (maxlen) from those at their cap.
-func (t *Transport) storeRouted(tx *bolt.Tx, targets []routedInbox, key string, env *bridge.Envelope, rec []byte, now time.Time, out *publishOutcome) error {
-	pointToPoint := len(targets) == 1 && targets[0].ib.gid == key
-	for _, r := range targets {
-		gid := []byte(r.ib.gid)
-		q := tx.Bucket(bktInbox).Bucket(gid)
-		if q == nil { // deleted meanwhile
-			continue
-		}
-		out.stored++
-		cnt := tx.Bucket(bktCount)
-		n := getCount(cnt, gid)
-		if r.cap > 0 && n-min(n, r.unacked) >= uint64(r.cap) {
-			out.full = out.full || pointToPoint
-			if err := t.putDead(tx, env.Headers(), env.Body, bridge.ReasonMaxLen, bridge.InboxQueueName(r.ib.gid), now); err != nil {
-				return err
-			}
-			out.dlq = true
-			continue
-		}
-		seq, _ := q.NextSequence()
-		if err := q.Put(seqKey(seq), rec); err != nil {
-			return err
-		}
-		if err := putCount(cnt, gid, n+1); err != nil {
-			return err
-		}
-		out.wake = append(out.wake, r.ib)
-	}
-	return nil
-}
-
-// wakeAfterPublish pokes the consumers of what a publish stored.
-func (t *Transport) wakeAfterPublish(out publishOutcome) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, ib := range out.wake {
-		if ib.cons != nil {
-			ib.cons.poke()
-		}
-	}
-	if out.dlq && t.dlqCons != nil {
-		t.dlqCons.poke()
-	}
 }
 
 func (t *Transport) putDead(tx *bolt.Tx, h map[string]any, body []byte, reason, queue string, now time.Time) error {
@@ -577,34 +546,8 @@ func (t *Transport) deliverInbox(ib *inbox, c *consumer, h func(bridge.Delivery)
 	if room <= 0 {
 		return false
 	}
-	type item struct {
-		seq   uint64
-		rec   record
-		bad   error
-		acked bool
-	}
-	var items []item
+	items := t.readInbox(ib.gid, c.cursor(), room)
 	now := t.opts.Now()
-	// read under snapMu: the acks this snapshot still holds stay pending
-	// until it is filtered (lazyack.go)
-	t.snapMu.RLock()
-	_ = t.db.View(func(tx *bolt.Tx) error {
-		q := tx.Bucket(bktInbox).Bucket([]byte(ib.gid))
-		if q == nil {
-			return nil
-		}
-		cur := q.Cursor()
-		for k, v := cur.Seek(seqKey(c.cursor() + 1)); k != nil && len(items) < room; k, v = cur.Next() {
-			it := item{seq: binary.BigEndian.Uint64(k)}
-			if err := json.Unmarshal(v, &it.rec); err != nil {
-				it.bad = err
-			}
-			it.acked = t.pendingAck(ib.gid, it.seq) // acked by an earlier consumer, not yet committed
-			items = append(items, it)
-		}
-		return nil
-	})
-	t.snapMu.RUnlock()
 	for _, it := range items {
 		c.advance(it.seq)
 		if it.acked {
@@ -736,21 +679,7 @@ func (t *Transport) sweep() {
 			return
 		case <-tick.C:
 		}
-		t.mu.Lock() // held so no consumer attaches mid-sweep
-		if t.closed {
-			t.mu.Unlock()
-			return
-		}
-		dead := 0
-		for _, ib := range t.inboxes {
-			if ib.cons == nil && ib.meta.MessageTTL > 0 {
-				dead += t.expireLocked(ib.gid, 0, ib.meta.MessageTTL)
-			}
-		}
-		if dead > 0 && t.dlqCons != nil {
-			t.dlqCons.poke()
-		}
-		t.mu.Unlock()
+		t.sweepOnce()
 	}
 }
 
@@ -762,6 +691,11 @@ func (t *Transport) sweep() {
 // rounds of a thousand inboxes do not queue on the transport's lock.
 func (t *Transport) expire(gid string, after uint64, ttl time.Duration) {
 	if !t.mayExpire(gid, after, ttl) {
+		return
+	}
+	// expiry reads the store alone: what the journal holds goes there first
+	if err := t.flushJournals(); err != nil {
+		t.log.Warn("expiring messages postponed: the journals could not be committed", "queue", bridge.InboxQueueName(gid), "err", err)
 		return
 	}
 	t.mu.Lock()
@@ -793,7 +727,13 @@ func (t *Transport) mayExpire(gid string, after uint64, ttl time.Duration) bool 
 		}
 		return nil
 	})
-	return may
+	if may {
+		return true
+	}
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	at, ok := t.pend.head(gid, after)
+	return ok && at <= cutoff
 }
 
 func (t *Transport) expireLocked(gid string, after uint64, ttl time.Duration) int {
@@ -948,12 +888,16 @@ func (t *Transport) Path() string { return t.path }
 // Depth reports how many messages gid's inbox stores (delivered-unacked
 // included). For metrics and tests.
 func (t *Transport) Depth(gid string) int {
-	var n uint64
+	t.snapMu.RLock()
+	defer t.snapMu.RUnlock()
+	var n, epoch uint64
 	_ = t.db.View(func(tx *bolt.Tx) error {
-		n = getCount(tx.Bucket(bktCount), []byte(gid))
+		n, epoch = getCount(tx.Bucket(bktCount), []byte(gid)), getEpoch(tx)
 		return nil
 	})
-	return int(n - min(n, t.pendingCount(gid)))
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	return int(t.storedLocked(gid, n, epoch))
 }
 
 // Repair repairs the store at path if store.CheckFile finds it damaged
@@ -1099,14 +1043,29 @@ func countKeys(b *bolt.Bucket) int {
 // Depths reports how many messages each inbox stores (delivered-unacked
 // included), by gid, in one read: for metrics.
 func (t *Transport) Depths() map[string]int {
-	out := map[string]int{}
+	t.snapMu.RLock()
+	defer t.snapMu.RUnlock()
+	counts := map[string]uint64{}
+	var epoch uint64
 	_ = t.db.View(func(tx *bolt.Tx) error {
+		epoch = getEpoch(tx)
 		return tx.Bucket(bktCount).ForEach(func(k, v []byte) error {
 			if len(v) == 8 {
-				out[string(k)] = int(binary.BigEndian.Uint64(v))
+				counts[string(k)] = binary.BigEndian.Uint64(v)
 			}
 			return nil
 		})
 	})
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	for gid := range t.pend.byGID {
+		if _, ok := counts[gid]; !ok {
+			counts[gid] = 0
+		}
+	}
+	out := make(map[string]int, len(counts))
+	for gid, n := range counts {
+		out[gid] = int(t.storedLocked(gid, n, epoch))
+	}
 	return out
 }

@@ -70,16 +70,6 @@ func (t *Transport) pendingCount(gid string) uint64 {
 	return uint64(len(t.pendAck[gid]))
 }
 
-// takeAcks hands the journaled acks to a commit (they stay pending until
-// it succeeds: ackCommitted).
-func (t *Transport) takeAcks() []ackRec {
-	t.pmu.Lock()
-	defer t.pmu.Unlock()
-	batch := t.toApply
-	t.toApply = nil
-	return batch
-}
-
 // applyAcks deletes the acked messages in tx.
 func (t *Transport) applyAcks(tx *bolt.Tx, batch []ackRec) error {
 	for _, r := range batch {
@@ -90,22 +80,11 @@ func (t *Transport) applyAcks(tx *bolt.Tx, batch []ackRec) error {
 	return nil
 }
 
-// acksCommitted ends batch's pending state once its commit succeeded (or
-// puts it back to be tried again), and leaves in the journal only what is
-// still to commit.
-func (t *Transport) acksCommitted(batch []ackRec, err error) {
+// acksCommittedLocked ends batch's pending state once its commit
+// succeeded, and leaves in the ack journal only what is still to commit
+// (t.snapMu write-held, t.pmu held: batchCommitted).
+func (t *Transport) acksCommittedLocked(batch []ackRec) {
 	if len(batch) == 0 {
-		return
-	}
-	// a delivery that read the store before this commit filters by the
-	// pending set: wait for it, so none sees these records as unacked
-	t.snapMu.Lock()
-	defer t.snapMu.Unlock()
-	t.pmu.Lock()
-	defer t.pmu.Unlock()
-	if err != nil {
-		t.log.Warn("acked messages not yet removed from the store: trying again with the next commit", "n", len(batch), "err", err)
-		t.toApply = append(batch, t.toApply...)
 		return
 	}
 	for _, r := range batch {

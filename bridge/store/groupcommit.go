@@ -32,9 +32,12 @@ type writeOp struct {
 type GroupWriter struct {
 	db *bolt.DB
 	// extra, when set, is asked at every commit for more work to run in
-	// the same transaction after the queued writes (the embedded
-	// transport's journaled acks); done is told the commit's outcome.
-	extra func() (apply func(*bolt.Tx) error, done func(error))
+	// the same transaction (the embedded transport's journaled publishes
+	// and acks); done is told the commit's outcome. extraFirst runs it
+	// before the queued writes, and alone first when they are isolated:
+	// a write may depend on it (a settle of a journaled publish).
+	extra      func() (apply func(*bolt.Tx) error, done func(error))
+	extraFirst bool
 
 	mu       sync.RWMutex
 	closed   bool
@@ -49,7 +52,19 @@ type GroupWriter struct {
 // soonDelay is how long CommitSoon waits for a write to carry the extra
 // work before committing it alone.
 func NewGroupWriter(db *bolt.DB, extra func() (func(*bolt.Tx) error, func(error)), soonDelay time.Duration) *GroupWriter {
-	w := &GroupWriter{db: db, extra: extra, writes: make(chan writeOp, maxGroup), soon: make(chan struct{}, 1),
+	return newGroupWriter(db, extra, false, soonDelay)
+}
+
+// NewGroupWriterExtraFirst is NewGroupWriter with the extra work run
+// before the queued writes: when the shared transaction fails, the extra
+// work is committed alone first, and a failure of it fails the writes
+// too (none runs before what it may depend on).
+func NewGroupWriterExtraFirst(db *bolt.DB, extra func() (func(*bolt.Tx) error, func(error)), soonDelay time.Duration) *GroupWriter {
+	return newGroupWriter(db, extra, true, soonDelay)
+}
+
+func newGroupWriter(db *bolt.DB, extra func() (func(*bolt.Tx) error, func(error)), first bool, soonDelay time.Duration) *GroupWriter {
+	w := &GroupWriter{db: db, extra: extra, extraFirst: first, writes: make(chan writeOp, maxGroup), soon: make(chan struct{}, 1),
 		delay: soonDelay, stop: make(chan struct{}), finished: make(chan struct{})}
 	go w.run()
 	return w
@@ -151,10 +166,18 @@ func (w *GroupWriter) commit(ops []writeOp) {
 		return
 	}
 	err := w.db.Update(func(tx *bolt.Tx) error {
+		if w.extraFirst {
+			if err := apply(tx); err != nil {
+				return err
+			}
+		}
 		for _, op := range ops {
 			if err := op.fn(tx); err != nil {
 				return err
 			}
+		}
+		if w.extraFirst {
+			return nil
 		}
 		return apply(tx)
 	})
@@ -165,10 +188,26 @@ func (w *GroupWriter) commit(ops []writeOp) {
 		}
 		return
 	}
-	for _, op := range ops { // isolate the failing write
+	w.isolate(ops, apply, done, extra)
+}
+
+// isolate commits what a failed shared transaction held one by one, so
+// one failing write fails alone.
+func (w *GroupWriter) isolate(ops []writeOp, apply func(*bolt.Tx) error, done func(error), extra bool) {
+	if extra && w.extraFirst {
+		err := w.db.Update(apply)
+		done(err)
+		if err != nil {
+			for _, op := range ops {
+				op.done <- err
+			}
+			return
+		}
+	}
+	for _, op := range ops {
 		op.done <- w.db.Update(op.fn)
 	}
-	if extra {
+	if extra && !w.extraFirst {
 		done(w.db.Update(apply))
 	}
 }

@@ -1,0 +1,145 @@
+package embedded
+
+import (
+	"github.com/herdbridge/herdbridge/bridge/store"
+)
+
+// The pending index: the journaled publishes (pubjournal.go) that no
+// commit has carried into the store yet, which deliveries, depths and
+// caps must see as stored. Its one owner is Transport, under t.pmu.
+//
+// A message is deliverable once durable (its fdatasync returned, or a
+// commit carried it); a delivery stops at the first one that is not, so a
+// consumer's cursor never passes a sequence that may still come. A
+// synchronous publish (the journal unwritable) holds a placeholder at its
+// sequence until its transaction ends, for the same reason.
+
+// pubRec is one journaled publish: one record, one or more inboxes.
+type pubRec struct {
+	raw     []byte // the inbox record (JSON)
+	at      int64  // enqueue time, Unix ms (TTL)
+	targets []pubTarget
+	seg     int    // the journal segment holding it
+	lsn     uint64 // its place in the journal's order (pubsync.go)
+	durable bool
+}
+
+// pendEntry is one inbox's copy: rec nil is a synchronous publish's
+// placeholder (in its transaction's hands, never applied from here).
+type pendEntry struct {
+	seq uint64
+	rec *pubRec
+}
+
+// pendItem is what a delivery reads of a pending message.
+type pendItem struct {
+	seq uint64
+	raw []byte
+}
+
+type pendingPubs struct {
+	recs  []*pubRec              // journaled, not committed, in journal order
+	byGID map[string][]pendEntry // per inbox, in sequence order
+	next  map[string]uint64      // last sequence given out, per declared inbox
+	bytes int                    // of recs' records
+
+	segs      [2]*store.Journal
+	active    int    // the segment appends go to
+	unapplied [2]int // records of each segment no commit carried yet
+	dirty     [2]bool
+	lsn       uint64 // of the last append
+
+	// epoch counts the commits that carried journal work; the store holds
+	// the same count (keyEpoch), so a reader that sees the store one
+	// ahead knows the commit in flight has landed and its batch, still
+	// listed here, is counted twice (storedLocked).
+	epoch    uint64
+	inflight *journalBatch
+}
+
+func newPendingPubs() pendingPubs {
+	return pendingPubs{byGID: map[string][]pendEntry{}, next: map[string]uint64{}}
+}
+
+// add lists r's copies (t.pmu held).
+func (p *pendingPubs) add(r *pubRec) {
+	for _, tg := range r.targets {
+		p.byGID[tg.gid] = append(p.byGID[tg.gid], pendEntry{seq: tg.seq, rec: r})
+	}
+	p.recs = append(p.recs, r)
+	p.bytes += len(r.raw)
+}
+
+// placeholder holds seq of gid for a synchronous publish (t.pmu held).
+func (p *pendingPubs) placeholder(gid string, seq uint64) {
+	p.byGID[gid] = append(p.byGID[gid], pendEntry{seq: seq})
+}
+
+// dropPlaceholders ends a synchronous publish's hold on its sequences.
+func (p *pendingPubs) dropPlaceholders(targets []pubTarget) {
+	for _, tg := range targets {
+		p.removeEntry(tg.gid, tg.seq, nil)
+	}
+}
+
+// removeEntry deletes gid's entry seq if it belongs to rec.
+func (p *pendingPubs) removeEntry(gid string, seq uint64, rec *pubRec) {
+	es := p.byGID[gid]
+	for i, e := range es {
+		if e.seq == seq && e.rec == rec {
+			es = append(es[:i:i], es[i+1:]...)
+			break
+		}
+	}
+	if len(es) == 0 {
+		delete(p.byGID, gid)
+		return
+	}
+	p.byGID[gid] = es
+}
+
+// from returns up to n of gid's deliverable messages after sequence
+// after, and the sequence delivery must stay below: the first one not yet
+// durable (0: none).
+func (p *pendingPubs) from(gid string, after uint64, n int) (items []pendItem, barrier uint64) {
+	for _, e := range p.byGID[gid] {
+		if e.seq <= after {
+			continue
+		}
+		if e.rec == nil || !e.rec.durable {
+			return items, e.seq
+		}
+		if len(items) == n {
+			return items, e.seq
+		}
+		items = append(items, pendItem{seq: e.seq, raw: e.rec.raw})
+	}
+	return items, 0
+}
+
+// head is the enqueue time of gid's first pending message after sequence
+// after (ok false: none).
+func (p *pendingPubs) head(gid string, after uint64) (at int64, ok bool) {
+	for _, e := range p.byGID[gid] {
+		if e.seq > after && e.rec != nil {
+			return e.rec.at, true
+		}
+	}
+	return 0, false
+}
+
+// count is how many of gid's copies are pending (placeholders included:
+// their transaction counts them in the store only when it commits).
+func (p *pendingPubs) count(gid string) int { return len(p.byGID[gid]) }
+
+// pendingPublishes is how many journaled publishes no commit carried yet
+// (tests, metrics).
+func (t *Transport) pendingPublishes() int {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	n := len(t.pend.recs)
+	if b := t.pend.inflight; b != nil {
+		n += len(b.recs)
+	}
+	return n
+}
