@@ -156,7 +156,7 @@ func TestLostJournalRedelivers(t *testing.T) {
 }
 
 // Journaled acks and publishes are committed together within
-// ackApplyDelay, with no write to carry them; then both journals empty.
+// journalApplyDelay, with no write to carry them; then both journals empty.
 func TestJournaledAcksAreCommitted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
 	gid := uuid.NewString()

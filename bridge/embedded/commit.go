@@ -15,7 +15,7 @@ import (
 // (journalwork.go) applied first in the same transaction.
 
 func (t *Transport) startWriter() {
-	t.writer = store.NewGroupWriterExtraFirst(t.db, t.journalWork, ackApplyDelay)
+	t.writer = store.NewGroupWriterExtraFirst(t.db, t.journalWork, journalApplyDelay)
 }
 
 // write runs fn in a write transaction, possibly shared with other writes.

@@ -16,9 +16,17 @@ import (
 // "pending": never delivered again, never expired, not counted in its
 // inbox's depth.
 
-// ackApplyDelay is how long journaled acks wait for a publish to carry
-// them into the store before the writer commits them alone.
-const ackApplyDelay = 100 * time.Millisecond
+// journalApplyDelay is how long journaled publishes and acks wait for a
+// write to carry them into the store before the writer commits them
+// alone: one commit (two fdatasyncs) a second however many round trips it
+// carries. A crash costs nothing of that second (the journals are
+// replayed); it only bounds how much the pending index holds, with
+// journalApplyBytes.
+const journalApplyDelay = time.Second
+
+// journalApplyBytes commits the journaled publishes at once when their
+// records reach it, so the pending index stays small in bytes.
+const journalApplyBytes = 4 << 20
 
 // lazyAck settles an acked delivery through the journal; a journal that
 // cannot be written falls back to a synchronous commit.

@@ -124,9 +124,7 @@ func (t *Transport) makeDurable(a accepted, targets []routedInbox, env *bridge.E
 	if jerr := t.syncJournaled(a.rec, env); jerr != nil && err == nil {
 		err = jerr
 	}
-	if a.rec != nil {
-		t.writer.CommitSoon()
-	}
+	t.applySoon()
 	return err
 }
 
@@ -179,4 +177,17 @@ func (t *Transport) pokeTargets(targets []routedInbox, dead bool) {
 	if dead && t.dlqCons != nil {
 		t.dlqCons.poke()
 	}
+}
+
+// applySoon asks the writer to carry the journaled publishes into the
+// store: within journalApplyDelay, or at once past journalApplyBytes.
+func (t *Transport) applySoon() {
+	t.pmu.Lock()
+	big := t.pend.bytes >= journalApplyBytes
+	t.pmu.Unlock()
+	if big {
+		t.writer.CommitNow()
+		return
+	}
+	t.writer.CommitSoon()
 }

@@ -9,7 +9,7 @@ import (
 // (.pubs.0, .pubs.1). A publish is made durable by one appended record
 // and one fdatasync that concurrent publishes share (pubsync.go), not by
 // a bbolt commit, which costs two (its pages, then its meta page). The
-// writer's next commit, at most ackApplyDelay later, copies the journaled
+// writer's next commit, at most journalApplyDelay later (journalApplyBytes sooner), copies the journaled
 // messages into the store, in the transaction that carries the journaled
 // acks (journalwork.go). A segment is emptied once every record in it is
 // committed, and appends move to the other segment when a commit takes a

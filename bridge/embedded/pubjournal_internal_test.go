@@ -210,7 +210,7 @@ func TestConcurrentPublishesEachDeliveredOnce(t *testing.T) {
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	bg.Add(1)
-	go func() { // commits at every moment, not only every ackApplyDelay
+	go func() { // commits at every moment, not only every journalApplyDelay
 		defer bg.Done()
 		for {
 			select {

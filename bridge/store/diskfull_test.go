@@ -28,7 +28,7 @@ func TestSetDiskFullRefusesWrites(t *testing.T) {
 		"dead letter":         st.AppendDead(store.DeadLetter{At: time.Now(), MsgID: "m1", Reason: "test"}),
 		"entity":              st.PutEntity(store.Entity{GID: "g", Name: "n"}),
 		"direct, held":        st.DropHeld("g"),
-		"group-committed":     st.PruneRequests(time.Now()),
+		"group-committed":     putHeldErr(st),
 	} {
 		if !errors.Is(err, syscall.ENOSPC) {
 			t.Errorf("%s under a full disk: %v, want ENOSPC", what, err)
@@ -85,4 +85,11 @@ func TestPublishingRecordRoundTrips(t *testing.T) {
 	if got, _, _ := st.GetRequest("g", "i"); !got.Publishing || got.MsgID != "m" {
 		t.Fatalf("committed: %+v", got)
 	}
+}
+
+// putHeldErr is a group-committed write's error (PruneRequests was one,
+// until a prune with nothing to delete stopped writing).
+func putHeldErr(st *store.Store) error {
+	_, err := st.PutHeld([]store.HeldPut{{GID: "g", Env: []byte("x")}})
+	return err
 }

@@ -43,6 +43,7 @@ type GroupWriter struct {
 	closed   bool
 	writes   chan writeOp
 	soon     chan struct{}
+	now      chan struct{}
 	delay    time.Duration
 	stop     chan struct{}
 	finished chan struct{}
@@ -65,7 +66,7 @@ func NewGroupWriterExtraFirst(db *bolt.DB, extra func() (func(*bolt.Tx) error, f
 
 func newGroupWriter(db *bolt.DB, extra func() (func(*bolt.Tx) error, func(error)), first bool, soonDelay time.Duration) *GroupWriter {
 	w := &GroupWriter{db: db, extra: extra, extraFirst: first, writes: make(chan writeOp, maxGroup), soon: make(chan struct{}, 1),
-		delay: soonDelay, stop: make(chan struct{}), finished: make(chan struct{})}
+		now: make(chan struct{}, 1), delay: soonDelay, stop: make(chan struct{}), finished: make(chan struct{})}
 	go w.run()
 	return w
 }
@@ -90,6 +91,15 @@ func (w *GroupWriter) Write(fn func(*bolt.Tx) error) error {
 func (w *GroupWriter) CommitSoon() {
 	select {
 	case w.soon <- struct{}{}:
+	default:
+	}
+}
+
+// CommitNow asks for a commit of the extra work at once, without waiting
+// for soonDelay (the extra work grew large).
+func (w *GroupWriter) CommitNow() {
+	select {
+	case w.now <- struct{}{}:
 	default:
 	}
 }
@@ -127,6 +137,8 @@ func (w *GroupWriter) run() {
 			}
 			continue
 		case <-soonAt: // no write came to carry the extra work: commit it alone
+			soonAt = nil
+		case <-w.now:
 			soonAt = nil
 		case op := <-w.writes:
 			ops = append(ops, op)

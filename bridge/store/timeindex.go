@@ -69,6 +69,21 @@ func keyTime(k []byte) uint64 {
 	return binary.BigEndian.Uint64(k)
 }
 
+// anyOlder reports, in a read transaction, whether the time index bkt
+// holds a key older than before: a prune with nothing to delete is not
+// worth a write transaction.
+func (s *Store) anyOlder(bkt []byte, before uint64) bool {
+	older := false
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bkt); b != nil {
+			k, _ := b.Cursor().First()
+			older = k != nil && keyTime(k) < before
+		}
+		return nil
+	})
+	return older
+}
+
 // takeOlder deletes and returns the keys of b older than before (their
 // time part), reading nothing past them. Keys are collected first: a
 // cursor's Next after its Delete can skip a key.
