@@ -28,7 +28,7 @@ func (c *Core) settleTaken(st *entState, hms []*heldMsg) error {
 			seqs = append(seqs, hm.seq)
 		}
 	}
-	st.dropHeld(set)
+	c.spills.dropped(st.dropHeld(set))
 	c.spillNext(st) // room under the cap, or the message that held the others back is gone
 	st.mu.Unlock()
 	err := ackAll(ackers)

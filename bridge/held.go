@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,9 +19,12 @@ type heldMsg struct {
 	seq      uint64    // its record in the store; 0: not spilled
 	acks     *heldAcks // what it still owes its transport; nil once acked
 	claimed  bool
-	spilling bool   // queued to the spiller
-	settled  bool   // left the held set (drained, expired)
-	cost     uint32 // its body's jsonCost: what it takes of a result's byte budget (budget.go)
+	spilling bool // queued to the spiller
+	settled  bool // left the held set (drained, expired)
+	// spillState: queued (0), taken by the spill loop (1), or dropped
+	// while queued (2); the spiller counts the dropped ones it still holds
+	spillState atomic.Int32
+	cost       uint32 // its body's jsonCost: what it takes of a result's byte budget (budget.go)
 
 	// redelivered: a call handed it over and its client may have read it
 	// (handover.go), so a later result flags it as a possible duplicate

@@ -51,8 +51,10 @@ func (s *heldSet) heldReceipt(msgID string) bool {
 	return false
 }
 
-// dropHeld takes the messages of set out of the held set, settled.
-func (s *heldSet) dropHeld(set map[*heldMsg]bool) {
+// dropHeld takes the messages of set out of the held set, settled, and
+// returns how many of them (and their body bytes) were queued for the
+// spiller and not yet taken by it: they no longer count as its backlog.
+func (s *heldSet) dropHeld(set map[*heldMsg]bool) (queued, queuedBytes int) {
 	out := s.held[:0]
 	for _, hm := range s.held {
 		if !set[hm] {
@@ -62,6 +64,12 @@ func (s *heldSet) dropHeld(set map[*heldMsg]bool) {
 		hm.settled = true
 		if hm.seq != 0 || hm.spilling {
 			s.stored--
+		}
+		if hm.spilling && hm.seq == 0 && hm.spillState.CompareAndSwap(spillQueued, spillDropped) {
+			queued++
+			if hm.env != nil {
+				queuedBytes += len(hm.env.Body)
+			}
 		}
 		if s.heldByID[hm.head.id] == hm {
 			delete(s.heldByID, hm.head.id)
@@ -74,6 +82,7 @@ func (s *heldSet) dropHeld(set map[*heldMsg]bool) {
 		s.held[i] = nil
 	}
 	s.held = out
+	return queued, queuedBytes
 }
 
 // claimHeld marks up to max unclaimed held messages accepted by f as

@@ -54,8 +54,12 @@ type spiller struct {
 	mu      leafMutex
 	pending []spillItem
 	bytes   int // body bytes in pending
-	eagerAt int // queue length that is a backlog: min(spillEagerCount, prefetch/2)
-	kick    chan struct{}
+	// drained while queued: still in pending (the loop skips them), not
+	// a backlog; without this a steady send+poll loop counted every
+	// drained message and wrote the one in flight each eagerAt round trips
+	droppedN, droppedBytes int
+	eagerAt                int // queue length that is a backlog: min(spillEagerCount, prefetch/2)
+	kick                   chan struct{}
 }
 
 func newSpiller(prefetch int) *spiller {
@@ -64,6 +68,7 @@ func newSpiller(prefetch int) *spiller {
 
 func (s *spiller) push(it spillItem) {
 	it.at = time.Now()
+	it.hm.spillState.Store(spillQueued)
 	s.mu.Lock()
 	s.pending = append(s.pending, it)
 	s.bytes += it.size
@@ -193,7 +198,7 @@ func (c *Core) unqueue(items []spillItem) {
 func (s *spiller) take(now time.Time, delay time.Duration) (batch []spillItem, wait time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	eager := len(s.pending) >= s.eagerAt || s.bytes >= spillEagerBytes
+	eager := len(s.pending)-s.droppedN >= s.eagerAt || s.bytes-s.droppedBytes >= spillEagerBytes
 	n, bytes := 0, 0
 	for n < len(s.pending) && n < spillMaxBatch && bytes < spillMaxBatchBytes {
 		if !eager && now.Sub(s.pending[n].at) < delay {
@@ -210,7 +215,37 @@ func (s *spiller) take(now time.Time, delay time.Duration) (batch []spillItem, w
 	batch = s.pending[:n:n]
 	s.pending = s.pending[n:]
 	s.bytes -= bytes
+	s.takenLocked(batch)
 	return batch, wait
+}
+
+// The states of heldMsg.spillState.
+const (
+	spillQueued int32 = iota
+	spillTaken
+	spillDropped
+)
+
+// dropped counts queued messages a drain settled (from dropHeld).
+func (s *spiller) dropped(n, bytes int) {
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.droppedN += n
+	s.droppedBytes += bytes
+}
+
+// takenLocked marks batch taken by the loop (s.mu held); those a drain
+// dropped first leave the dropped count with it.
+func (s *spiller) takenLocked(batch []spillItem) {
+	for _, it := range batch {
+		if !it.hm.spillState.CompareAndSwap(spillQueued, spillTaken) {
+			s.droppedN--
+			s.droppedBytes -= it.size
+		}
+	}
 }
 
 // takeAll empties the queue.
@@ -219,6 +254,7 @@ func (s *spiller) takeAll() []spillItem {
 	defer s.mu.Unlock()
 	all := s.pending
 	s.pending, s.bytes = nil, 0
+	s.takenLocked(all)
 	return all
 }
 

@@ -163,3 +163,23 @@ func TestSpillWaitsSpillDelay(t *testing.T) {
 		t.Fatalf("%d records in the store, want 3", n)
 	}
 }
+
+// Messages drained within SpillDelay are no backlog: a steady send+poll
+// loop never writes the message in flight to the store (it did once every
+// eagerAt round trips, counting the drained ones still queued: two commits,
+// four fdatasyncs, for nothing).
+func TestDrainedMessagesAreNoBacklog(t *testing.T) {
+	h := newHarness(t, func(c *bridge.Config) { c.SpillDelay, c.Prefetch = time.Hour, 8 }) // a backlog at 4 queued
+	p, w := pair(h)
+	for i := range 24 {
+		h.send(w, bridge.SendRequest{Target: "p", Message: fmt.Sprintf("rt %d", i)})
+		h.heldFor("p", 1)
+		time.Sleep(30 * time.Millisecond) // a spill would have been written by now
+		if d := h.tr.Depth(p.GID); d != 1 {
+			t.Fatalf("round trip %d: inbox depth %d before the drain, want 1: the message in flight was written to the store as a backlog", i, d)
+		}
+		if got := h.poll(p, bridge.PollRequest{Max: 5}); len(got.Messages) != 1 {
+			t.Fatalf("round trip %d: drained %+v", i, got.Messages)
+		}
+	}
+}
