@@ -36,7 +36,7 @@ FAULTS ?= all
 ROUNDS ?= 25
 SEED   ?=
 
-.PHONY: build run test vet bench soak fuzz demo sim clean
+.PHONY: build run test vet bench bench-fdatasync soak fuzz demo sim clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o herdbridge ./cmd/herdbridge
@@ -60,6 +60,7 @@ bench:
 	@cat /proc/loadavg > $(BENCH_DIR)/loadavg-start.txt 2>/dev/null || true
 	@{ $(GO) test -p 1 -run '^$$' -bench . -benchmem -v -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 40m \
 	    ./bridge/ ./keys/ ./gateway/ ./cmd/herdbridge/ ./metrics/ ./mcp/ 2>&1; echo $$? > $(BENCH_DIR)/bench.rc; } | tee $(BENCH_DIR)/bench.txt
+	@$(MAKE) --no-print-directory bench-fdatasync
 	@$(GO) build -ldflags "$(LDFLAGS)" -o $(BENCH_DIR)/herdbridge ./cmd/herdbridge
 	@rm -f $(BENCH_DIR)/load.json; why="load tool missing: herdbridge loadtest is not in this build"; \
 	  if $(BENCH_DIR)/herdbridge --help | grep -q '^  loadtest '; then \
@@ -73,6 +74,23 @@ bench:
 	    $(if $(RMQ_URL),-broker) -remark "$(BENCH_REMARK)" -out $(BENCH_OUT)
 	@echo "wrote $(BENCH_OUT); raw outputs in $(BENCH_DIR)/"
 	@exit $$(cat $(BENCH_DIR)/bench.rc)
+
+# fdatasyncs per stdio send+poll (issue 25's P1): strace counts them around 100 and 2,100 round trips
+# of BenchmarkRoundTrip/stdio/bridge, so the gateways' start-up commits cancel out; one line in
+# bench.txt for the report. Without strace the report's row says "not measured".
+bench-fdatasync:
+	@if ! command -v strace >/dev/null; then echo "strace missing: fdatasyncs per round trip not counted"; exit 0; fi; \
+	  $(GO) test -c -o $(BENCH_DIR)/gateway.test ./gateway/ || exit 1; \
+	  for n in 100 2100; do \
+	    strace -f -c -e trace=fdatasync,fsync -o $(BENCH_DIR)/strace-$$n.txt $(BENCH_DIR)/gateway.test \
+	      -test.run '^$$' -test.bench 'RoundTrip/stdio/bridge$$' -test.benchtime $${n}x > /dev/null || exit 1; \
+	  done; \
+	  calls() { awk '$$NF=="fdatasync"||$$NF=="fsync"{s+=$$4} END{print s+0}' $$1; }; \
+	  a=$$(calls $(BENCH_DIR)/strace-100.txt); b=$$(calls $(BENCH_DIR)/strace-2100.txt); \
+	  per=$$(awk -v a=$$a -v b=$$b 'BEGIN{printf "%.3f", (b-a)/2000}'); \
+	  echo "strace: $$a fdatasync+fsync calls over 100 round trips, $$b over 2,100: $$per a round trip"; \
+	  echo "BenchmarkFdatasyncPerRoundTrip 1 $$per fdatasync/op" >> $(BENCH_DIR)/bench.txt; \
+	  rm -f $(BENCH_DIR)/gateway.test
 
 soak:
 	HB_SOAK=$(SOAK) HB_SOAK_STRICT=1 HB_SOAK_REPORT=$(abspath $(SOAK_REPORT)) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 90m ./loadtest/

@@ -4,11 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/herdbridge/herdbridge/bridge/store"
 	"github.com/herdbridge/herdbridge/gateway"
 	"github.com/herdbridge/herdbridge/gateway/gatewaytest"
 )
@@ -91,7 +93,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 				return bridgeIter, noopIter, rosterIter
 			}
-			bridgeIter, noopIter, rosterIter := iters(startBenchGateway(b, false))
+			g := startBenchGateway(b, false)
+			bridgeIter, noopIter, rosterIter := iters(g)
 			nosyncIter, _, _ := iters(startBenchGateway(b, true))
 			b.Run("bridge", func(b *testing.B) {
 				b.ReportAllocs()
@@ -120,6 +123,36 @@ func BenchmarkRoundTrip(b *testing.B) {
 					rosterIter()
 				}
 			})
+			// one journal record and its fdatasync, in the gateway's state
+			// dir: the disk's part of the floor (issue 25's P1: send+poll
+			// ≤ 1.2× two bridge_roster calls plus this)
+			b.Run("fdatasync", func(b *testing.B) { benchJournalSync(b, g.StateDir()) })
 		})
+	}
+}
+
+// benchJournalSync appends a round trip's worth of journal record and
+// fdatasyncs it, as a send's publish does; the file is emptied every
+// thousand records, as the journal is once a commit carried them.
+func benchJournalSync(b *testing.B, dir string) {
+	j, _, _, err := store.OpenJournal(filepath.Join(dir, "bench.fdatasync"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	rec := make([]byte, 600) // about a send's inbox record
+	n := 0
+	for b.Loop() {
+		if err := j.Append(rec); err != nil {
+			b.Fatal(err)
+		}
+		if err := j.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		if n++; n%1000 == 0 {
+			if err := j.Rewrite(nil); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }

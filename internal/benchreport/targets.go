@@ -33,13 +33,18 @@ func Targets() []Target {
 	return append(ts, scale()...)
 }
 
-// P1: send+poll ≤ 1.3× two bridge_roster calls, ≤ 2.0× two no-op calls.
+// P1: send+poll ≤ 1.3× two bridge_roster calls, ≤ 2.0× two no-op calls
+// (issue 15); ≤ 1.2× two bridge_roster calls plus one fdatasync measured
+// in the same run, and at most 1.1 fdatasyncs a round trip, counted by
+// strace around the stdio round trip (issue 25).
 func p1() []Target {
 	var ts []Target
 	for _, tr := range []string{"stdio", "http"} {
 		rt := "BenchmarkRoundTrip/" + tr + "/"
 		send := bench("send+poll, fsync on", rt+"bridge", "ns/op", ms, "ms", false)
+		floor := sum("2× bridge_roster + one fdatasync", bench("", rt+"roster", "ns/op", ms, "ms", false), bench("", rt+"fdatasync", "ns/op", ms, "ms", false))
 		ts = append(ts,
+			Target{ID: "P1 " + tr + " vs floor", Figure: send, Baseline: ref(floor), Goal: Goal{Kind: RatioAtMost, Limit: 1.2}},
 			Target{ID: "P1 " + tr + " vs roster", Figure: send,
 				Baseline: ref(bench("2× bridge_roster", rt+"roster", "ns/op", ms, "ms", false)), Goal: Goal{Kind: RatioAtMost, Limit: 1.3}},
 			Target{ID: "P1 " + tr + " vs no-op", Figure: send,
@@ -48,7 +53,9 @@ func p1() []Target {
 				Baseline: ref(bench("2× bridge_roster", rt+"roster", "ns/op", ms, "ms", false))},
 		)
 	}
-	return ts
+	return append(ts, Target{ID: "P1 fdatasyncs per round trip",
+		Figure: bench("fdatasync+fsync calls per stdio send+poll (strace -f -c, 2,000 round trips)", "BenchmarkFdatasyncPerRoundTrip", "fdatasync/op", 1, "", false),
+		Goal:   Goal{Kind: AtMost, Limit: 1.1}})
 }
 
 // P3: signed cross-host throughput ≥ 85% of raw amqp091-go doing the same
