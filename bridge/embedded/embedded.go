@@ -349,13 +349,13 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 	// no publish takes a sequence of it now; those that took one are
 	// carried into the store before it goes (as they were committed
 	// before it, without the journal)
-	t.stopNumbering(gid)
+	last := t.stopNumbering(gid)
 	if err := t.flushJournals(); err != nil {
 		return fmt.Errorf("embedded: delete inbox %s: %w", gid, err)
 	}
 	return t.db.Update(func(tx *bolt.Tx) error {
 		if q := tx.Bucket(bktInbox).Bucket([]byte(gid)); q != nil {
-			if err := raiseSeqFloor(tx, q.Sequence()); err != nil {
+			if err := raiseSeqFloor(tx, max(q.Sequence(), last)); err != nil {
 				return err
 			}
 		}
@@ -553,7 +553,7 @@ func (t *Transport) deliverInbox(ib *inbox, c *consumer, h func(bridge.Delivery)
 		if it.acked {
 			continue
 		}
-		a := &acker{t: t, gid: ib.gid, seq: it.seq, c: c}
+		a := &acker{t: t, ib: ib, gid: ib.gid, seq: it.seq, c: c}
 		if it.bad != nil {
 			t.log.Warn("undecodable record dead-lettered", "queue", bridge.InboxQueueName(ib.gid), "seq", it.seq, "err", it.bad)
 			_ = a.Reject(bridge.ReasonRejected + ": undecodable record")
@@ -579,6 +579,7 @@ func (t *Transport) deliverInbox(ib *inbox, c *consumer, h func(bridge.Delivery)
 
 type acker struct {
 	t    *Transport
+	ib   *inbox // the inbox's life it was delivered from
 	gid  string
 	seq  uint64
 	c    *consumer
@@ -587,7 +588,7 @@ type acker struct {
 }
 
 func (a *acker) Ack() error {
-	a.once.Do(func() { a.err = a.t.lazyAck(a.gid, a.seq, a.c) })
+	a.once.Do(func() { a.err = a.t.lazyAck(a.ib, a.seq, a.c) })
 	return a.err
 }
 

@@ -30,9 +30,24 @@ const journalApplyBytes = 4 << 20
 
 // lazyAck settles an acked delivery through the journal; a journal that
 // cannot be written falls back to a synchronous commit.
-func (t *Transport) lazyAck(gid string, seq uint64, c *consumer) error {
+//
+// An ack of a deleted inbox's message settles nothing (the message went
+// with it) and is not journaled: DeleteInbox committed the journals
+// already, and a pending ack of a sequence the inbox's next life never
+// holds would still be subtracted from that life's depth. t.mu is held
+// while journaling (t.mu → pmu), so DeleteInbox, which unlists the inbox
+// under t.mu before it commits the journals, sees every ack journaled
+// before or none.
+func (t *Transport) lazyAck(ib *inbox, seq uint64, c *consumer) error {
+	gid := ib.gid
 	if t.writer.Closed() {
 		return fmt.Errorf("embedded: settle %s/%d: %w", gid, seq, bridge.ErrClosed)
+	}
+	t.mu.Lock()
+	if t.inboxes[gid] != ib {
+		t.mu.Unlock()
+		c.release(seq)
+		return nil
 	}
 	t.pmu.Lock()
 	err := t.journal.Append(encodeAck(ackRec{gid: gid, seq: seq}))
@@ -49,13 +64,11 @@ func (t *Transport) lazyAck(gid string, seq uint64, c *consumer) error {
 	}
 	t.pmu.Unlock()
 	if err != nil {
+		t.mu.Unlock()
 		t.log.Warn("ack journal not writable: settling synchronously", "queue", bridge.InboxQueueName(gid), "err", err)
 		return t.settle(gid, seq, "", c)
 	}
-	t.mu.Lock()
-	if ib := t.inboxes[gid]; ib != nil {
-		delete(ib.delivered, seq)
-	}
+	delete(ib.delivered, seq)
 	t.mu.Unlock()
 	c.release(seq)
 	if first {

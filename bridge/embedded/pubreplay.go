@@ -115,11 +115,16 @@ func (t *Transport) numberFrom(gid string, seq uint64) {
 	}
 }
 
-// stopNumbering: a deleted inbox takes no more publishes.
-func (t *Transport) stopNumbering(gid string) {
+// stopNumbering: a deleted inbox takes no more publishes. It returns the
+// last sequence given out, which a publish still writing (synchronously:
+// its copy is in no journal) may commit after the deletion: the floor a
+// re-declaration numbers from must cover it.
+func (t *Transport) stopNumbering(gid string) uint64 {
 	t.pmu.Lock()
 	defer t.pmu.Unlock()
+	last := t.pend.next[gid]
 	delete(t.pend.next, gid)
+	return last
 }
 
 // closeJournals closes the three journal files (Open's failure, Close).

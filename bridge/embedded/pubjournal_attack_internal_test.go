@@ -1,0 +1,193 @@
+package embedded
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/herdbridge/herdbridge/bridge"
+)
+
+// Adversarial tests of the publish journal (issue 25 item 3): each names
+// the interleaving it forces.
+
+func attackEnv(gid, body string) *bridge.Envelope {
+	now := time.Now()
+	return &bridge.Envelope{V: bridge.Version, Kind: bridge.KindReply, MsgID: uuid.NewString(), TraceID: uuid.NewString(),
+		From: uuid.NewString(), To: gid, Host: "h", TS: now, ExpiresAt: now.Add(time.Hour), Body: []byte(body)}
+}
+
+// drainBodies consumes gid until quiet and returns the bodies seen, by tag.
+func drainBodies(t *testing.T, tr *Transport, gid string) map[string]int {
+	t.Helper()
+	got := make(chan bridge.Delivery, 64)
+	sub, err := tr.Consume(context.Background(), gid, 16, func(d bridge.Delivery) { got <- d })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Cancel()
+	seen := map[string]int{}
+	for {
+		select {
+		case d := <-got:
+			seen[string(d.Env.Body)]++
+			_ = d.Acker.Ack()
+		case <-time.After(500 * time.Millisecond):
+			return seen
+		}
+	}
+}
+
+// A publish the journal refused took sequence N+1 of an inbox, and its
+// synchronous commit is still to run when the inbox is deleted (the
+// removal's drain bound ran out: DeleteInbox with a publish in flight) and
+// declared again. The deletion raised the floor to the store's committed
+// sequence N only, so the new inbox gives N+1 out again: two messages at
+// one key, the later Put overwrites the other (lost), and the count says 2.
+func TestSyncPublishAcrossDeleteAndRedeclareKeepsBoth(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "t.db")
+	gid := uuid.NewString()
+	tr, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Publish(ctx, gid, attackEnv(gid, "first-life-committed"), true); err != nil {
+		t.Fatal(err)
+	}
+	waitCommitted(t, tr, gid)
+	for _, j := range tr.pend.segs { // every append now fails: the synchronous path
+		j.Close()
+	}
+	// a publish of the first life, stopped between accept and its commit
+	envS := attackEnv(gid, "first-life-inflight")
+	h, hb := splitHeaders(envS.Headers())
+	recS, _ := json.Marshal(record{H: h, HB: hb, B: envS.Body, At: time.Now().UnixMilli(), K: gid})
+	targets, err := tr.routeSnapshot(gid)
+	if err != nil || len(targets) != 1 {
+		t.Fatalf("route: %v %d", err, len(targets))
+	}
+	a := tr.accept(targets, gid, recS, time.Now())
+	if len(a.sync) != 1 {
+		t.Fatalf("accept: %d synchronous copies, want 1 (journal closed)", len(a.sync))
+	}
+	// the removal gives up waiting, deletes; the entity comes back
+	if err := tr.DeleteInbox(ctx, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 100}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- tr.Publish(ctx, gid, attackEnv(gid, "second-life"), true) }()
+	time.Sleep(100 * time.Millisecond)
+	// the first life's publish commits now
+	merr := tr.makeDurable(a, targets, envS)
+	tr.published(targets)
+	if merr != nil {
+		t.Fatal(merr)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	depth := tr.Depth(gid)
+	seen := drainBodies(t, tr, gid)
+	if seen["second-life"] != 1 {
+		t.Errorf("the second life's message delivered %d times, want 1 (seen %v, depth was %d)", seen["second-life"], seen, depth)
+	}
+	if n := len(seen); depth != seen["second-life"]+seen["first-life-inflight"] || n == 0 {
+		t.Errorf("depth %d, but %v delivered", depth, seen)
+	}
+}
+
+// An ack of the first life is journaled after DeleteInbox flushed the
+// journals (a handler acks a delivery its cancelled consumer handed out).
+// The inbox is declared again and takes a message: Depth (and so
+// CloseInbox, which the core's removal trusts to say "nothing waits")
+// subtracts the stale ack from the new life and answers 0.
+func TestStaleAckDoesNotHideRedeclaredInboxMessage(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "t.db")
+	gid := uuid.NewString()
+	h := openLazy(t, path, gid)
+	defer h.tr.Close()
+	h.publish("first-life")
+	d := h.next()
+	if err := h.tr.DeleteInbox(ctx, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Acker.Ack(); err != nil { // late: the inbox is gone
+		t.Fatal(err)
+	}
+	if err := h.tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 100}); err != nil {
+		t.Fatal(err)
+	}
+	h.publish("second-life")
+	if n := h.tr.Depth(gid); n != 1 {
+		t.Errorf("Depth %d after the re-declared inbox took one message, want 1", n)
+	}
+	if n, err := h.tr.CloseInbox(ctx, gid); err != nil || n != 1 {
+		t.Errorf("CloseInbox says %d wait (%v), want 1", n, err)
+	}
+}
+
+// A synchronous publish (the journal refused it) commits with a journaled
+// one in the same transaction. A Depth that took snapMu before the commit
+// and reads the store after it sees the synchronous copy in the store and
+// its placeholder still in the index (dropped only after Write returns):
+// it counts that copy twice. The inflight batch's epoch corrects the
+// journaled copy, nothing corrects the placeholder.
+func TestDepthCountsSyncPublishOnceAcrossItsCommit(t *testing.T) {
+	t.Skip("BUG: storedLocked counts a synchronous publish's placeholder and its committed copy between the commit and makeDurable's dropPlaceholders (pubaccept.go:364-367): Depth/caps over by one per such publish; no small fix (placeholders are not covered by the epoch)")
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "t.db")
+	gid := uuid.NewString()
+	tr, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Publish(ctx, gid, attackEnv(gid, "journaled"), true); err != nil {
+		t.Fatal(err)
+	}
+	if tr.pendingPublishes() != 1 {
+		t.Fatal("the journaled publish was committed already: the test proves nothing")
+	}
+	for _, j := range tr.pend.segs {
+		j.Close()
+	}
+	tr.snapMu.RLock() // a Depth between its RLock and its View
+	done := make(chan error, 1)
+	go func() { done <- tr.Publish(ctx, gid, attackEnv(gid, "synchronous"), true) }()
+	var count, epoch uint64
+	deadline := time.Now().Add(5 * time.Second)
+	for count < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		_ = tr.db.View(func(tx *bolt.Tx) error {
+			count, epoch = getCount(tx.Bucket(bktCount), []byte(gid)), getEpoch(tx)
+			return nil
+		})
+	}
+	tr.pmu.Lock()
+	n := tr.storedLocked(gid, count, epoch)
+	tr.pmu.Unlock()
+	tr.snapMu.RUnlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("Depth %d across the commit, want 2 (store count %d)", n, count)
+	}
+}
