@@ -351,9 +351,12 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 	// before it, without the journal)
 	last := t.stopNumbering(gid)
 	if err := t.flushJournals(); err != nil {
+		// the store keeps the inbox, and the journal its messages, with
+		// sequences past the store's: a re-declaration numbers after them
+		t.numberFrom(gid, last)
 		return fmt.Errorf("embedded: delete inbox %s: %w", gid, err)
 	}
-	return t.db.Update(func(tx *bolt.Tx) error {
+	err := t.db.Update(func(tx *bolt.Tx) error {
 		if q := tx.Bucket(bktInbox).Bucket([]byte(gid)); q != nil {
 			if err := raiseSeqFloor(tx, max(q.Sequence(), last)); err != nil {
 				return err
@@ -367,6 +370,10 @@ func (t *Transport) DeleteInbox(ctx context.Context, gid string) error {
 		}
 		return tx.Bucket(bktBind).Delete([]byte(gid))
 	})
+	if err != nil {
+		t.numberFrom(gid, last) // a synchronous publish may still commit past the store's sequence
+	}
+	return err
 }
 
 func (t *Transport) route(key string) []*inbox {
