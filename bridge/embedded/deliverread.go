@@ -35,6 +35,12 @@ func inStored(stored []rawItem, seq uint64) bool {
 // the last one it read of a source it did not read to its end, so the
 // consumer's cursor never passes a message still to come.
 func (t *Transport) readInbox(gid string, after uint64, room int) []inboxItem {
+	return t.readInboxBetween(gid, after, room, nil)
+}
+
+// readInboxBetween is readInbox with between (tests: nil in production)
+// run after the store is read and before the index is.
+func (t *Transport) readInboxBetween(gid string, after uint64, room int, between func()) []inboxItem {
 	var stored []rawItem
 	t.snapMu.RLock()
 	_ = t.db.View(func(tx *bolt.Tx) error {
@@ -48,6 +54,9 @@ func (t *Transport) readInbox(gid string, after uint64, room int) []inboxItem {
 		}
 		return nil
 	})
+	if between != nil {
+		between()
+	}
 	t.pmu.Lock()
 	pending, bound := t.pend.from(gid, after, room)
 	acked := make(map[uint64]bool)

@@ -114,9 +114,16 @@ func (t *Transport) makeDurable(a accepted, targets []routedInbox, env *bridge.E
 	var err error
 	if len(a.dead) > 0 || len(a.sync) > 0 {
 		err = t.write(func(tx *bolt.Tx) error { return t.storeSync(tx, a, env) })
-		t.pmu.Lock()
-		t.pend.dropPlaceholders(a.sync)
-		t.pmu.Unlock()
+		// a delivery that read the store before this commit reads the
+		// index too: wait for it, so it finds the placeholder and stops
+		// below it rather than pass a copy it saw in neither
+		if len(a.sync) > 0 {
+			t.snapMu.Lock()
+			t.pmu.Lock()
+			t.pend.dropPlaceholders(a.sync)
+			t.pmu.Unlock()
+			t.snapMu.Unlock()
+		}
 	}
 	if a.rec == nil {
 		return err
