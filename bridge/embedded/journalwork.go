@@ -53,6 +53,7 @@ func (t *Transport) takeBatchLocked() *journalBatch {
 	b := &journalBatch{recs: p.recs, acks: t.toApply, epoch: p.epoch + 1, pubs: map[string]int{}, ackN: map[string]int{}}
 	p.recs, t.toApply = nil, nil
 	for _, r := range b.recs {
+		r.taken = true
 		for _, tg := range r.targets {
 			b.pubs[tg.gid]++
 		}
@@ -115,6 +116,9 @@ func (t *Transport) batchCommitted(b *journalBatch, err error) {
 	p.inflight = nil
 	if err != nil {
 		t.log.Warn("journaled publishes and acks not yet in the store: trying again with the next commit", "publishes", len(b.recs), "acks", len(b.acks), "err", err)
+		for _, r := range b.recs {
+			r.taken = false
+		}
 		p.recs = append(b.recs, p.recs...)
 		t.toApply = append(b.acks, t.toApply...)
 		return
@@ -125,7 +129,10 @@ func (t *Transport) batchCommitted(b *journalBatch, err error) {
 			p.removeEntry(tg.gid, tg.seq, r)
 		}
 		p.bytes -= len(r.raw)
-		p.unapplied[r.seg]--
+		r.taken, r.applied, r.durable = false, true, true
+		if r.seg >= 0 {
+			p.unapplied[r.seg]--
+		}
 	}
 	t.cutAppliedSegmentsLocked()
 	t.acksCommittedLocked(b.acks)

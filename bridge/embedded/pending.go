@@ -11,21 +11,23 @@ import (
 // A message is deliverable once durable (its fdatasync returned, or a
 // commit carried it); a delivery stops at the first one that is not, so a
 // consumer's cursor never passes a sequence that may still come. A
-// synchronous publish (the journal unwritable) holds a placeholder at its
-// sequence until its transaction ends, for the same reason.
+// publish the journal refused (full, or failing) is listed all the same,
+// unjournaled (seg -1): the next commit carries it, and until then it is
+// not durable.
 
 // pubRec is one journaled publish: one record, one or more inboxes.
 type pubRec struct {
 	raw     []byte // the inbox record (JSON)
 	at      int64  // enqueue time, Unix ms (TTL)
 	targets []pubTarget
-	seg     int    // the journal segment holding it
+	seg     int    // the journal segment holding it; -1: unjournaled
 	lsn     uint64 // its place in the journal's order (pubsync.go)
 	durable bool
+	taken   bool // in the batch of a commit under way
+	applied bool // a commit carried it into the store
 }
 
-// pendEntry is one inbox's copy: rec nil is a synchronous publish's
-// placeholder (in its transaction's hands, never applied from here).
+// pendEntry is one inbox's copy.
 type pendEntry struct {
 	seq uint64
 	rec *pubRec
@@ -70,16 +72,19 @@ func (p *pendingPubs) add(r *pubRec) {
 	p.bytes += len(r.raw)
 }
 
-// placeholder holds seq of gid for a synchronous publish (t.pmu held).
-func (p *pendingPubs) placeholder(gid string, seq uint64) {
-	p.byGID[gid] = append(p.byGID[gid], pendEntry{seq: seq})
-}
-
-// dropPlaceholders ends a synchronous publish's hold on its sequences.
-func (p *pendingPubs) dropPlaceholders(targets []pubTarget) {
-	for _, tg := range targets {
-		p.removeEntry(tg.gid, tg.seq, nil)
+// withdraw takes back an unjournaled record no commit could carry (t.pmu
+// held): its publish fails, and its sequences stay unused.
+func (p *pendingPubs) withdraw(r *pubRec) {
+	for i, x := range p.recs {
+		if x == r {
+			p.recs = append(p.recs[:i:i], p.recs[i+1:]...)
+			break
+		}
 	}
+	for _, tg := range r.targets {
+		p.removeEntry(tg.gid, tg.seq, r)
+	}
+	p.bytes -= len(r.raw)
 }
 
 // removeEntry deletes gid's entry seq if it belongs to rec.
@@ -106,7 +111,7 @@ func (p *pendingPubs) from(gid string, after uint64, n int) (items []pendItem, b
 		if e.seq <= after {
 			continue
 		}
-		if e.rec == nil || !e.rec.durable {
+		if !e.rec.durable {
 			return items, e.seq
 		}
 		if len(items) == n {
@@ -121,15 +126,14 @@ func (p *pendingPubs) from(gid string, after uint64, n int) (items []pendItem, b
 // after (ok false: none).
 func (p *pendingPubs) head(gid string, after uint64) (at int64, ok bool) {
 	for _, e := range p.byGID[gid] {
-		if e.seq > after && e.rec != nil {
+		if e.seq > after {
 			return e.rec.at, true
 		}
 	}
 	return 0, false
 }
 
-// count is how many of gid's copies are pending (placeholders included:
-// their transaction counts them in the store only when it commits).
+// count is how many of gid's copies are pending.
 func (p *pendingPubs) count(gid string) int { return len(p.byGID[gid]) }
 
 // pendingPublishes is how many journaled publishes no commit carried yet

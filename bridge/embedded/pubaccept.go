@@ -18,14 +18,14 @@ import (
 
 // accepted is what accept did with a publish.
 type accepted struct {
-	rec       *pubRec     // journaled (nil: nothing was, or the journal refused)
-	sync      []pubTarget // copies for a synchronous commit (the journal refused)
-	raw       []byte
-	dead      []routedInbox // at their cap: dead-lettered (maxlen)
-	full      bool          // the point-to-point target was at its cap
-	stored    int           // targets that still existed
-	wake      []*inbox
-	appendErr error
+	rec         *pubRec // in the index (nil: no inbox took a copy)
+	unjournaled bool    // the journal refused rec: a commit makes it durable
+	raw         []byte
+	dead        []routedInbox // at their cap: dead-lettered (maxlen)
+	full        bool          // the point-to-point target was at its cap
+	stored      int           // targets that still existed
+	wake        []*inbox
+	appendErr   error
 }
 
 // accept numbers rec's copies for every routed inbox under its cap and
@@ -61,11 +61,7 @@ func (t *Transport) accept(targets []routedInbox, key string, rec []byte, now ti
 		return a
 	}
 	if err := t.appendPubLocked(r); err != nil {
-		a.appendErr, a.sync = err, r.targets
-		for _, tg := range r.targets {
-			t.pend.placeholder(tg.gid, tg.seq)
-		}
-		return a
+		a.appendErr, a.unjournaled, r.seg = err, true, -1
 	}
 	t.pend.add(r)
 	a.rec = r
@@ -103,36 +99,55 @@ func (t *Transport) storedLocked(gid string, count, epoch uint64) uint64 {
 }
 
 // makeDurable waits until what accept did is on the disk: the journal's
-// fdatasync for a journaled record, a commit for dead letters and for
-// copies the journal refused. The consumers of every target are poked
-// after, whatever the outcome (a placeholder gone opens their way).
+// fdatasync for a journaled record, a commit for dead letters and for a
+// record the journal refused. The consumers of every target are poked
+// after, whatever the outcome (a record withdrawn opens their way).
 func (t *Transport) makeDurable(a accepted, targets []routedInbox, env *bridge.Envelope) error {
 	defer t.pokeTargets(targets, len(a.dead) > 0)
 	if a.appendErr != nil && !errors.Is(a.appendErr, store.ErrJournalFull) {
 		t.log.Warn("publish journal not writable: committing the publish synchronously", bridge.LogMsgID, env.MsgID, "err", a.appendErr)
 	}
 	var err error
-	if len(a.dead) > 0 || len(a.sync) > 0 {
-		err = t.write(func(tx *bolt.Tx) error { return t.storeSync(tx, a, env) })
-		// a delivery that read the store before this commit reads the
-		// index too: wait for it, so it finds the placeholder and stops
-		// below it rather than pass a copy it saw in neither
-		if len(a.sync) > 0 {
-			t.snapMu.Lock()
-			t.pmu.Lock()
-			t.pend.dropPlaceholders(a.sync)
-			t.pmu.Unlock()
-			t.snapMu.Unlock()
-		}
+	if len(a.dead) > 0 {
+		err = t.write(func(tx *bolt.Tx) error { return t.storeDead(tx, a, env) })
 	}
 	if a.rec == nil {
 		return err
 	}
-	if jerr := t.syncJournaled(a.rec, env); jerr != nil && err == nil {
-		err = jerr
+	var perr error
+	if a.unjournaled {
+		perr = t.commitUnjournaled(a.rec)
+	} else {
+		perr = t.syncJournaled(a.rec, env)
+		t.applySoon()
 	}
-	t.applySoon()
+	if err == nil {
+		err = perr
+	}
 	return err
+}
+
+// commitUnjournaled makes a record the journal refused durable by a
+// commit of the journal work (which carries it like any other, so a
+// count sees it once across the commit: storedLocked). Until then it is
+// in the index, not deliverable. When the commits fail it is withdrawn,
+// unless a commit under way holds it: then the outcome of that one
+// decides.
+func (t *Transport) commitUnjournaled(rec *pubRec) error {
+	for {
+		err := t.write(func(*bolt.Tx) error { return nil })
+		t.pmu.Lock()
+		switch {
+		case rec.applied:
+			t.pmu.Unlock()
+			return nil
+		case err != nil && !rec.taken:
+			t.pend.withdraw(rec)
+			t.pmu.Unlock()
+			return err
+		}
+		t.pmu.Unlock()
+	}
 }
 
 // syncJournaled waits for rec's fdatasync; a failing one is replaced by a
@@ -154,17 +169,12 @@ func (t *Transport) syncJournaled(rec *pubRec, env *bridge.Envelope) error {
 	return err
 }
 
-// storeSync writes a's dead letters and its copies the journal refused,
+// storeDead writes a's dead letters (the copies of inboxes at their cap),
 // in tx (it may run twice: it records nothing outside tx).
-func (t *Transport) storeSync(tx *bolt.Tx, a accepted, env *bridge.Envelope) error {
+func (t *Transport) storeDead(tx *bolt.Tx, a accepted, env *bridge.Envelope) error {
 	now := t.opts.Now()
 	for _, rt := range a.dead {
 		if err := t.putDead(tx, env.Headers(), env.Body, bridge.ReasonMaxLen, bridge.InboxQueueName(rt.ib.gid), now); err != nil {
-			return err
-		}
-	}
-	for _, tg := range a.sync {
-		if err := storeAt(tx, tg.gid, tg.seq, a.raw); err != nil {
 			return err
 		}
 	}

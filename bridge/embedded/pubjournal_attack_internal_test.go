@@ -82,8 +82,8 @@ func TestSyncPublishAcrossDeleteAndRedeclareKeepsBoth(t *testing.T) {
 		t.Fatalf("route: %v %d", err, len(targets))
 	}
 	a := tr.accept(targets, gid, recS, time.Now())
-	if len(a.sync) != 1 {
-		t.Fatalf("accept: %d synchronous copies, want 1 (journal closed)", len(a.sync))
+	if !a.unjournaled || len(a.rec.targets) != 1 {
+		t.Fatalf("accept: unjournaled %v, want one copy the journal refused (journal closed)", a.unjournaled)
 	}
 	// the removal gives up waiting, deletes; the entity comes back
 	if err := tr.DeleteInbox(ctx, gid); err != nil {
@@ -147,12 +147,11 @@ func TestStaleAckDoesNotHideRedeclaredInboxMessage(t *testing.T) {
 
 // A synchronous publish (the journal refused it) commits with a journaled
 // one in the same transaction. A Depth that took snapMu before the commit
-// and reads the store after it sees the synchronous copy in the store and
-// its placeholder still in the index (dropped only after Write returns):
-// it counts that copy twice. The inflight batch's epoch corrects the
-// journaled copy, nothing corrects the placeholder.
+// and reads the store after it sees both copies in the store and both
+// still in the index: it counted the synchronous one twice while it held
+// a placeholder; now it is a record of the commit's batch like the other,
+// and the epoch corrects both.
 func TestDepthCountsSyncPublishOnceAcrossItsCommit(t *testing.T) {
-	t.Skip("BUG: storedLocked counts a synchronous publish's placeholder and its committed copy between its commit and makeDurable's dropPlaceholders (pubaccept.go makeDurable; pending.go count): Depth/caps over by one per such publish; no small fix (placeholders are not covered by the epoch)")
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "t.db")
 	gid := uuid.NewString()
@@ -538,7 +537,7 @@ func TestDeliveryNeverPassesSyncPublishAcrossItsCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := tr.accept(targets, gid, recS, time.Now())
-	if len(a.sync) != 1 {
+	if !a.unjournaled {
 		t.Fatal("the publish was journaled")
 	}
 	tr.pmu.Lock() // the journal writable again (a full segment cut meanwhile)
@@ -575,8 +574,8 @@ func TestDeliveryNeverPassesSyncPublishAcrossItsCommit(t *testing.T) {
 	for _, it := range items {
 		seqs = append(seqs, it.seq)
 	}
-	if len(seqs) > 0 && seqs[0] != a.sync[0].seq {
-		t.Fatalf("the delivery read %v, passing the synchronous publish's sequence %d", seqs, a.sync[0].seq)
+	if len(seqs) > 0 && seqs[0] != a.rec.targets[0].seq {
+		t.Fatalf("the delivery read %v, passing the synchronous publish's sequence %d", seqs, a.rec.targets[0].seq)
 	}
 	seen := drainBodies(t, tr, gid)
 	if seen["synchronous"] != 1 || seen["journaled"] != 1 {
