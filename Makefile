@@ -6,6 +6,7 @@
 #                BENCHMARKS.md (BENCH_OUT): issue 15's targets, each figure against its baseline measured in
 #                the same run, met or missed, with bench/notes.md's note on each miss; raw outputs in bench-out/.
 #                With RMQ_URL also the broker rows (gateway<->gateway vs raw amqp091-go, RSS behind a backlog).
+#                Its "Scale (issue 25)" section is make scale's last scale-out/ reports (or says to run it).
 #                About 12-15 min on a 2-core machine.
 #   make soak    2 gateway processes on a private broker, 50 agents, 10 min of mixed traffic with a gateway
 #                kill -9 and a broker restart; writes soak-report/report.{md,json} (SOAK=30m for longer)
@@ -82,6 +83,7 @@ bench:
 	  rm -f $(BENCH_DIR)/herdbridge; \
 	  $(GO) run ./internal/benchreport/cmd -bench $(BENCH_DIR)/bench.txt -load $(BENCH_DIR)/load.json -load-missing "$$why" \
 	    -notes bench/notes.md -loadavg-start $(BENCH_DIR)/loadavg-start.txt -commit "$(REVISION)$(DIRTY)" \
+	    -scale $(SCALE_OUT)/scale.json -sim $(SCALE_OUT)/sim.json \
 	    $(if $(RMQ_URL),-broker) -remark "$(BENCH_REMARK)" -out $(BENCH_OUT)
 	@echo "wrote $(BENCH_OUT); raw outputs in $(BENCH_DIR)/"
 	@exit $$(cat $(BENCH_DIR)/bench.rc)
@@ -134,6 +136,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSameOrigin$$' -fuzztime $(FUZZTIME) ./opsui/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBench$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLoad$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseScale$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSim$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
 	$(GO) test -run '^$$' -fuzz '^FuzzSealedEnvelope$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenBroadcast$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzSnapshotPage$$' -fuzztime $(FUZZTIME) ./bridge/
