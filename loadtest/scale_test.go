@@ -271,6 +271,7 @@ func (sc *scaleRun) run(g, e int, mode string, ids []loadtest.Target) (row loadt
 	// the join: one more gateway, known to every other by its key already
 	joinStart := time.Now()
 	nw := start(ids[g])
+	row.JoinServeS = time.Since(joinStart).Seconds()
 	if err := registerAll(gws[g:], e); err != nil {
 		row.Error = "join: " + err.Error()
 		return row
