@@ -68,11 +68,16 @@ type ScaleRow struct {
 	// G×E). JoinS: a gateway started after the idle window, from its last
 	// registration until its entities are held everywhere and it holds
 	// everyone's; JoinFromStartS from its process start.
-	StartS         float64 `json:"startS"`
+	StartS float64 `json:"startS"`
+	// RegisterS: registering the E entities on every gateway, the
+	// gateways in parallel (each registration persists the entity and
+	// declares and consumes its broker inbox).
+	RegisterS      float64 `json:"registerS"`
 	ConvergeS      float64 `json:"convergeS"`
 	JoinS          float64 `json:"joinS"`
 	JoinFromStartS float64 `json:"joinFromStartS"`
-	// JoinServeS: of that, the new gateway's start until it served.
+	// JoinServeS: of that, the new gateway's start until it served (the
+	// rest is its E registrations).
 	JoinServeS float64 `json:"joinServeS"`
 	// Broker (beam.smp) and gateway processes over the idle window: CPU
 	// in % of one core (utime+stime), RSS at its end. Gateways: the sum

@@ -236,11 +236,13 @@ func (sc *scaleRun) run(g, e int, mode string, ids []loadtest.Target) (row loadt
 	}
 	row.StartS = time.Since(begun).Seconds()
 
+	registering := time.Now()
 	if err := registerAll(gws, e); err != nil {
 		row.Error = err.Error()
 		return row
 	}
 	last := time.Now()
+	row.RegisterS = last.Sub(registering).Seconds()
 	deadline := last.Add(60*time.Second + time.Duration(g)*time.Second)
 	if err := awaitPresence(gws, g, e, deadline); err != nil {
 		row.Error = fmt.Sprintf("not converged %.0f s after the last registration: %v", time.Since(last).Seconds(), err)
