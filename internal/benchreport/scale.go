@@ -66,10 +66,10 @@ func renderScale(b *strings.Builder, r Report) {
 	case s == nil:
 		fmt.Fprintf(b, "Real gateways: %s.\n\n", missingText(r.ScaleMissing))
 	default:
-		fmt.Fprintf(b, "Real gateways: measured %s on commit %s (`scale-out/scale.json`); %s; %s. Heartbeat period %g s, "+
-			"idle figures over %g s starting %g s after convergence; deliveries from %s.\n\n",
-			s.Started.UTC().Format("2006-01-02 15:04 UTC"), orUnknown(s.Commit), s.Machine, s.Broker,
-			s.IntervalS, s.IdleWindowS, s.SettleS, s.DeliveriesSource)
+		fmt.Fprintf(b, "Real gateways: measured %s on commit %s (`scale-out/scale.json`); %s; load average %s at the start, %s at the end; %s. "+
+			"Heartbeat period %g s, idle figures over %g s starting %g s after convergence; deliveries from %s.\n\n",
+			s.Started.UTC().Format("2006-01-02 15:04 UTC"), orUnknown(s.Commit), s.Machine, orUnknown(s.LoadStart), orUnknown(s.LoadEnd),
+			s.Broker, s.IntervalS, s.IdleWindowS, s.SettleS, s.DeliveriesSource)
 		loadtest.ScaleTable(b, s)
 		for _, v := range s.Verdicts() {
 			fmt.Fprintf(b, "- %s\n", v)
