@@ -6,9 +6,16 @@
 #                BENCHMARKS.md (BENCH_OUT): issue 15's targets, each figure against its baseline measured in
 #                the same run, met or missed, with bench/notes.md's note on each miss; raw outputs in bench-out/.
 #                With RMQ_URL also the broker rows (gateway<->gateway vs raw amqp091-go, RSS behind a backlog).
+#                Its "Scale (issue 25)" section is make scale's last scale-out/ reports (or says to run it).
 #                About 12-15 min on a 2-core machine.
 #   make soak    2 gateway processes on a private broker, 50 agents, 10 min of mixed traffic with a gateway
 #                kill -9 and a broker restart; writes soak-report/report.{md,json} (SOAK=30m for longer)
+#   make scale   issue 25's scale harness: G real gateway processes (G=20, or a list: G="5 10 20 30") × E registered
+#                entities each (E=20) on a throwaway broker (.ci/rmq.sh, first free port of SCALE_PORTS), presence by host
+#                and per entity (the baseline, --presence-per-entity) in turn: convergence, join, idle deliveries/s, broker
+#                and gateway CPU/RSS, bridge_roster's size; and the in-process simulation at 100 and 1,000 hosts
+#                (TestPresenceSimulatedScale). Writes scale-out/scale.{json,md} and scale-out/sim.json (SCALE_OUT); make bench
+#                puts them in BENCHMARKS.md. About 1 min per gateway count and mode at G=20.
 #   make fuzz    run every fuzz target for FUZZTIME each
 #   make demo    run the demo exchange against a fresh in-process gateway
 #   make sim     N random fault schedules (sim) over in-process gateways, checking every accepted message
@@ -30,13 +37,19 @@ REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X main.revision=$(REVISION)
 DIRTY     := $(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo ' (with uncommitted changes)')
 
+# make scale: gateway counts (one run per mode each), entities per gateway, where the reports go, the broker's ports to try
+G          ?= 20
+E          ?= 20
+SCALE_OUT  ?= scale-out
+SCALE_PORTS ?= 5879 5899 5919 5939
+
 # make sim: schedules, fault kinds and rounds per schedule
 N      ?= 100
 FAULTS ?= all
 ROUNDS ?= 25
 SEED   ?=
 
-.PHONY: build run test vet bench bench-fdatasync soak fuzz demo sim clean
+.PHONY: build run test vet bench bench-fdatasync soak scale fuzz demo sim clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o herdbridge ./cmd/herdbridge
@@ -71,6 +84,7 @@ bench:
 	  rm -f $(BENCH_DIR)/herdbridge; \
 	  $(GO) run ./internal/benchreport/cmd -bench $(BENCH_DIR)/bench.txt -load $(BENCH_DIR)/load.json -load-missing "$$why" \
 	    -notes bench/notes.md -loadavg-start $(BENCH_DIR)/loadavg-start.txt -commit "$(REVISION)$(DIRTY)" \
+	    -scale $(SCALE_OUT)/scale.json -sim $(SCALE_OUT)/sim.json \
 	    $(if $(RMQ_URL),-broker) -remark "$(BENCH_REMARK)" -out $(BENCH_OUT)
 	@echo "wrote $(BENCH_OUT); raw outputs in $(BENCH_DIR)/"
 	@exit $$(cat $(BENCH_DIR)/bench.rc)
@@ -94,6 +108,23 @@ bench-fdatasync:
 
 soak:
 	HB_SOAK=$(SOAK) HB_SOAK_STRICT=1 HB_SOAK_REPORT=$(abspath $(SOAK_REPORT)) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 90m ./loadtest/
+
+# The simulation runs first (its test may not exist yet in a build: then it writes nothing and the report says so);
+# then the broker starts and TestScale runs every G in both modes on it. Exit status: the harness's, else the simulation's.
+scale: SHELL := /bin/bash
+scale: build
+	@mkdir -p $(SCALE_OUT); rm -f $(SCALE_OUT)/sim.json $(SCALE_OUT)/scale.json $(SCALE_OUT)/scale.md
+	@{ HB_SCALE_JSON=$(abspath $(SCALE_OUT))/sim.json $(GO) test -count=1 -run '^TestPresenceSimulatedScale$$' \
+	    ./bridge/memnet/memnettest/ -v -timeout 30m 2>&1; echo $$? > $(SCALE_OUT)/sim.rc; } | tee $(SCALE_OUT)/sim.txt
+	@[ -s $(SCALE_OUT)/sim.json ] || echo "make scale: TestPresenceSimulatedScale wrote no $(SCALE_OUT)/sim.json (see $(SCALE_OUT)/sim.txt): the report says the simulation was not measured"
+	@. .ci/rmq.sh; started=; for p in $(SCALE_PORTS); do rmq_start $$p && { started=1; break; }; done; \
+	  [ -n "$$started" ] || { echo "make scale: no broker started on any of $(SCALE_PORTS)"; exit 1; }; trap rmq_stop EXIT; \
+	  echo "make scale: broker $$RMQ_URL (beam.smp $$RMQ_BEAM_PID), G=\"$(G)\" E=$(E)"; \
+	  HB_SCALE_G="$(G)" HB_SCALE_E="$(E)" HB_SCALE_BIN=$(abspath herdbridge) HB_SCALE_OUT=$(abspath $(SCALE_OUT)) \
+	    HB_SCALE_SIM=$(abspath $(SCALE_OUT))/sim.json HB_SCALE_COMMIT="$(REVISION)$(DIRTY)" \
+	    $(GO) test -count=1 -run '^TestScale$$' -v -timeout 120m ./loadtest/ 2>&1 | tee $(SCALE_OUT)/scale.txt; \
+	  rc=$${PIPESTATUS[0]}; echo "wrote $(SCALE_OUT)/scale.json and $(SCALE_OUT)/scale.md"; \
+	  [ $$rc = 0 ] || exit $$rc; exit $$(cat $(SCALE_OUT)/sim.rc)
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFromHeaders$$' -fuzztime $(FUZZTIME) ./bridge/
@@ -123,6 +154,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSameOrigin$$' -fuzztime $(FUZZTIME) ./opsui/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBench$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLoad$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseScale$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSim$$' -fuzztime $(FUZZTIME) ./internal/benchreport/
 	$(GO) test -run '^$$' -fuzz '^FuzzSealedEnvelope$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenBroadcast$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzSnapshotPage$$' -fuzztime $(FUZZTIME) ./bridge/
@@ -144,4 +177,4 @@ demo:
 
 clean:
 	rm -f herdbridge
-	rm -rf $(BENCH_DIR)
+	rm -rf $(BENCH_DIR) $(SCALE_OUT)

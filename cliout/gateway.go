@@ -53,6 +53,9 @@ func Stats(w io.Writer, st *gateway.Stats) error {
 		}
 		fmt.Fprintf(w, "broker: %s node %s\n", state, b.Describe())
 	}
+	if st.Broker != nil {
+		fmt.Fprintf(w, "presence: %d other hosts, %d of their entities\n", st.Presence.Hosts, st.Presence.Entities)
+	}
 	if rt := st.Runtime; rt != nil {
 		fmt.Fprintf(w, "runtime: %d goroutines, heap %.1f MiB (%.1f MiB more held free), RSS %.1f MiB (%.1f anonymous, %.1f file-backed), %d open files, CPU %.2f s\n",
 			rt.Goroutines, mib(rt.HeapBytes), mib(rt.HeapFreeBytes), mib(rt.RSSBytes), mib(rt.RSSAnonBytes), mib(rt.RSSFileBytes), rt.OpenFiles, rt.CPUSeconds)

@@ -105,6 +105,17 @@ type Stats struct {
 	QueueType *broker.QueueTypeChoice `json:"queueType,omitempty"`
 	// Broker is the broker node connected to (nil: embedded transport).
 	Broker *broker.Link `json:"broker,omitempty"`
+	// Presence is what this gateway holds of other hosts now: a count
+	// read without building a roster (make scale polls it to time
+	// convergence).
+	Presence PresenceCounts `json:"presence"`
+}
+
+// PresenceCounts: other hosts whose gateways are present, and their
+// entities this gateway holds.
+type PresenceCounts struct {
+	Hosts    int `json:"hosts"`
+	Entities int `json:"entities"`
 }
 
 func (g *Gateway) listenSocket() error {
@@ -264,6 +275,7 @@ func (g *Gateway) stats() *Stats {
 		st.QueueType = &qt
 	}
 	st.Broker = g.brokerLink()
+	st.Presence.Hosts, st.Presence.Entities = g.core.RemoteCounts()
 	if err := g.audit.Err(); err != nil {
 		st.AuditError = err.Error()
 	}

@@ -36,8 +36,15 @@ type Result struct {
 	bridge.Result
 	IsError bool
 	Text    string
-	// Cursor is a bridge_roster listing's next page ("" on the last).
-	Cursor string
+	// Cursor is a bridge_roster listing's next page ("" on the last);
+	// Listed is how many entities a bridge_roster result names, Total how
+	// many match (a listing) or are on the fabric (the summary).
+	Cursor        string
+	Listed, Total int
+	// TextBytes and StructuredBytes are the sizes of the result's text
+	// content and of its structuredContent as they came: what a client
+	// hands its model.
+	TextBytes, StructuredBytes int
 }
 
 // AgentSpec is one entity and how it connects.
@@ -223,16 +230,19 @@ func call(ctx context.Context, c *client.Client, tool string, args map[string]an
 			return Result{}, err
 		}
 	}
+	out.TextBytes, out.StructuredBytes = len(out.Text), len(raw)
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &out.Result); err != nil {
 			return Result{}, err
 		}
 		if tool == "bridge_roster" {
 			var page struct {
-				Cursor string `json:"cursor"`
+				Cursor   string            `json:"cursor"`
+				Total    int               `json:"total"`
+				Entities []json.RawMessage `json:"entities"`
 			}
 			_ = json.Unmarshal(raw, &page) // it decoded above
-			out.Cursor = page.Cursor
+			out.Cursor, out.Total, out.Listed = page.Cursor, page.Total, len(page.Entities)
 		}
 	}
 	return out, nil

@@ -181,14 +181,19 @@ type gatewayProc struct {
 }
 
 // startGateway starts the gateway of tg on the broker, wired to its fake
-// herdr, and returns once it serves. A start refused because the broker
-// still holds the killed gateway's exclusive queues is retried.
-func startGateway(t *testing.T, bin string, tg loadtest.Target, brokerURL, logPath string) *gatewayProc {
+// herdr (none without tg.HerdrSocket), and returns once it serves; extra are more gateway flags. A start
+// refused because the broker still holds the killed gateway's exclusive
+// queues is retried.
+func startGateway(t *testing.T, bin string, tg loadtest.Target, brokerURL, logPath string, extra ...string) *gatewayProc {
 	t.Helper()
 	if err := os.MkdirAll(tg.StateDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	conf, _ := json.Marshal(map[string]any{"herdr": map[string]any{"socket": tg.HerdrSocket}})
+	herdr := map[string]any{"socket": tg.HerdrSocket}
+	if tg.HerdrSocket == "" { // no fake herdr: no herdr at all (no client dialling a socket that is not there)
+		herdr = map[string]any{"disabled": true}
+	}
+	conf, _ := json.Marshal(map[string]any{"herdr": herdr})
 	if err := os.WriteFile(filepath.Join(tg.StateDir, "config.json"), conf, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +205,8 @@ func startGateway(t *testing.T, bin string, tg loadtest.Target, brokerURL, logPa
 	deadline := time.Now().Add(60 * time.Second)
 	for attempt := 1; ; attempt++ {
 		_ = os.Remove(filepath.Join(tg.StateDir, gateway.InfoName))
-		cmd := exec.Command(bin, "gateway", "--listen", "127.0.0.1:0", "--state-dir", tg.StateDir,
-			"--host-id", tg.Host, "--broker", brokerURL, "--log-level", "warn")
+		cmd := exec.Command(bin, append([]string{"gateway", "--listen", "127.0.0.1:0", "--state-dir", tg.StateDir,
+			"--host-id", tg.Host, "--broker", brokerURL, "--log-level", "warn"}, extra...)...)
 		cmd.Stderr = logf
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

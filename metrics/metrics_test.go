@@ -249,7 +249,8 @@ func TestEntityCardinalityCapped(t *testing.T) {
 // TestSources: the broker's and the audit log's totals are read at scrape
 // time.
 func TestSources(t *testing.T) {
-	c := broker.Counts{Publishes: 5, Confirms: 4, Nacks: 1, Returns: 2, Reconnects: 3, Unconfirmed: 6}
+	c := broker.Counts{Publishes: 5, Confirms: 4, Nacks: 1, Returns: 2, Reconnects: 3, Unconfirmed: 6,
+		PresenceDeliveries: 8, ControlDeliveries: 9, InboxDeliveries: 10, DeadLetterDeliveries: 11}
 	server := func() broker.ServerInfo { return broker.ServerInfo{Node: "mq2:5672", ClusterName: "rabbit@mq1"} }
 	m := metrics.New(metrics.Options{Core: newFakeCore(0), Broker: func() broker.Counts { return c }, BrokerUp: func() bool { return true },
 		BrokerServer: server, AuditDropped: func() uint64 { return 7 }})
@@ -262,6 +263,11 @@ func TestSources(t *testing.T) {
 		"herdbridge_broker_connected": 1, "herdbridge_broker_unconfirmed": 6, "herdbridge_audit_dropped_records_total": 7} {
 		if got := value(f, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	for queue, want := range map[string]float64{"presence": 8, "control": 9, "inbox": 10, "dead_letter": 11} {
+		if got := value(f, "herdbridge_broker_deliveries_total", "queue", queue); got != want {
+			t.Errorf("herdbridge_broker_deliveries_total{queue=%s} = %v, want %v", queue, got, want)
 		}
 	}
 }

@@ -20,6 +20,7 @@ type consumer struct {
 	queue     string
 	prefetch  int
 	exclusive bool
+	counted   deliveryKind              // what Counts files its deliveries under
 	declare   func(*amqp.Channel) error // declares the queue first (exclusive roster queues die with their connection)
 	deliver   func(amqp.Delivery, *acker)
 	stop      chan struct{}
@@ -52,7 +53,7 @@ func (t *Transport) Consume(ctx context.Context, gid string, prefetch int, h fun
 			return nil, fmt.Errorf("%w: %s (%v)", bridge.ErrNoInbox, gid, err)
 		}
 	}
-	c := &consumer{t: t, queue: q, prefetch: max(prefetch, 1), exclusive: t.qtype != QueueTypeQuorum}
+	c := &consumer{t: t, queue: q, prefetch: max(prefetch, 1), exclusive: t.qtype != QueueTypeQuorum, counted: inboxDeliveries}
 	c.deliver = func(d amqp.Delivery, a *acker) { h(delivery(d, a)) }
 	if err := t.findLegacy(ctx, c, InboxQueue(gid, otherType(t.qtype))); err != nil {
 		return nil, err
@@ -95,7 +96,7 @@ func (s subscriptions) Cancel() {
 }
 
 func (t *Transport) consumeDLQ(ctx context.Context, q string, h func(bridge.DeadLetter)) (bridge.Subscription, error) {
-	c := &consumer{t: t, queue: q, prefetch: 64}
+	c := &consumer{t: t, queue: q, prefetch: 64, counted: deadLetterDeliveries}
 	c.deliver = func(d amqp.Delivery, a *acker) {
 		dl := bridge.DeadLetter{MsgID: d.MessageId, At: time.Now(), Acker: a}
 		dl.Reason, dl.Queue = deathOf(d.Headers)
@@ -231,6 +232,7 @@ func (c *consumer) run(ch *amqp.Channel, deliveries <-chan amqp.Delivery) {
 					open = false
 					break
 				}
+				t.counts.delivered(c.counted)
 				c.deliver(d, &acker{d: d, log: t.log})
 			case <-c.stop:
 				c.closeReleased(ch) // unacked deliveries go back to the queue

@@ -51,7 +51,7 @@ func (t *Transport) PublishControl(ctx context.Context, host string, env *bridge
 // an earlier gateway, is unbound and drained first (migrate.go).
 func (t *Transport) ConsumeControl(ctx context.Context, host string, h func(bridge.Delivery)) (bridge.Subscription, error) {
 	q := ControlQueueOf(host, t.qtype)
-	c := &consumer{t: t, queue: q, prefetch: 4, exclusive: t.qtype != QueueTypeQuorum}
+	c := &consumer{t: t, queue: q, prefetch: 4, exclusive: t.qtype != QueueTypeQuorum, counted: controlDeliveries}
 	c.declare = func(ch *amqp.Channel) error {
 		if _, err := ch.QueueDeclare(q, true, false, false, false, controlArgs(t.qtype)); err != nil {
 			return declareErr("queue", q, err)

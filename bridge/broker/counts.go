@@ -19,13 +19,33 @@ type Counts struct {
 	// most there ever were at once — above 1 only when publishes overlap.
 	Unconfirmed     uint64
 	PeakUnconfirmed uint64
+	// Deliveries the broker pushed to this gateway's consumers, by the
+	// queue they came from: summed over every gateway, the presence and
+	// control ones are the broker's presence traffic (make scale reads
+	// them; the broker without its management plugin counts nothing).
+	PresenceDeliveries   uint64
+	ControlDeliveries    uint64
+	InboxDeliveries      uint64
+	DeadLetterDeliveries uint64
 }
+
+// deliveryKind is which kind of queue a consumer reads, for Counts.
+type deliveryKind int
+
+const (
+	inboxDeliveries deliveryKind = iota // the zero value: Consume's consumers
+	presenceDeliveries
+	controlDeliveries
+	deadLetterDeliveries
+	deliveryKinds
+)
 
 // counters are Counts as they run.
 type counters struct {
 	publishes, confirms, nacks, returns, reconnects, rotations atomic.Uint64
 	unconfirmed                                                atomic.Int64
 	peak                                                       atomic.Uint64
+	deliveries                                                 [deliveryKinds]atomic.Uint64
 }
 
 // Counts reads the totals now.
@@ -33,8 +53,13 @@ func (t *Transport) Counts() Counts {
 	c := &t.counts
 	return Counts{Publishes: c.publishes.Load(), Confirms: c.confirms.Load(), Nacks: c.nacks.Load(),
 		Returns: c.returns.Load(), Reconnects: c.reconnects.Load(), Rotations: c.rotations.Load(),
-		Unconfirmed: uint64(max(c.unconfirmed.Load(), 0)), PeakUnconfirmed: c.peak.Load()}
+		Unconfirmed: uint64(max(c.unconfirmed.Load(), 0)), PeakUnconfirmed: c.peak.Load(),
+		PresenceDeliveries: c.deliveries[presenceDeliveries].Load(), ControlDeliveries: c.deliveries[controlDeliveries].Load(),
+		InboxDeliveries: c.deliveries[inboxDeliveries].Load(), DeadLetterDeliveries: c.deliveries[deadLetterDeliveries].Load()}
 }
+
+// delivered counts one delivery of a consumer of kind k.
+func (c *counters) delivered(k deliveryKind) { c.deliveries[k].Add(1) }
 
 // published counts a publish sent: it joins the confirm window until
 // settled (confirmed, nacked or lost with its channel).

@@ -54,3 +54,63 @@ func TestCounts(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestCountsDeliveries: every delivery is counted under the kind of queue
+// it came from — what make scale sums over the gateways as the broker's
+// presence traffic.
+func TestCountsDeliveries(t *testing.T) {
+	tr := open(t)
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	host := "counts-" + uuid.NewString()[:8]
+	got := make(chan struct{}, 16)
+	take := func(d bridge.Delivery) { _ = d.Acker.Ack(); got <- struct{}{} }
+	psub, err := tr.ConsumePresence(ctx, host, take)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer psub.Cancel()
+	csub, err := tr.ConsumeControl(ctx, host, take)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer csub.Cancel()
+	gid := uuid.NewString()
+	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.DeleteInbox(context.Background(), gid)
+	isub, err := tr.Consume(ctx, gid, 8, take)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer isub.Cancel()
+	env := func(kind bridge.Kind, to string) *bridge.Envelope {
+		now := time.Now()
+		return &bridge.Envelope{V: 1, Kind: kind, MsgID: uuid.NewString(), From: uuid.NewString(), To: to, Host: host, TS: now, ExpiresAt: now.Add(time.Hour), Body: []byte("{}")}
+	}
+	if err := tr.PublishPresence(ctx, env(bridge.KindPresence, "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.PublishControl(ctx, host, env(bridge.KindReply, "")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := tr.Publish(ctx, gid, env(bridge.KindReply, gid), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 {
+		select {
+		case <-got:
+		case <-ctx.Done():
+			t.Fatalf("deliveries missing: %+v", tr.Counts())
+		}
+	}
+	c := tr.Counts()
+	if c.PresenceDeliveries != 1 || c.ControlDeliveries != 1 || c.InboxDeliveries != 2 || c.DeadLetterDeliveries != 0 {
+		t.Fatalf("deliveries presence %d, control %d, inbox %d, dead letters %d; want 1, 1, 2, 0",
+			c.PresenceDeliveries, c.ControlDeliveries, c.InboxDeliveries, c.DeadLetterDeliveries)
+	}
+}

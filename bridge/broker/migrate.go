@@ -184,6 +184,7 @@ func (c *consumer) stopLegacy(ch *amqp.Channel, deliveries <-chan amqp.Delivery)
 func (c *consumer) deliverLegacy(d amqp.Delivery) {
 	gen := c.gen.Load()
 	c.pending.Add(1)
+	c.t.counts.delivered(c.counted)
 	c.deliver(d, &acker{d: d, log: c.t.log, onSettle: func() {
 		if c.gen.Load() == gen {
 			c.pending.Add(-1)

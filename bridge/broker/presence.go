@@ -44,7 +44,7 @@ func (t *Transport) PublishPresence(ctx context.Context, env *bridge.Envelope) e
 // ConsumePresence implements bridge.PresenceTransport.
 func (t *Transport) ConsumePresence(ctx context.Context, host string, h func(bridge.Delivery)) (bridge.Subscription, error) {
 	q := RosterQueue(host)
-	c := &consumer{t: t, queue: q, prefetch: 256}
+	c := &consumer{t: t, queue: q, prefetch: 256, counted: presenceDeliveries}
 	c.declare = func(ch *amqp.Channel) error {
 		if _, err := ch.QueueDeclare(q, false, true, true, false, amqp.Table{"x-dead-letter-exchange": ExchangeDLX}); err != nil {
 			var ae *amqp.Error

@@ -223,6 +223,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 	queueType := fs.String("queue-type", os.Getenv("HERDBRIDGE_QUEUE_TYPE"), "type of the broker's inbox, control and dead-letter queues: auto (quorum on a RabbitMQ cluster of at least 3 --broker nodes, classic otherwise; remembered in the state dir), classic or quorum (default $HERDBRIDGE_QUEUE_TYPE, else queueType in config.json, else auto); changing it migrates the queues")
 	brokerWait := fs.Duration("broker-wait", 0, "how long a publish waits for an unreachable broker before it is spooled or fails (default 5s)")
 	history := fs.Bool("history", false, "keep every local entity's history of the messages it sent and received (bridge_history; <state-dir>/history, mode 0600); without it only entities registered with --history have one")
+	perEntity := fs.Bool("presence-per-entity", false, "heartbeat every entity every period as gateways before presence by host did (no digest, deltas or snapshots): the baseline `make scale` measures; never needed for an upgrade")
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		ctx, stderr := c.Context(), c.ErrOrStderr()
 		log, err := newLogger(stderr, *level, *logFormat)
@@ -232,7 +233,7 @@ only) or, with --broker, RabbitMQ/LavinMQ to meet other hosts' gateways.`,
 		cfg := gateway.Config{StateDir: *dir, Listen: *listen, Host: *host, Logger: log, NoSync: !*fsync, Broker: brokerURL.String(),
 			TLSCert: *tlsCert, TLSKey: *tlsKey, BrokerCA: *brokerCA, BrokerCert: *brokerCert, BrokerKey: *brokerKey,
 			BrokerOutage: *brokerOutage, BrokerWait: *brokerWait, History: *history, QueueType: *queueType, Seal: *seal}
-		cfg.Core.MaxWait = *maxWait
+		cfg.Core.MaxWait, cfg.Core.PresencePerEntity = *maxWait, *perEntity
 		if cfg.File, err = gateway.StateConfig(*dir, *configPath); err != nil {
 			return err
 		}

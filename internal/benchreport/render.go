@@ -14,6 +14,12 @@ type Report struct {
 	Notes   map[string]string // by target ID
 	Load    *Load             // the load run's shape, when it ran
 	Raw     string            // where the raw outputs are kept
+	// Scale and Sim are make scale's reports (nil: missing, and
+	// ScaleMissing / SimMissing say why when it is more than "not run").
+	Scale        *Scale
+	ScaleMissing string
+	Sim          *Sim
+	SimMissing   string
 }
 
 // Render writes the report as markdown.
@@ -26,6 +32,7 @@ func Render(w io.Writer, r Report) error {
 	renderMachine(&b, r.Machine, r.Raw)
 	renderTable(&b, r.Rows)
 	renderLoad(&b, r.Load)
+	renderScale(&b, r)
 	renderMisses(&b, r.Rows, r.Notes)
 	_, err := io.WriteString(w, b.String())
 	return err

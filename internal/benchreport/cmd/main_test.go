@@ -26,7 +26,7 @@ func TestRunWritesReport(t *testing.T) {
 	}
 	out := filepath.Join(dir, "BENCHMARKS.md")
 	if err := run(benchPath, loadPath, "herdbridge loadtest printed no report", filepath.Join(dir, "no-notes.md"), out,
-		filepath.Join(dir, "loadavg-start.txt"), "abc123", "a test", true); err != nil {
+		filepath.Join(dir, "loadavg-start.txt"), "abc123", "a test", true, scaleFiles{filepath.Join(dir, "no-scale.json"), ""}); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := os.ReadFile(out)
@@ -37,12 +37,14 @@ func TestRunWritesReport(t *testing.T) {
 		"0.10 0.20 0.30 at the start", "- Commit: abc123;", "- Note: a test", "- Broker: yes (RMQ_URL set)",
 		"| Load errors | errors + lost copies, all kinds: not measured: herdbridge loadtest printed no report (benchreport: the load tool's JSON: invalid character",
 		"| P1 stdio vs roster | send+poll, fsync on: **1.66 ms**",
+		"## Scale (issue 25)", "Real gateways: not measured in this run: run make scale.",
+		"Simulated hosts (in-process, `bridge/memnet`): not measured in this run: run make scale.",
 	} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	if err := run(filepath.Join(dir, "none.txt"), "", "", "", out, "", "", "", false); err == nil || !strings.Contains(err.Error(), "make bench") {
+	if err := run(filepath.Join(dir, "none.txt"), "", "", "", out, "", "", "", false, scaleFiles{}); err == nil || !strings.Contains(err.Error(), "make bench") {
 		t.Errorf("no benchmark output: %v", err)
 	}
 }
