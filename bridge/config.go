@@ -49,8 +49,15 @@ type Config struct {
 	// snapshots (presencesync.go). For measurements and the upgrade tests:
 	// such a gateway is what an old one looks like to the others.
 	PresencePerEntity bool
-	StaleAfter        time.Duration // an entity outside a pane idle this long shows as stale in the roster (default 24h; negative: never)
-	ReapAfter         time.Duration // … and idle this long is removed, what it held dead-lettered and reported (default 7 days; negative: never)
+	// PresenceJoinGap is, by host, the least time between two heartbeats
+	// that other hosts' starts ask for (default a tenth of PresenceEvery,
+	// at most 250ms). Each such heartbeat reaches every host: while hosts
+	// keep starting, the fabric carries up to PresenceEvery/gap times its
+	// idle presence traffic. The in-process scale simulation, starting a
+	// thousand gateways one by one, sets it to the period.
+	PresenceJoinGap time.Duration
+	StaleAfter      time.Duration // an entity outside a pane idle this long shows as stale in the roster (default 24h; negative: never)
+	ReapAfter       time.Duration // … and idle this long is removed, what it held dead-lettered and reported (default 7 days; negative: never)
 
 	// Nudger is told about messages held with no waiter (the MCP server,
 	// and in herdr the pane nudger: Nudgers tells several). nil: nobody.
@@ -127,6 +134,7 @@ func (c *Config) defaults() {
 	d(&c.PresenceTTL, 3*c.PresenceEvery)
 	d(&c.ClockSkew, 2*time.Minute)
 	d(&c.PresenceWait, c.PresenceTTL)
+	d(&c.PresenceJoinGap, min(c.PresenceEvery/10, 250*time.Millisecond))
 	if c.StaleAfter == 0 {
 		c.StaleAfter = 24 * time.Hour
 	}

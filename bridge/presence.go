@@ -294,12 +294,12 @@ func (c *Core) presenceLoop(pt PresenceTransport) {
 	t := time.NewTicker(c.cfg.PresenceEvery)
 	defer t.Stop()
 	c.publishPresence(nil)
-	// By host, a heartbeat asked for at once (a host started) goes out at
-	// most every tenth of a period (250 ms at most): when many gateways
+	// A heartbeat asked for at once (a host started) goes out at most
+	// every tenth of a period (250 ms at most): when many gateways
 	// start together, each would otherwise answer every newcomer with a
 	// heartbeat to all (G³ deliveries for G starts); later is the one put
-	// off.
-	gap := min(c.cfg.PresenceEvery/10, 250*time.Millisecond)
+	// off (Config.PresenceJoinGap).
+	gap := c.cfg.PresenceJoinGap
 	last := time.Now()
 	var later <-chan time.Time
 	for {
@@ -317,8 +317,12 @@ func (c *Core) presenceLoop(pt PresenceTransport) {
 		case <-c.pres.kick:
 			full, gids := c.pres.takeKick()
 			switch {
-			case full && !c.cfg.PresencePerEntity && time.Since(last) < gap:
-				c.publishSync(false) // what changed now; the heartbeat shortly
+			case full && time.Since(last) < gap:
+				if !c.cfg.PresencePerEntity {
+					c.publishSync(false) // what changed now; the heartbeat shortly
+				} else if len(gids) > 0 {
+					c.publishFresh(gids) // per entity too (older gateways had no gap: G³ per G starts)
+				}
 				if later == nil {
 					later = time.After(gap - time.Since(last))
 				}

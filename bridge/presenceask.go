@@ -19,9 +19,18 @@ func isPresenceSyncKind(k Kind) bool { return k == KindPresenceAsk || k == KindP
 // plain heartbeat while a host without digests is in the roster.
 func (c *Core) publishSync(beat bool) {
 	c.publishBeats(func() []Presence {
+		first := c.pres.own.digest.Hash == "" // nothing of this run published yet
 		cur, ps := c.ownDeltas()
 		if !beat {
 			return ps
+		}
+		if first {
+			// A new run is a new epoch: every receiver asks for the
+			// snapshot whatever deltas come first (and one that holds
+			// this same set takes the digest as it is), so the first
+			// round's deltas — one per entity, to every host, E × G
+			// deliveries per start — would only be thrown away.
+			ps = nil
 		}
 		if c.pres.legacyPeers() {
 			changed := map[string]bool{}

@@ -17,7 +17,10 @@ import (
 // set and profile list — a version, a hash and a count — and it sends each
 // change at once as a delta: the entity's PRESENCE carrying the version it
 // made (Ver) in the gateway's epoch (Epoch, its start in Unix ms: a
-// restart starts a new epoch, its versions start again from 1).
+// restart starts a new epoch, its versions start again from 1). The first
+// round of a run sends no deltas, only the heartbeat: nobody knows the new
+// epoch, so every receiver asks for the snapshot anyway (or takes the
+// digest, when it holds the same set).
 //
 // A receiver applies a delta whose Ver is the one after what it knows of
 // that host in the same epoch. A gap, an unknown epoch, or a heartbeat

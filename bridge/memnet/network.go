@@ -83,6 +83,7 @@ type Network struct {
 	delays map[*time.Timer]bool // delayed publishes not yet due (delay.go)
 	delayN int                  // delayed publishes taken, in all
 	routed map[Exchange]uint64  // copies enqueued by exchange, in all: deliveries (Routed)
+	into   map[string]uint64    // copies enqueued by queue name, in all (RoutedTo)
 	closed bool
 }
 
@@ -203,23 +204,36 @@ func matches(ex Exchange, binding, key string) bool {
 }
 
 // routeLocked returns the queues bound to ex that key reaches, each once.
+// It runs under the network's one lock for every publish: a key that one
+// binding reaches (every heartbeat: roster.# binds every roster queue) is
+// routed without the set that takes out duplicates.
 func (n *Network) routeLocked(ex Exchange, key string) []*queue {
+	binds := n.binds[ex]
+	var sets []map[*queue]bool
+	if qs := binds[key]; len(qs) > 0 {
+		sets = append(sets, qs)
+	}
+	if exchangeKinds[ex] != "direct" {
+		for b, qs := range binds {
+			if b != key && matches(ex, b, key) {
+				sets = append(sets, qs)
+			}
+		}
+	}
+	if len(sets) == 1 {
+		out := make([]*queue, 0, len(sets[0]))
+		for q := range sets[0] {
+			out = append(out, q)
+		}
+		return out
+	}
 	var out []*queue
 	seen := map[*queue]bool{}
-	add := func(qs map[*queue]bool) {
+	for _, qs := range sets {
 		for q := range qs {
 			if !seen[q] {
 				seen[q] = true
 				out = append(out, q)
-			}
-		}
-	}
-	binds := n.binds[ex]
-	add(binds[key])
-	if exchangeKinds[ex] != "direct" {
-		for b, qs := range binds {
-			if b != key && matches(ex, b, key) {
-				add(qs)
 			}
 		}
 	}
@@ -254,16 +268,27 @@ func (n *Network) Routed(ex Exchange) uint64 {
 	return n.routed[ex]
 }
 
+// RoutedTo is how many copies publishes have enqueued in the queue named
+// queue since the network started, across its re-declarations: one host's
+// share of the deliveries (the scale simulation counts them per host).
+func (n *Network) RoutedTo(queue string) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.into[queue]
+}
+
 // publishLocked routes m by ex and key and enqueues a copy in every queue
 // it reaches. refused counts the copies a full queue dead-lettered.
 func (n *Network) publishLocked(ex Exchange, key string, m *message) (routed, refused int) {
 	for _, q := range n.routeLocked(ex, key) {
 		routed++
 		if n.routed == nil {
-			n.routed = map[Exchange]uint64{}
+			n.routed, n.into = map[Exchange]uint64{}, map[string]uint64{}
 		}
 		n.routed[ex]++
-		if !n.enqueueLocked(q, m.copy()) {
+		n.into[q.name]++
+		c := *m // the copies share headers and body: nothing changes either in place (a dead letter's are cloned first)
+		if !n.enqueueLocked(q, &c) {
 			refused++
 		}
 	}

@@ -110,6 +110,14 @@ func (c *Cluster) TryStart(host string, tune ...func(*bridge.Config)) (*Host, er
 // per start, too slow for hundreds of hosts).
 func (c *Cluster) StartAll(ids []string, tune ...func(*bridge.Config)) []*Host {
 	c.t.Helper()
+	return c.StartAllAfter(ids, nil, tune...)
+}
+
+// StartAllAfter is StartAll calling before (when not nil) with each host's
+// key, trust file and state directory in place, before any gateway starts:
+// what a host's store should hold at its start is put there then.
+func (c *Cluster) StartAllAfter(ids []string, before func(*Host), tune ...func(*bridge.Config)) []*Host {
+	c.t.Helper()
 	hosts := make([]*Host, len(ids))
 	for i, id := range ids {
 		dir := c.t.TempDir()
@@ -143,6 +151,11 @@ func (c *Cluster) StartAll(ids []string, tune ...func(*bridge.Config)) []*Host {
 		}
 		if err := os.WriteFile(filepath.Join(h.Dir, keys.TrustFile), []byte(b.String()), 0o600); err != nil {
 			c.t.Fatal(err)
+		}
+	}
+	if before != nil {
+		for _, h := range hosts {
+			before(h)
 		}
 	}
 	for i, h := range hosts {

@@ -41,7 +41,8 @@ func logTo(s *syncLog) func(*bridge.Config) {
 // TestPresenceSyncRestart: a gateway that restarts starts a new epoch and
 // knows nobody: its view of the others does not match their digests, so it
 // asks them and applies their snapshots; the others take the restarted
-// one's new epoch (by its deltas, or its digest when its set is the same).
+// one's new epoch (its first round sends no deltas: by its digest when its
+// set is the same, else by its snapshot).
 func TestPresenceSyncRestart(t *testing.T) {
 	c := memnettest.New(t)
 	a := c.Start("a")
