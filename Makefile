@@ -164,6 +164,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONCost$$' -fuzztime $(FUZZTIME) ./bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./bridge/store/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAck$$' -fuzztime $(FUZZTIME) ./bridge/embedded/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodePub$$' -fuzztime $(FUZZTIME) ./bridge/embedded/
 	$(GO) test -run '^$$' -fuzz '^FuzzFenceWriter$$' -fuzztime $(FUZZTIME) ./mcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzLeaseBodies$$' -fuzztime $(FUZZTIME) ./mcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzPromptFence$$' -fuzztime $(FUZZTIME) ./herdr/
