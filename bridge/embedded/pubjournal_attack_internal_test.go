@@ -56,16 +56,7 @@ func drainBodies(t *testing.T, tr *Transport, gid string) map[string]int {
 // one key, the later Put overwrites the other (lost), and the count says 2.
 func TestSyncPublishAcrossDeleteAndRedeclareKeepsBoth(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "t.db")
-	gid := uuid.NewString()
-	tr, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 100}); err != nil {
-		t.Fatal(err)
-	}
+	tr, gid, _ := openInbox(t, 100)
 	if err := tr.Publish(ctx, gid, attackEnv(gid, "first-life-committed"), true); err != nil {
 		t.Fatal(err)
 	}
@@ -153,16 +144,7 @@ func TestStaleAckDoesNotHideRedeclaredInboxMessage(t *testing.T) {
 // and the epoch corrects both.
 func TestDepthCountsSyncPublishOnceAcrossItsCommit(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "t.db")
-	gid := uuid.NewString()
-	tr, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 100}); err != nil {
-		t.Fatal(err)
-	}
+	tr, gid, _ := openInbox(t, 100)
 	if err := tr.Publish(ctx, gid, attackEnv(gid, "journaled"), true); err != nil {
 		t.Fatal(err)
 	}
@@ -405,16 +387,7 @@ func TestCloseMidPublishLosesNothingConfirmed(t *testing.T) {
 // inbox ends empty.
 func TestSettleWithReasonOfPendingMessage(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "t.db")
-	gid := uuid.NewString()
-	tr, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 100}); err != nil {
-		t.Fatal(err)
-	}
+	tr, gid, _ := openInbox(t, 100)
 	dead := make(chan bridge.DeadLetter, 16)
 	dsub, err := tr.ConsumeDeadLetters(ctx, func(d bridge.DeadLetter) { dead <- d; _ = d.Acker.Ack() })
 	if err != nil {
@@ -454,16 +427,7 @@ func TestSettleWithReasonOfPendingMessage(t *testing.T) {
 // the publishes begun, while commits carry batches all the while.
 func TestDepthMonotonicUnderCommits(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "t.db")
-	gid := uuid.NewString()
-	tr, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 1 << 20}); err != nil {
-		t.Fatal(err)
-	}
+	tr, gid, _ := openInbox(t, 1<<20)
 	var begun atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -515,16 +479,7 @@ func TestDepthMonotonicUnderCommits(t *testing.T) {
 // process (yet counted in Depth: a removal waits on it, then deletes it).
 func TestDeliveryNeverPassesSyncPublishAcrossItsCommit(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "t.db")
-	gid := uuid.NewString()
-	tr, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 100}); err != nil {
-		t.Fatal(err)
-	}
+	tr, gid, path := openInbox(t, 100)
 	segs := tr.pend.segs
 	for _, j := range segs {
 		j.Close()

@@ -169,16 +169,7 @@ func TestUnwritableJournalCommitsSynchronously(t *testing.T) {
 // every message is delivered exactly once, in each publisher's order,
 // and the inbox ends empty.
 func TestConcurrentPublishesEachDeliveredOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "t.db")
-	gid := uuid.NewString()
-	tr, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if err := tr.DeclareInbox(context.Background(), gid, bridge.InboxSpec{MaxLength: 100000}); err != nil {
-		t.Fatal(err)
-	}
+	tr, gid, _ := openInbox(t, 100000)
 	const publishers, each = 6, 200
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -228,9 +219,7 @@ func TestConcurrentPublishesEachDeliveredOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				now := time.Now()
-				e := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindReply, MsgID: uuid.NewString(), TraceID: uuid.NewString(),
-					From: uuid.NewString(), To: gid, Host: "h", TS: now, ExpiresAt: now.Add(time.Hour), Body: fmt.Appendf(nil, "p%d-%d", p, i)}
+				e := attackEnv(gid, fmt.Sprintf("p%d-%d", p, i))
 				if err := tr.Publish(context.Background(), gid, e, true); err != nil {
 					t.Error(err)
 					return
@@ -265,17 +254,8 @@ func TestConcurrentPublishesEachDeliveredOnce(t *testing.T) {
 // The cap holds exactly with concurrent publishers and commits landing:
 // as many stored as the cap, every other one refused as full.
 func TestCapExactWithJournal(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "t.db")
-	gid := uuid.NewString()
-	tr, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
 	const capN, publishers, each = 50, 4, 40
-	if err := tr.DeclareInbox(context.Background(), gid, bridge.InboxSpec{MaxLength: capN}); err != nil {
-		t.Fatal(err)
-	}
+	tr, gid, _ := openInbox(t, capN)
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	bg.Add(1)
@@ -303,9 +283,7 @@ func TestCapExactWithJournal(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				now := time.Now()
-				e := &bridge.Envelope{V: bridge.Version, Kind: bridge.KindReply, MsgID: uuid.NewString(), TraceID: uuid.NewString(),
-					From: uuid.NewString(), To: gid, Host: "h", TS: now, ExpiresAt: now.Add(time.Hour), Body: fmt.Appendf(nil, "p%d-%d", p, i)}
+				e := attackEnv(gid, fmt.Sprintf("p%d-%d", p, i))
 				err := tr.Publish(context.Background(), gid, e, true)
 				switch {
 				case errors.Is(err, bridge.ErrInboxFull):
@@ -325,4 +303,21 @@ func TestCapExactWithJournal(t *testing.T) {
 	if n := full.Load(); n != publishers*each-capN {
 		t.Errorf("%d refused as full, want %d", n, publishers*each-capN)
 	}
+}
+
+// openInbox opens a transport in a fresh directory with one inbox of cap
+// maxLen, closed when the test ends.
+func openInbox(t *testing.T, maxLen int) (tr *Transport, gid, path string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "t.db")
+	gid = uuid.NewString()
+	tr, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	if err := tr.DeclareInbox(context.Background(), gid, bridge.InboxSpec{MaxLength: maxLen}); err != nil {
+		t.Fatal(err)
+	}
+	return tr, gid, path
 }
