@@ -114,3 +114,34 @@ func TestCountsDeliveries(t *testing.T) {
 			c.PresenceDeliveries, c.ControlDeliveries, c.InboxDeliveries, c.DeadLetterDeliveries)
 	}
 }
+
+// TestCountsPublishRun: a run's publishes are all in the confirm window
+// from their write (they were counted into it one at a time, as each
+// confirm was awaited: the unconfirmed gauge and its peak never showed a
+// run's window).
+func TestCountsPublishRun(t *testing.T) {
+	tr := open(t)
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	gid := uuid.NewString()
+	if err := tr.DeclareInbox(ctx, gid, bridge.InboxSpec{MaxLength: 100}); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.DeleteInbox(context.Background(), gid)
+	run := make([]bridge.Outgoing, 8)
+	for i := range run {
+		now := time.Now()
+		run[i] = bridge.Outgoing{Key: gid, Mandatory: true, Env: &bridge.Envelope{V: 1, Kind: bridge.KindReply, MsgID: uuid.NewString(),
+			From: uuid.NewString(), To: gid, Host: "h", TS: now, ExpiresAt: now.Add(time.Hour), Body: []byte("x")}}
+	}
+	for i, err := range tr.PublishRun(ctx, run) {
+		if err != nil {
+			t.Fatalf("run message %d: %v", i, err)
+		}
+	}
+	got := tr.Counts()
+	if got.Publishes != 8 || got.Confirms != 8 || got.Unconfirmed != 0 || got.PeakUnconfirmed != 8 {
+		t.Fatalf("counts %+v, want 8 publishes, 8 confirms, 0 unconfirmed after, a peak of 8 (the run written before its confirms)", got)
+	}
+}

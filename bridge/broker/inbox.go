@@ -240,7 +240,9 @@ func (t *Transport) Publish(ctx context.Context, key string, env *bridge.Envelop
 			}
 			continue // publish again
 		}
+		t.counts.published()
 		again, err := t.awaitConfirm(ctx, conn, pub, dc, key, env, mandatory, retryChannel)
+		t.counts.settled()
 		if !again {
 			return err
 		}
@@ -290,12 +292,12 @@ func inboxPublishing(env *bridge.Envelope) amqp.Publishing {
 
 // awaitConfirm waits for one publish's own confirm and judges it: again
 // means its channel was lost before the broker settled it (the outcome is
-// unknown: publish it again), else err is the publish's result.
+// unknown: publish it again), else err is the publish's result. Its
+// caller counts the publish in the confirm window (counts.go): a run's
+// are all in it from their write.
 func (t *Transport) awaitConfirm(ctx context.Context, conn *amqp.Connection, pub *amqp.Channel, dc *amqp.DeferredConfirmation,
 	key string, env *bridge.Envelope, mandatory bool, retryChannel func() error) (again bool, err error) {
-	t.counts.published()
 	acked, stalled, err := t.waitConfirm(ctx, conn, dc, env)
-	t.counts.settled()
 	if stalled {
 		return true, nil // outcome unknown, as with a lost connection: publish again
 	}

@@ -30,6 +30,11 @@ func (t *Transport) PublishRun(ctx context.Context, run []bridge.Outgoing) []err
 		return errs
 	}
 	dcs := t.writeRun(ctx, conn, pub, run, errs)
+	defer func() { // all of the run is out of the confirm window once it returns
+		for range dcs {
+			t.counts.settled()
+		}
+	}()
 	for i, dc := range dcs {
 		o := run[i]
 		lost := func() error { return fmt.Errorf("%w: the broker closed the publish channel", bridge.ErrUnavailable) }
@@ -60,6 +65,7 @@ func (t *Transport) writeRun(ctx context.Context, conn *amqp.Connection, pub *am
 			unknownFrom(errs, i, err)
 			return dcs
 		}
+		t.counts.published() // in the confirm window, as a lone publish is (counts.go)
 		dcs = append(dcs, dc)
 	}
 	return dcs

@@ -64,11 +64,15 @@ func collect(t *testing.T, peer *broker.Transport, gid string) *collector {
 }
 
 // TestOutboxDrainsAtTheBrokersRate (the kill -9 test's 30 s of `queued`):
-// an outbox is drained much faster than one sender's confirmed sends go
-// one at a time, measured in the same run on the same broker — a pump
-// publishing one confirmed message at a time drains at about that rate
-// (ratio ~1), slower than a few senders together, so the outbox never
-// empties while they last. And it arrives whole, in the outbox's order.
+// an outbox is published in windows whose confirms overlap, not one
+// confirmed message at a time — a pump doing that drains at about one
+// sender's rate, slower than a few senders together, so the outbox never
+// empties while they last. The overlap is what is checked (the broker
+// link's peak of unconfirmed publishes: the one-at-a-time sends before
+// cannot raise it past 1); the time against one sender's confirmed sends
+// is logged, not asserted: on a loaded machine sharing the broker it
+// swung from 2.8x to 20x (a CI run failed a 3x floor), and timings are the
+// benchmarks' to judge. And the outbox arrives whole, in its order.
 func TestOutboxDrainsAtTheBrokersRate(t *testing.T) {
 	const n = 384 // three windows
 	peer := openBroker(t)
@@ -110,8 +114,8 @@ func TestOutboxDrainsAtTheBrokersRate(t *testing.T) {
 	ratio := direct.Seconds() / drain.Seconds()
 	t.Logf("%d sends one at a time %v (%.0f/s), the outbox of %d drained in %v (%.0f/s): %.1fx",
 		n, direct.Round(time.Millisecond), n/direct.Seconds(), n, drain.Round(time.Millisecond), n/drain.Seconds(), ratio)
-	if ratio < 3 {
-		t.Errorf("the outbox drained %.1fx as fast as one sender's confirmed sends, want at least 3x", ratio)
+	if peak := sw.Counts().PeakUnconfirmed; peak < 2 {
+		t.Errorf("the outbox was published one confirmed message at a time (peak %d unconfirmed), not in windows", peak)
 	}
 	for len(got.bodies()) < len(want) && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
