@@ -337,21 +337,27 @@ func (r *Report) judge() {
 
 // Write writes the report as report.json and report.md into dir.
 func (r *Report) Write(dir string) error {
+	return writeReport(dir, "report", r, r.Markdown)
+}
+
+// writeReport writes v as name.json and md's text as name.md into dir
+// (made if missing): the soak's report and the scale run's.
+func writeReport(dir, name string, v any, md func(io.Writer)) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	raw, err := json.MarshalIndent(r, "", "  ")
+	raw, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(raw, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), append(raw, '\n'), 0o644); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(dir, "report.md"))
+	f, err := os.Create(filepath.Join(dir, name+".md"))
 	if err != nil {
 		return err
 	}
-	r.Markdown(f)
+	md(f)
 	return f.Close()
 }
 

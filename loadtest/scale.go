@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -183,19 +182,7 @@ const (
 // Write writes scale.json and scale.md into dir (made if missing); sim
 // (nil: not run) and simMissing (why not) go into the markdown.
 func (rep *ScaleReport) Write(dir string, sim *SimReport, simMissing string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	raw, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "scale.json"), append(raw, '\n'), 0o644); err != nil {
-		return err
-	}
-	var md strings.Builder
-	rep.Markdown(&md, sim, simMissing)
-	return os.WriteFile(filepath.Join(dir, "scale.md"), []byte(md.String()), 0o644)
+	return writeReport(dir, "scale", rep, func(w io.Writer) { rep.Markdown(w, sim, simMissing) })
 }
 
 // Markdown renders the report: the runs' table, the done-when verdicts
