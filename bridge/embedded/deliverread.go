@@ -16,9 +16,11 @@ type inboxItem struct {
 	acked bool // acked by an earlier consumer, not yet committed
 }
 
+// rawItem is one message as read, before it is decoded.
 type rawItem struct {
-	seq uint64
-	raw []byte
+	seq   uint64
+	raw   []byte
+	acked bool
 }
 
 // inStored: seq is among stored (sorted by sequence).
@@ -59,33 +61,31 @@ func (t *Transport) readInboxBetween(gid string, after uint64, room int, between
 	}
 	t.pmu.Lock()
 	pending, bound := t.pend.from(gid, after, room)
-	acked := make(map[uint64]bool)
-	for _, s := range stored {
-		acked[s.seq] = t.pendAck[gid][s.seq]
-	}
-	for _, p := range pending {
-		acked[p.seq] = t.pendAck[gid][p.seq]
-	}
-	t.pmu.Unlock()
-	t.snapMu.RUnlock()
-	merged := make([]inboxItem, 0, len(stored)+len(pending))
-	for _, s := range stored {
-		merged = append(merged, newInboxItem(s.seq, s.raw, acked[s.seq]))
+	acks := t.pendAck[gid]
+	merged := stored
+	for i := range stored {
+		stored[i].acked = acks[stored[i].seq]
 	}
 	for _, p := range pending {
 		if !inStored(stored, p.seq) {
-			merged = append(merged, newInboxItem(p.seq, p.raw, acked[p.seq]))
+			merged = append(merged, rawItem{seq: p.seq, raw: p.raw, acked: acks[p.seq]})
 		}
 	}
+	t.pmu.Unlock()
+	t.snapMu.RUnlock()
 	if len(stored) == room && (bound == 0 || stored[room-1].seq+1 < bound) {
 		bound = stored[room-1].seq + 1
 	}
 	sort.Slice(merged, func(i, j int) bool { return merged[i].seq < merged[j].seq })
-	n := 0
-	for n < len(merged) && n < room && (bound == 0 || merged[n].seq < bound) {
-		n++
+	// decode only what this round hands out
+	var items []inboxItem
+	for _, m := range merged {
+		if len(items) == room || (bound != 0 && m.seq >= bound) {
+			break
+		}
+		items = append(items, newInboxItem(m.seq, m.raw, m.acked))
 	}
-	return merged[:n]
+	return items
 }
 
 func newInboxItem(seq uint64, raw []byte, acked bool) inboxItem {

@@ -33,12 +33,6 @@ type pendEntry struct {
 	rec *pubRec
 }
 
-// pendItem is what a delivery reads of a pending message.
-type pendItem struct {
-	seq uint64
-	raw []byte
-}
-
 type pendingPubs struct {
 	recs  []*pubRec              // journaled, not committed, in journal order
 	byGID map[string][]pendEntry // per inbox, in sequence order
@@ -106,7 +100,7 @@ func (p *pendingPubs) removeEntry(gid string, seq uint64, rec *pubRec) {
 // from returns up to n of gid's deliverable messages after sequence
 // after, and the sequence delivery must stay below: the first one not yet
 // durable (0: none).
-func (p *pendingPubs) from(gid string, after uint64, n int) (items []pendItem, barrier uint64) {
+func (p *pendingPubs) from(gid string, after uint64, n int) (items []rawItem, barrier uint64) {
 	for _, e := range p.byGID[gid] {
 		if e.seq <= after {
 			continue
@@ -117,7 +111,7 @@ func (p *pendingPubs) from(gid string, after uint64, n int) (items []pendItem, b
 		if len(items) == n {
 			return items, e.seq
 		}
-		items = append(items, pendItem{seq: e.seq, raw: e.rec.raw})
+		items = append(items, rawItem{seq: e.seq, raw: e.rec.raw})
 	}
 	return items, 0
 }
