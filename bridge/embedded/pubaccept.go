@@ -26,6 +26,7 @@ type accepted struct {
 	stored      int           // targets that still existed
 	wake        []*inbox
 	appendErr   error
+	applyNow    bool // the index holds journalApplyBytes: commit at once
 }
 
 // accept numbers rec's copies for every routed inbox under its cap and
@@ -64,7 +65,7 @@ func (t *Transport) accept(targets []routedInbox, key string, rec []byte, now ti
 		a.appendErr, a.unjournaled, r.seg = err, true, -1
 	}
 	t.pend.add(r)
-	a.rec = r
+	a.rec, a.applyNow = r, t.pend.bytes >= journalApplyBytes
 	return a
 }
 
@@ -119,7 +120,7 @@ func (t *Transport) makeDurable(a accepted, targets []routedInbox, env *bridge.E
 		perr = t.commitUnjournaled(a.rec)
 	} else {
 		perr = t.syncJournaled(a.rec, env)
-		t.applySoon()
+		t.applySoon(a.applyNow)
 	}
 	if err == nil {
 		err = perr
@@ -197,12 +198,10 @@ func (t *Transport) pokeTargets(targets []routedInbox, dead bool) {
 }
 
 // applySoon asks the writer to carry the journaled publishes into the
-// store: within journalApplyDelay, or at once past journalApplyBytes.
-func (t *Transport) applySoon() {
-	t.pmu.Lock()
-	big := t.pend.bytes >= journalApplyBytes
-	t.pmu.Unlock()
-	if big {
+// store: within journalApplyDelay, or at once (now: past
+// journalApplyBytes when accept added the record).
+func (t *Transport) applySoon(now bool) {
+	if now {
 		t.writer.CommitNow()
 		return
 	}
