@@ -20,7 +20,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -82,7 +81,6 @@ type Transport struct {
 	// group sync of the publish journal (pubsync.go)
 	syncMu    sync.Mutex
 	syncedLSN uint64
-	pubSyncs  atomic.Int64 // fdatasyncs of the publish journal
 }
 
 type inboxMeta struct {

@@ -24,7 +24,6 @@ type accepted struct {
 	dead        []routedInbox // at their cap: dead-lettered (maxlen)
 	full        bool          // the point-to-point target was at its cap
 	stored      int           // targets that still existed
-	wake        []*inbox
 	appendErr   error
 	applyNow    bool // the index holds journalApplyBytes: commit at once
 }
@@ -56,7 +55,6 @@ func (t *Transport) accept(targets []routedInbox, key string, rec []byte, now ti
 		}
 		t.pend.next[gid] = last + 1
 		r.targets = append(r.targets, pubTarget{gid: gid, seq: last + 1})
-		a.wake = append(a.wake, rt.ib)
 	}
 	if len(r.targets) == 0 {
 		return a
