@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"sync"
 	"testing"
 	"time"
@@ -111,6 +113,9 @@ func SimulatePresence(t testing.TB, g, e int, perEntity bool, periods int) SimRo
 		// memnet's one lock (starving: thousands wait for it) waits for its
 		// new owner's turn among them. Neither touches presence.
 		cfg.SweepEvery, cfg.NudgeEvery = 5*time.Second, time.Minute
+		// The seen-set is allocated at its bound (3 MB at the default 65,536,
+		// 3 GB for 1,000 gateways); no presence delivery goes through it.
+		cfg.SeenSize = 1024
 	}
 	var seeding time.Duration
 	hosts := c.StartAllAfter(ids, func(h *Host) {
@@ -128,6 +133,7 @@ func SimulatePresence(t testing.TB, g, e int, perEntity bool, periods int) SimRo
 		time.Sleep(100 * time.Millisecond)
 	}
 	conv := time.Since(last)
+	writeHeapProfile(t)
 	time.Sleep(every) // what the starts set off settles
 	if !converged(hosts, g, e) {
 		t.Fatalf("%d×%d: converged, then lost entities: %s", g, e, spread(hosts))
@@ -175,6 +181,25 @@ func perHost(n *memnet.Network, ids []string) []uint64 {
 		out[i] = n.RoutedTo(memnet.RosterQueue(id)) + n.RoutedTo(memnet.ControlQueue(id))
 	}
 	return out
+}
+
+// writeHeapProfile writes the heap as it is at convergence to
+// HB_SCALE_HEAP, when set: where a simulated fabric's memory goes (every
+// gateway holds the whole roster).
+func writeHeapProfile(t testing.TB) {
+	path := os.Getenv("HB_SCALE_HEAP")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatalf("HB_SCALE_HEAP: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		t.Fatalf("HB_SCALE_HEAP: %v", err)
+	}
 }
 
 func round1(x float64) float64 { return math.Round(x*10) / 10 }
