@@ -84,7 +84,7 @@ type presence struct {
 	fresh  map[string]bool         // entities whose heartbeat is wanted now (kickPresence)
 	full   bool                    // every heartbeat is wanted now
 	remote map[string]*remoteEntry // entities of other hosts, by gid
-	hosts  map[string]*remoteEntry // other hosts' _gateway entries
+	hosts  map[string]*hostEntry   // other hosts' _gateway entries
 	beats  map[string]time.Time    // ts of the newest heartbeat per gid
 	heard  time.Time               // when our own heartbeat last came back
 	peers  map[string]*peerState   // other hosts' trust and clock, by host (peers.go)
@@ -95,14 +95,21 @@ type presence struct {
 	strangers map[string]*stranger
 }
 
+// remoteEntry is an entity of another host.
 type remoteEntry struct {
+	p    remoteEntity
+	seen time.Time // for expiry: refreshed after a deafness too (heardSelf)
+}
+
+// hostEntry is another host's _gateway entry.
+type hostEntry struct {
 	p     Presence
 	seen  time.Time // for expiry: refreshed after a deafness too (heardSelf)
 	heard time.Time // when its last heartbeat arrived
 }
 
 func newPresence() *presence {
-	return &presence{kick: make(chan struct{}, 1), remote: map[string]*remoteEntry{}, hosts: map[string]*remoteEntry{}, beats: map[string]time.Time{},
+	return &presence{kick: make(chan struct{}, 1), remote: map[string]*remoteEntry{}, hosts: map[string]*hostEntry{}, beats: map[string]time.Time{},
 		peers: map[string]*peerState{}, strangers: map[string]*stranger{}}
 }
 
@@ -118,7 +125,7 @@ func (p *presence) entry(gid string) *remoteEntry {
 }
 
 // host is the _gateway entry of host, nil when not present.
-func (p *presence) host(host string) *remoteEntry {
+func (p *presence) host(host string) *hostEntry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.hosts[host]
@@ -228,7 +235,7 @@ func (p *presence) newer(gid string, ts time.Time) bool {
 	if !ts.After(p.beats[gid]) {
 		return false
 	}
-	p.beats[gid] = ts
+	p.beats[intern(gid)] = ts
 	return true
 }
 
@@ -241,12 +248,12 @@ func (p *presence) record(pr Presence, now time.Time) (fresh bool) {
 	case pr.Name == GatewayName:
 		old := p.hosts[pr.Host]
 		fresh = old == nil || old.p.Started != pr.Started
-		p.hosts[pr.Host] = &remoteEntry{p: pr, seen: now, heard: now}
+		p.hosts[pr.Host] = &hostEntry{p: pr, seen: now, heard: now}
 		p.peer(pr.Host).gateway(pr)
 	case pr.Gone:
 		p.dropRemote(pr.GID)
 	default:
-		p.putRemote(&remoteEntry{p: pr, seen: now})
+		p.putRemote(&remoteEntry{p: compactEntity(pr), seen: now})
 		if h := p.hosts[pr.Host]; h != nil {
 			h.seen = now
 		}

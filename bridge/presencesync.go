@@ -395,7 +395,7 @@ func (p *presence) viewHash(hs *hostSync, profiles []string) string {
 	}
 	entries := make([]Presence, 0, len(hs.gids))
 	for gid := range hs.gids {
-		entries = append(entries, p.remote[gid].p)
+		entries = append(entries, p.remote[gid].p.presence())
 	}
 	hs.hash, hs.hashOf = presenceHash(entries, profiles), key
 	return hs.hash
@@ -453,7 +453,7 @@ func (p *presence) applyDelta(pr Presence, now time.Time, every time.Duration) (
 	if pr.Gone {
 		p.dropRemote(pr.GID)
 	} else {
-		p.putRemote(&remoteEntry{p: pr, seen: now})
+		p.putRemote(&remoteEntry{p: compactEntity(pr), seen: now})
 		if h := p.hosts[pr.Host]; h != nil {
 			h.seen = now
 		}
@@ -511,7 +511,7 @@ func (p *presence) snapshotPage(host string, pg SnapshotPage, size int, now time
 		p.dropRemote(gid)
 	}
 	for _, e := range all {
-		p.putRemote(&remoteEntry{p: e, seen: now})
+		p.putRemote(&remoteEntry{p: compactEntity(e), seen: now})
 	}
 	hs.epoch, hs.ver = a.head.Epoch, a.head.Ver
 	if hs.aheadEpoch == hs.epoch { // deltas newer than the snapshot, which it replaced: again, in order
@@ -526,7 +526,7 @@ func (p *presence) snapshotPage(host string, pg SnapshotPage, size int, now time
 			if d := hs.ahead[v]; d.Gone {
 				p.dropRemote(d.GID)
 			} else {
-				p.putRemote(&remoteEntry{p: d, seen: now})
+				p.putRemote(&remoteEntry{p: compactEntity(d), seen: now})
 			}
 		}
 	}

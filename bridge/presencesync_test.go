@@ -107,7 +107,7 @@ func TestSnapshotPages(t *testing.T) {
 	now := time.Now()
 	old := syncEntries("b", 1)[0]
 	p.mu.Lock()
-	p.putRemote(&remoteEntry{p: old, seen: now})
+	p.putRemote(&remoteEntry{p: compactEntity(old), seen: now})
 	p.mu.Unlock()
 	order := []int{len(raws) - 1, len(raws) - 1} // out of order, a duplicate
 	for i := 0; i < len(raws)-1; i++ {

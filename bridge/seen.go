@@ -119,12 +119,12 @@ func (m *memory) bind(gid, host string, role Role, now time.Time) {
 	defer m.mu.Unlock()
 	b := m.bindings[gid]
 	if b == nil || b.host != host {
-		b = &binding{host: host}
-		m.bindings[gid] = b
+		b = &binding{host: intern(host)} // interned: a host's senders share it
+		m.bindings[intern(gid)] = b
 	}
 	b.seen = now
 	if role != "" && role != b.role {
-		b.role, b.persisted = role, time.Time{}
+		b.role, b.persisted = Role(intern(string(role))), time.Time{}
 	}
 	if now.Sub(b.persisted) > time.Hour {
 		b.persisted = now
