@@ -87,6 +87,21 @@ func simPeriod(g, e int, perEntity bool) time.Duration {
 	return max(5*time.Second, time.Duration(math.Ceil(float64(n)/simRate))*time.Second)
 }
 
+// simEntityBudget is the most remote entities the simulation holds across
+// its gateways (each holds every other host's: G × (G−1) × E in all). One
+// costs ~600 bytes of heap (its entry, its sender binding, the per-host
+// index, the map slots: measured at G = 300) and ~200 of state store on
+// tmpfs; at 10 M that is ~6 GB live, ~12 GB with the collector's room,
+// and ~2 GB of stores on a 24 GiB machine. 1,000 × 20 (20 M) does not fit.
+const simEntityBudget = 10_000_000
+
+// SimEntities is how many entities per host the simulation of g hosts
+// runs: want, or fewer when g × (g−1) × want is past simEntityBudget. The
+// row says so (EntitiesPerHost); by-host traffic does not depend on it.
+func SimEntities(g, want int) int {
+	return max(1, min(want, simEntityBudget/(g*(g-1))))
+}
+
 // SimulatePresence runs g gateways × e entities (perEntity: the presence
 // before issue 25) as the scale simulation does (see above), and counts
 // the presence deliveries over periods idle periods after convergence.
