@@ -51,13 +51,24 @@ func TestSendDrainHeapFlat(t *testing.T) {
 	if raceEnabled {
 		n = 1500
 	}
-	round(300) // warm up: pools, maps, the transport's pages
-	h0 := liveHeap()
+	// Warm up: pools, maps, the transport's pages — and a step of ~650 KiB
+	// that the first messages make and later ones barely add to (+577 KiB
+	// after 1,000 messages, +633 after 6,000, +672 after 12,000, measured
+	// 2026-12-03; not yet explained), which read as 100–600 B a message
+	// over one window of 3,000. After it, what a measurement catches in
+	// flight (the last second's records before their commit) is up to
+	// ~300 KiB either way: a window grows by it now and then, two running
+	// do not, while a leak of a message's worth grows every window.
 	round(n)
-	h1 := liveHeap()
-	perMsg := (float64(h1) - float64(h0)) / float64(n)
-	t.Logf("%d messages sent and drained: live heap %d → %d KiB, %.0f B a message", n, h0>>10, h1>>10, perMsg)
-	if perMsg > 64 { // a gid+msgId string alone is 80 B
-		t.Errorf("the live heap grows %.0f B a message sent and drained: it must stay flat", perMsg)
+	var perMsg [2]float64
+	for i := range perMsg {
+		h0 := liveHeap()
+		round(n)
+		h1 := liveHeap()
+		perMsg[i] = (float64(h1) - float64(h0)) / float64(n)
+		t.Logf("%d messages sent and drained: live heap %d → %d KiB, %.0f B a message", n, h0>>10, h1>>10, perMsg[i])
+	}
+	if least := min(perMsg[0], perMsg[1]); least > 64 { // a gid+msgId string alone is 80 B
+		t.Errorf("the live heap grows %.0f B a message sent and drained, window after window: it must stay flat", least)
 	}
 }
