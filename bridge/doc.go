@@ -58,7 +58,8 @@
 //	observe         observe.go                                       Observer (every hop an Event)
 //	trace           trace.go, tracetimeline.go, bridge/audit (Scan),   traceWaits
 //	                tracewire.go
-//	presence        presence.go, presenceclean.go, roster.go         presence (other hosts' entities)
+//	presence        presence.go, presenceclean.go, roster.go,        presence (other hosts' entities)
+//	                remoteentity.go
 //	recent peers    recentpeers.go                                   recentPeers (who each entity last talked with)
 //	presence sync   presencesync.go, presenceask.go                  presence (hostSync per host; ownSync under pub)
 //	peers           peers.go                                         peerState (trust, clock skew per host)
