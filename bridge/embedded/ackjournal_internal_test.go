@@ -40,7 +40,12 @@ type lazyHarness struct {
 
 func openLazy(t *testing.T, path, gid string) *lazyHarness {
 	t.Helper()
-	tr, err := Open(path, Options{})
+	return openLazyWith(t, path, gid, Options{})
+}
+
+func openLazyWith(t *testing.T, path, gid string, opts Options) *lazyHarness {
+	t.Helper()
+	tr, err := Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,8 +45,9 @@ type Options struct {
 	// DLQMax caps the dead-letter queue; past it the oldest entry is dropped
 	// with a warning (SPEC §4: bridge.dlq is itself capped).
 	DLQMax int
-	// NoSync skips fsync on commit: a process crash still loses nothing,
-	// only an OS crash or power loss can. Off by default.
+	// NoSync skips fsync on commit and the publish journal's fdatasync: a
+	// process crash still loses nothing, only an OS crash or power loss
+	// can. Off by default.
 	NoSync bool
 	Logger *slog.Logger
 	// Now is the clock (tests).
