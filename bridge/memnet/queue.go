@@ -95,6 +95,7 @@ func (n *Network) enqueueLocked(q *queue, m *message) bool {
 			return false
 		}
 		old := q.ready[0]
+		q.ready[0] = nil // the array outlives the slice: its slot would keep the message
 		q.ready = q.ready[1:]
 		n.deadLetterLocked(q, old, bridge.ReasonMaxLen)
 		n.log.Warn("queue at its cap: the oldest message was dropped", "queue", q.name, "msgId", old.id)

@@ -37,6 +37,7 @@ func (t *Tap) Get() (headers map[string]any, body []byte, ok bool) {
 		return nil, nil, false
 	}
 	m := t.q.ready[0]
+	t.q.ready[0] = nil // the array outlives the slice: its slot would keep the message
 	t.q.ready = t.q.ready[1:]
 	return maps.Clone(m.headers), clone(m.body), true
 }
