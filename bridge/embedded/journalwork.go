@@ -121,6 +121,10 @@ func (t *Transport) batchCommitted(b *journalBatch, err error) {
 		}
 		p.recs = append(b.recs, p.recs...)
 		t.toApply = append(b.acks, t.toApply...)
+		// the next commit is asked for here: a publish or ack signals only
+		// when it is the first pending, and these were, so with no other
+		// write coming they would wait in the journal until a restart
+		t.writer.CommitSoon()
 		return
 	}
 	p.epoch = b.epoch

@@ -537,3 +537,36 @@ func TestDeliveryNeverPassesSyncPublishAcrossItsCommit(t *testing.T) {
 		t.Fatalf("delivered %v", seen)
 	}
 }
+
+// Acks whose commit failed are committed by a retry of their own once the
+// store takes writes again, not only when some other write comes: the
+// put-back batch asks for its commit (an ack signals only when it is the
+// first one pending, and the failed ones still were).
+func TestFailedAckCommitIsRetried(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	gid := uuid.NewString()
+	h := openLazy(t, path, gid)
+	defer h.tr.Close()
+	fail := failCommits(t, h.tr)
+	h.publish("one")
+	if err := h.tr.flushJournals(); err != nil {
+		t.Fatal(err)
+	}
+	d := h.next()
+	fail.Store(true)
+	if err := d.Acker.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(journalApplyDelay + journalApplyDelay/2) // its commit came and failed
+	if h.tr.pendingCount(gid) == 0 {
+		t.Fatal("the ack was committed while commits fail: the test would prove nothing")
+	}
+	fail.Store(false) // the store takes writes again; nothing else will write
+	deadline := time.Now().Add(3 * journalApplyDelay)
+	for h.tr.pendingCount(gid) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the ack is still not committed %v after the store recovered", 3*journalApplyDelay)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
