@@ -263,6 +263,9 @@ func (g *gate) late(now time.Time, wait time.Duration) []pendingMsg {
 				keep = append(keep, p)
 			}
 		}
+		// the tail past keep held the late ones: cleared, or the array
+		// would keep their deliveries (envelope, body, acker) alive
+		clear(ps[len(keep):])
 		if len(keep) == 0 {
 			delete(g.pending, gid)
 		} else {
