@@ -99,7 +99,10 @@ func flows(t *testing.T, p, w *gatewaytest.Conn) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("no_waiter took %v", d)
 	}
-	trace := p.MustStatus("bridge_poll", map[string]any{"target": "worker-1"}, "drained")
+	// the notice reaches the primary through its inbox's consumer, which
+	// may still be settling the ASK when the asker hears NO_WAITER: a poll
+	// that does not wait can run before it is held (CI saw "empty" once)
+	trace := p.MustStatus("bridge_poll", map[string]any{"target": "worker-1", "wait_s": 5}, "drained")
 	if m := trace.Messages; len(m) != 1 || m[0].Kind != "MISSED_ASK" || m[0].Body != "anyone?" || m[0].FromName != "worker-1" || m[0].TurnID != missed.TurnID {
 		t.Fatalf("primary drained %+v, want the MISSED_ASK of turn %s", trace.Result, missed.TurnID)
 	}
