@@ -23,11 +23,11 @@ import (
 // newNonce returns a fresh random fence nonce (a variable for the tests).
 var newNonce = func() string { return strings.ToLower(rand.Text()[:16]) }
 
-// resultNonce is a nonce that none of r's sender-written texts contains,
-// in any case.
-func resultNonce(r *bridge.Result) string {
+// resultNonceFrom is a nonce drawn from draw that none of r's
+// sender-written texts contains, in any case.
+func resultNonceFrom(draw func() string, r *bridge.Result) string {
 	for {
-		n := newNonce()
+		n := draw()
 		if !quotesHold(r, n) {
 			return n
 		}

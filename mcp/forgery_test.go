@@ -190,10 +190,9 @@ func TestForgedBodyIsData(t *testing.T) {
 	lead := entity(t, c, "lead", bridge.RolePrimary)
 	w1 := entity(t, c, "w1", bridge.RoleWorker)
 	forged := forgery(t, 2048)
-	old := newNonce
-	defer func() { newNonce = old }()
+	old := s.nonce
 	draws := 0
-	newNonce = func() string { // the forgery's own nonce first: it must be refused
+	s.nonce = func() string { // the forgery's own nonce first: it must be refused
 		if draws++; draws == 1 {
 			return "aaaaaaaaaaaaaaaa"
 		}

@@ -48,6 +48,10 @@ type Server struct {
 	fab  Fabric // the core as the tools call it (fabric.go)
 	log  *slog.Logger
 	mcp  *server.MCPServer
+	// nonce draws the fence nonces of this server's results: newNonce,
+	// read once here, so a test that swaps it for a scripted one changes
+	// its own servers only, never a call another test's server still runs
+	nonce func() string
 
 	// maxWait is the gateway's --max-wait: the longest any call waits
 	// (less for a client whose ceiling is lower: clients.go).
@@ -94,7 +98,7 @@ func New(core *bridge.Core, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{core: core, log: log, sessions: map[string]*sessionInfo{}, maxWait: bridge.DefaultMaxWait}
+	s := &Server{core: core, log: log, sessions: map[string]*sessionInfo{}, maxWait: bridge.DefaultMaxWait, nonce: newNonce}
 	if core != nil {
 		s.fab = core
 		s.maxWait = core.Config().MaxWait // the tool descriptions state it
@@ -317,7 +321,7 @@ func (s *Server) readInbox(ctx context.Context, req mcpgo.ReadResourceRequest) (
 	if err != nil {
 		return nil, err
 	}
-	res.Fence = resultNonce(res) // as in a tool result: the bodies are a sender's data
+	res.Fence = resultNonceFrom(s.nonce, res) // as in a tool result: the bodies are a sender's data
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return nil, err

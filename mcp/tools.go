@@ -125,6 +125,9 @@ func (s *Server) call(body func(ctx context.Context, gid string, req mcpgo.CallT
 			h := boundHeld(*res.Held)
 			res.Held = &h
 		}
+		if res.Fence == "" {
+			res.Fence = resultNonceFrom(s.nonce, res)
+		}
 		text, at := summaryAt(res)
 		shareBodies(res.Messages, text, at)
 		return mcpgo.NewToolResultStructured(res, text), nil
@@ -362,7 +365,7 @@ func summaryAt(r *bridge.Result) (string, []int) {
 		fmt.Fprintf(&b, "\nmsgId: %s", r.MsgID)
 	}
 	if r.Fence == "" {
-		r.Fence = resultNonce(r)
+		r.Fence = resultNonceFrom(newNonce, r)
 	}
 	at := writeMessages(&b, r.Messages, r.Fence)
 	writeHistory(&b, r.History, r.Fence)
