@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/google/uuid"
 )
@@ -42,16 +43,30 @@ func stampRequestID(line []byte) ([]byte, bool) {
 	}
 	id, _ := json.Marshal("relay-" + uuid.NewString())
 	args["request_id"] = id
-	var err error
-	if params["arguments"], err = json.Marshal(args); err != nil {
-		return line, false
+	params["arguments"] = appendObject(nil, args)
+	msg["params"] = appendObject(nil, params)
+	return appendObject(make([]byte, 0, len(line)+64), msg), true
+}
+
+// appendObject writes m as a JSON object, keys sorted, each value's bytes
+// as they are: they were read as valid JSON, so json.Marshal's check and
+// compaction of every json.RawMessage (the whole call, once per level)
+// would be work for nothing on each call through the relay.
+func appendObject(b []byte, m map[string]json.RawMessage) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	if msg["params"], err = json.Marshal(params); err != nil {
-		return line, false
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		q, _ := json.Marshal(k) // a string always encodes
+		b = append(b, q...)
+		b = append(b, ':')
+		b = append(b, m[k]...)
 	}
-	out, err := json.Marshal(msg)
-	if err != nil {
-		return line, false
-	}
-	return out, true
+	return append(b, '}')
 }

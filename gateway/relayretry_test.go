@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -50,6 +51,43 @@ func TestStampRequestID(t *testing.T) {
 				t.Fatalf("request_id %q in %s", id, out)
 			}
 		})
+	}
+}
+
+// TestStampRequestIDKeepsMembers: the stamped call carries every other
+// member of the client's line with the same value, escapes and all.
+func TestStampRequestIDKeepsMembers(t *testing.T) {
+	line := `{"jsonrpc":"2.0","id":{"a":[1,2]},"method":"tools/call","_meta":{"progressToken":"p\u00e9"},` +
+		`"params":{"name":"bridge_send","_meta":{"x":1},"arguments":{"target":"w","message":"l\u00e9 \"q\"\n\ud83d\ude00","wait_s":2.5e0,"k\"ey":null}}}`
+	out, retry := stampRequestID([]byte(line))
+	if !retry || !json.Valid(out) {
+		t.Fatalf("retry %v, line %s", retry, out)
+	}
+	var want, got map[string]any
+	if err := json.Unmarshal([]byte(line), &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	args := got["params"].(map[string]any)["arguments"].(map[string]any)
+	if id, _ := args["request_id"].(string); !strings.HasPrefix(id, "relay-") {
+		t.Fatalf("request_id %q", id)
+	}
+	delete(args, "request_id")
+	if w, g := fmt.Sprint(want), fmt.Sprint(got); w != g {
+		t.Fatalf("members changed:\n want %s\n got  %s", w, g)
+	}
+}
+
+// BenchmarkStampRequestID is the relay's work on each send it may re-issue.
+func BenchmarkStampRequestID(b *testing.B) {
+	line := []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bridge_send","arguments":{"target":"lead","message":"` + strings.Repeat("done: built the thing. ", 40) + `"}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := stampRequestID(line); !ok {
+			b.Fatal("not stamped")
+		}
 	}
 }
 
