@@ -129,15 +129,13 @@ func (t *Transport) batchCommitted(b *journalBatch, err error) {
 	}
 	p.epoch = b.epoch
 	for _, r := range b.recs {
-		for _, tg := range r.targets {
-			p.removeEntry(tg.gid, tg.seq, r)
-		}
 		p.bytes -= len(r.raw)
 		r.taken, r.applied, r.durable = false, true, true
 		if r.seg >= 0 {
 			p.unapplied[r.seg]--
 		}
 	}
+	p.dropApplied(b.recs)
 	t.cutAppliedSegmentsLocked()
 	t.acksCommittedLocked(b.acks)
 }

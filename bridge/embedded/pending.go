@@ -97,6 +97,35 @@ func (p *pendingPubs) removeEntry(gid string, seq uint64, rec *pubRec) {
 	p.byGID[gid] = es
 }
 
+// dropApplied takes the copies of recs, which a commit carried (applied),
+// out of the index (t.pmu held): one pass over each inbox they went to.
+// Removing them one by one (removeEntry) scanned and copied an inbox's
+// whole list per copy, quadratic in a second's messages to one inbox,
+// under the lock every publish and delivery takes. The entries kept (those
+// published since the batch was taken) move to a slice of their own, so
+// the list a burst grew does not stay behind them.
+func (p *pendingPubs) dropApplied(recs []*pubRec) {
+	touched := map[string]bool{}
+	for _, r := range recs {
+		for _, tg := range r.targets {
+			touched[tg.gid] = true
+		}
+	}
+	for gid := range touched {
+		var kept []pendEntry
+		for _, e := range p.byGID[gid] {
+			if !e.rec.applied {
+				kept = append(kept, e)
+			}
+		}
+		if len(kept) == 0 {
+			delete(p.byGID, gid)
+			continue
+		}
+		p.byGID[gid] = kept
+	}
+}
+
 // from returns up to n of gid's deliverable messages after sequence
 // after, and the sequence delivery must stay below: the first one not yet
 // durable (0: none).
