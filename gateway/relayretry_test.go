@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -92,18 +93,51 @@ func BenchmarkStampRequestID(b *testing.B) {
 }
 
 // FuzzStampRequestID: any client line is either left alone or comes back
-// as JSON with a request_id; it never panics.
+// as the same call with a relay request_id added: every other member, at
+// every level, keeps its value. It never panics.
 func FuzzStampRequestID(f *testing.F) {
 	f.Add(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bridge_send","arguments":{"target":"w","message":"m"}}}`)
 	f.Add(`{"id":1,"method":"tools/call","params":{"name":"bridge_ask","arguments":null}}`)
 	f.Add(`{"id":1,"method":"tools/call","params":"x"}`)
+	f.Add(`{"id":1,"method":"tools/call","params":{"name":"bridge_send","arguments":{"request\u005fid":"mine"}}}`)
+	f.Add(`{"id":"a<b","method":"tools/call","params":{"name":"bridge_send","arguments":{"m":"<&>\u2028","a":1,"a":2,"x": { "y" : [ 1e400 , 2 ] }}}}`)
 	f.Fuzz(func(t *testing.T, line string) {
 		out, retry := stampRequestID([]byte(line))
-		if !retry {
+		if !retry || string(out) == line { // not retried, or the client's own request_id
+			if string(out) != line {
+				t.Fatalf("changed a line it does not retry: %q became %q", line, out)
+			}
 			return
 		}
-		if !json.Valid(out) || !strings.Contains(string(out), "request_id") {
-			t.Fatalf("retried line %q became %q", line, out)
+		want, werr := decodeNumbers(line)
+		got, gerr := decodeNumbers(string(out))
+		if werr != nil || gerr != nil {
+			t.Fatalf("%q became %q: %v, %v", line, out, werr, gerr)
+		}
+		gotArgs := got["params"].(map[string]any)["arguments"].(map[string]any)
+		if id, _ := gotArgs["request_id"].(string); !strings.HasPrefix(id, "relay-") {
+			t.Fatalf("request_id %v in %q", gotArgs["request_id"], out)
+		}
+		delete(gotArgs, "request_id")
+		params := want["params"].(map[string]any)
+		wantArgs, _ := params["arguments"].(map[string]any) // nil: absent or null
+		if wantArgs == nil {
+			wantArgs = map[string]any{}
+		}
+		delete(wantArgs, "request_id") // it was "" or null
+		params["arguments"] = wantArgs
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("members changed:\n%q\n%q", line, out)
 		}
 	})
+}
+
+// decodeNumbers decodes a JSON object keeping numbers as written (1e400
+// has no float64).
+func decodeNumbers(s string) (map[string]any, error) {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var v map[string]any
+	err := d.Decode(&v)
+	return v, err
 }

@@ -210,7 +210,7 @@ func TestCodexSpawnedWorkerArgs(t *testing.T) {
 	if err := json.Unmarshal([]byte(seen[0].Payload), &roster); err != nil || roster.Summary.You.Name != "cx-1" || roster.Summary.You.Role != "worker" {
 		t.Errorf("the worker did not register as cx-1 (%v): %s", err, seen[0].Payload)
 	}
-	r := lead.MustStatus("bridge_poll", map[string]any{}, bridge.StatusDrained)
+	r := lead.MustStatus("bridge_poll", map[string]any{"wait_s": 5}, bridge.StatusDrained) // waits only if the reply is still on its way to the hold
 	if len(r.Messages) != 1 || r.Messages[0].FromName != "cx-1" || !strings.Contains(r.Messages[0].Body, "done: 7 files") {
 		t.Errorf("the primary got %+v", r.Messages)
 	}
