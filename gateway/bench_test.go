@@ -65,8 +65,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		{"http", gatewaytest.HTTPConn},
 	} {
 		b.Run(tr.name, func(b *testing.B) {
-			var floorSeqIter func()
-			iters := func(g *gateway.Gateway) (bridgeIter, noopIter, rosterIter func()) {
+			iters := func(g *gateway.Gateway) (bridgeIter, noopIter, rosterIter, floorSeqIter func()) {
 				p := tr.dial(b, g, "lead", "primary")
 				w := tr.dial(b, g, "w", "worker")
 				send := map[string]any{"target": "lead", "message": body}
@@ -87,24 +86,22 @@ func BenchmarkRoundTrip(b *testing.B) {
 					rawCall(b, w, "bridge_roster", nil)
 					rawCall(b, p, "bridge_roster", nil)
 				}
-				if floorSeqIter == nil { // on the fsync-on gateway, the first
-					js := openJournalSyncer(b, g.StateDir(), "bench.floor-seq")
-					floorSeqIter = func() {
-						rawCall(b, w, "bridge_roster", nil)
-						js.step(b)
-						rawCall(b, p, "bridge_roster", nil)
-					}
+				js := openJournalSyncer(b, g.StateDir(), "bench.floor-seq")
+				floorSeqIter = func() {
+					rawCall(b, w, "bridge_roster", nil)
+					js.step(b)
+					rawCall(b, p, "bridge_roster", nil)
 				}
 				for range 3 { // warm up all: sessions, connections, first commits
 					bridgeIter()
 					noopIter()
 					rosterIter()
 				}
-				return bridgeIter, noopIter, rosterIter
+				return bridgeIter, noopIter, rosterIter, floorSeqIter
 			}
 			g := startBenchGateway(b, false)
-			bridgeIter, noopIter, rosterIter := iters(g)
-			nosyncIter, _, _ := iters(startBenchGateway(b, true))
+			bridgeIter, noopIter, rosterIter, floorSeqIter := iters(g)
+			nosyncIter, _, _, _ := iters(startBenchGateway(b, true))
 			b.Run("bridge", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -55,32 +54,6 @@ func TestStampRequestID(t *testing.T) {
 	}
 }
 
-// TestStampRequestIDKeepsMembers: the stamped call carries every other
-// member of the client's line with the same value, escapes and all.
-func TestStampRequestIDKeepsMembers(t *testing.T) {
-	line := `{"jsonrpc":"2.0","id":{"a":[1,2]},"method":"tools/call","_meta":{"progressToken":"p\u00e9"},` +
-		`"params":{"name":"bridge_send","_meta":{"x":1},"arguments":{"target":"w","message":"l\u00e9 \"q\"\n\ud83d\ude00","wait_s":2.5e0,"k\"ey":null}}}`
-	out, retry := stampRequestID([]byte(line))
-	if !retry || !json.Valid(out) {
-		t.Fatalf("retry %v, line %s", retry, out)
-	}
-	var want, got map[string]any
-	if err := json.Unmarshal([]byte(line), &want); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	args := got["params"].(map[string]any)["arguments"].(map[string]any)
-	if id, _ := args["request_id"].(string); !strings.HasPrefix(id, "relay-") {
-		t.Fatalf("request_id %q", id)
-	}
-	delete(args, "request_id")
-	if w, g := fmt.Sprint(want), fmt.Sprint(got); w != g {
-		t.Fatalf("members changed:\n want %s\n got  %s", w, g)
-	}
-}
-
 // BenchmarkStampRequestID is the relay's work on each send it may re-issue.
 func BenchmarkStampRequestID(b *testing.B) {
 	line := []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bridge_send","arguments":{"target":"lead","message":"` + strings.Repeat("done: built the thing. ", 40) + `"}}}`)
@@ -100,6 +73,8 @@ func FuzzStampRequestID(f *testing.F) {
 	f.Add(`{"id":1,"method":"tools/call","params":{"name":"bridge_ask","arguments":null}}`)
 	f.Add(`{"id":1,"method":"tools/call","params":"x"}`)
 	f.Add(`{"id":1,"method":"tools/call","params":{"name":"bridge_send","arguments":{"request\u005fid":"mine"}}}`)
+	f.Add(`{"jsonrpc":"2.0","id":{"a":[1,2]},"method":"tools/call","_meta":{"progressToken":"p\u00e9"},` +
+		`"params":{"name":"bridge_send","_meta":{"x":1},"arguments":{"target":"w","message":"l\u00e9 \"q\"\n\ud83d\ude00","wait_s":2.5e0,"k\"ey":null}}}`)
 	f.Add(`{"id":"a<b","method":"tools/call","params":{"name":"bridge_send","arguments":{"m":"<&>\u2028","a":1,"a":2,"x": { "y" : [ 1e400 , 2 ] }}}}`)
 	f.Fuzz(func(t *testing.T, line string) {
 		out, retry := stampRequestID([]byte(line))
