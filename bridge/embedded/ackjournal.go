@@ -18,6 +18,9 @@ import (
 type ackRec struct {
 	gid string
 	seq uint64
+	// reason dead-letters the message as it is deleted: only a settle kept
+	// in memory has one (settlelater.go); a journaled ack never does
+	reason string
 }
 
 func encodeAck(r ackRec) []byte {

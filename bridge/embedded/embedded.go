@@ -566,7 +566,7 @@ func (t *Transport) deliverInbox(ib *inbox, c *consumer, h func(bridge.Delivery)
 			continue
 		}
 		if ttl > 0 && now.Sub(time.UnixMilli(it.rec.At)) >= ttl {
-			a.once.Do(func() { a.err = t.settle(ib.gid, it.seq, bridge.ReasonExpired, c) })
+			a.once.Do(func() { a.err = t.settleOrKeep(ib, it.seq, bridge.ReasonExpired, c) })
 			continue
 		}
 		// undecodable headers go to the consumer too (Env nil, Err set),
@@ -606,7 +606,7 @@ func (a *acker) Reject(reason string) error {
 	case !strings.HasPrefix(reason, bridge.ReasonRejected+": "):
 		reason = bridge.ReasonRejected + ": " + reason
 	}
-	a.once.Do(func() { a.err = a.t.settle(a.gid, a.seq, reason, a.c) })
+	a.once.Do(func() { a.err = a.t.settleOrKeep(a.ib, a.seq, reason, a.c) })
 	return a.err
 }
 

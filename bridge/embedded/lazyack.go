@@ -53,20 +53,13 @@ func (t *Transport) lazyAck(ib *inbox, seq uint64, c *consumer) error {
 	err := t.journal.Append(encodeAck(ackRec{gid: gid, seq: seq}))
 	first := false
 	if err == nil {
-		set := t.pendAck[gid]
-		if set == nil {
-			set = map[uint64]bool{}
-			t.pendAck[gid] = set
-		}
-		set[seq] = true
-		first = len(t.toApply) == 0
-		t.toApply = append(t.toApply, ackRec{gid: gid, seq: seq})
+		first = t.addPendingLocked(ackRec{gid: gid, seq: seq})
 	}
 	t.pmu.Unlock()
 	if err != nil {
 		t.mu.Unlock()
 		t.log.Warn("ack journal not writable: settling synchronously", "queue", bridge.InboxQueueName(gid), "err", err)
-		return t.settle(gid, seq, "", c)
+		return t.settleOrKeep(ib, seq, "", c)
 	}
 	delete(ib.delivered, seq)
 	t.mu.Unlock()
@@ -94,7 +87,7 @@ func (t *Transport) pendingCount(gid string) uint64 {
 // applyAcks deletes the acked messages in tx.
 func (t *Transport) applyAcks(tx *bolt.Tx, batch []ackRec) error {
 	for _, r := range batch {
-		if _, err := t.removeTx(tx, r.gid, r.seq, ""); err != nil {
+		if _, err := t.removeTx(tx, r.gid, r.seq, r.reason); err != nil {
 			return err
 		}
 	}
@@ -116,9 +109,11 @@ func (t *Transport) acksCommittedLocked(batch []ackRec) {
 			}
 		}
 	}
-	keep := make([][]byte, len(t.toApply))
-	for i, r := range t.toApply {
-		keep[i] = encodeAck(r)
+	keep := make([][]byte, 0, len(t.toApply))
+	for _, r := range t.toApply {
+		if r.reason == "" { // a kept rejection or expiry has no record: its reason would be lost on replay
+			keep = append(keep, encodeAck(r))
+		}
 	}
 	if err := t.journal.Rewrite(keep); err != nil {
 		t.log.Warn("ack journal not rewritten: it keeps acks already committed (replaying them deletes nothing)", "err", err)
