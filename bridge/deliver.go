@@ -385,10 +385,12 @@ func (c *Core) forwardAcked(e Entity, d Delivery) {
 	env := d.Env
 	if err := d.Acker.Ack(); err != nil {
 		c.log.Warn("brief not acked, so not typed", LogMsgID, env.MsgID, LogTraceID, env.TraceID, LogGID, e.GID, "err", err)
-		if env.Kind == KindSend {
-			c.publishAll([]outMsg{c.receiptFor(KindFailed, e.GID, env,
-				"brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: its gateway could not take it from the inbox ("+err.Error()+")")})
-		}
+		// reported as every undelivered message is (fate.go): with its
+		// dead-letter line, once, and a broadcast copy logged only
+		u := undeliveredEnv(env, e.GID, c.inboxQueue(e.GID), "not acked",
+			"brief "+Excerpt(string(env.Body))+" not typed into "+e.Name+"'s pane: its gateway could not take it from the inbox ("+err.Error()+")")
+		u.notifier = e.GID
+		c.reportUndelivered([]undelivered{u})
 		return
 	}
 	c.enqueue(e, env)

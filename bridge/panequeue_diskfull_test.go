@@ -2,10 +2,14 @@ package bridge_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/herdbridge/herdbridge/bridge"
+	"github.com/herdbridge/herdbridge/bridge/embedded"
 	"github.com/herdbridge/herdbridge/bridge/store"
 )
 
@@ -100,6 +104,74 @@ func TestPaneQueueFullDiskNotQueuedIsDeadLettered(t *testing.T) {
 		t.Fatalf("receipts: %v, then %v; want exactly one FAILED (send answered %+v)", got, got2, res)
 	}
 	eventually(t, "a dead-letter record for the brief not queued", func() bool {
+		dl, err := c.DeadLetters(10)
+		return err == nil && len(dl) == 1 && dl[0].MsgID == res.MsgID && dl[0].Reported
+	})
+}
+
+// ackRefusingTransport refuses the acks of SEND deliveries while refuse is
+// set, as the embedded transport does on a full disk: the error says the
+// settle is not durable, and the settle is kept and applied later (here:
+// at once underneath).
+type ackRefusingTransport struct {
+	*embedded.Transport
+	refuse atomic.Bool
+}
+
+func (a *ackRefusingTransport) Consume(ctx context.Context, gid string, prefetch int, h func(bridge.Delivery)) (bridge.Subscription, error) {
+	return a.Transport.Consume(ctx, gid, prefetch, func(d bridge.Delivery) {
+		if d.Env != nil && d.Env.Kind == bridge.KindSend && a.refuse.Load() {
+			d.Acker = refusedAck{d.Acker}
+		}
+		h(d)
+	})
+}
+
+type refusedAck struct{ bridge.Acker }
+
+func (r refusedAck) Ack() error {
+	_ = r.Acker.Ack()
+	return fmt.Errorf("settle: %w (kept: the next commit the store takes settles it)", syscall.ENOSPC)
+}
+
+// TestBriefAckRefusedIsDeadLettered (the simulator's disk and pane
+// schedules): a brief whose ack its transport refuses (a full disk) is not
+// typed — a copy could come back and be typed again — and is reported as
+// every undelivered message is: one FAILED to its sender and a line in the
+// dead-letter log. The FAILED went out alone before, without the line.
+func TestBriefAckRefusedIsDeadLettered(t *testing.T) {
+	inj := &busyInjector{}
+	inj.ready.Store(true)
+	var at *ackRefusingTransport
+	c := startCore(t, func(cfg *bridge.Config, tr *embedded.Transport) {
+		at = &ackRefusingTransport{Transport: tr}
+		cfg.Transport, cfg.Injector, cfg.MaxWait = at, inj, 3*time.Second
+		cfg.InjectWait, cfg.ReceiptWait, cfg.SweepEvery, cfg.PaneRecheck = time.Second, time.Second, 20*time.Millisecond, time.Hour
+	})
+	ctx := context.Background()
+	p, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if _, _, err := c.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	at.refuse.Store(true)
+	res, err := c.Send(ctx, p.GID, bridge.SendRequest{Target: "w", Message: "brief"}, nil)
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	got := pollReceipts(t, c, p.GID, res.MsgID, 500*time.Millisecond)
+	if res.Status == bridge.StatusFailed {
+		got[bridge.KindFailed]++ // the call waited for it and returned it
+	}
+	if got[bridge.KindFailed] != 1 || len(got) != 1 {
+		t.Fatalf("receipts %v (send answered %+v), want exactly one FAILED", got, res)
+	}
+	inj.mu.Lock()
+	typed := append([]string(nil), inj.typed...)
+	inj.mu.Unlock()
+	if len(typed) != 0 {
+		t.Fatalf("a brief whose ack was refused was typed: %q", typed)
+	}
+	eventually(t, "a dead-letter record for the brief not acked", func() bool {
 		dl, err := c.DeadLetters(10)
 		return err == nil && len(dl) == 1 && dl[0].MsgID == res.MsgID && dl[0].Reported
 	})
