@@ -18,6 +18,7 @@ const (
 	BreachWrongTarget = "wrong recipient" // drained by an entity it was not for
 	BreachAskOpen     = "ask unresolved"  // an ask whose turn never ended for its asker
 	BreachNoDeadLog   = "no dead-letter record"
+	BreachStuck       = "stuck action" // an action (a removal, a call) that never ended once every fault was healed
 )
 
 // Report is the outcome of one schedule.

@@ -30,6 +30,8 @@ type runner struct {
 	// which only a later round or the quiescence brings back. Joined once
 	// everything is healed.
 	stragglers sync.WaitGroup
+	running    running  // the actions under way, by step and action
+	stuck      []string // what still ran once every fault was healed (quiesce)
 }
 
 // roundWait bounds how long a round waits for its actions: longer than any
@@ -44,9 +46,12 @@ func (r *runner) round(st Step) {
 	for _, a := range st.Actions {
 		wg.Add(1)
 		r.stragglers.Add(1)
+		what := fmt.Sprintf("step %d: %s", st.Index, a)
+		r.running.start(what)
 		go func() {
 			defer r.stragglers.Done()
 			defer wg.Done()
+			defer r.running.done(what)
 			r.act(st.Index, a)
 		}()
 	}

@@ -39,5 +39,9 @@ func Run(s Schedule, disks DiskFaults, log *slog.Logger) (*Report, error) {
 		r.round(st)
 	}
 	settled := r.quiesce()
-	return w.check(settled, killed, w.deadLetters()), nil
+	rep := w.check(settled, killed, w.deadLetters())
+	for _, what := range r.stuck {
+		rep.breach(BreachStuck, fmt.Sprintf("%s: still running %v after every fault was healed", what, quiesceWait))
+	}
+	return rep, nil
 }
