@@ -84,20 +84,7 @@ func TestPaneQueueFullDiskNotQueuedIsDeadLettered(t *testing.T) {
 	inj := &busyInjector{}
 	var st *store.Store
 	c := queueCore(t, inj, func(cfg *bridge.Config) { st = cfg.Store })
-	ctx := context.Background()
-	p, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
-	if _, _, err := c.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"}); err != nil {
-		t.Fatal(err)
-	}
-	st.SetDiskFull(true)
-	res, err := c.Send(ctx, p.GID, bridge.SendRequest{Target: "w", Message: "brief"}, nil)
-	if err != nil {
-		t.Fatalf("send: %v", err)
-	}
-	got := pollReceipts(t, c, p.GID, res.MsgID, 500*time.Millisecond)
-	if res.Status == bridge.StatusFailed {
-		got[bridge.KindFailed]++ // the call waited for it and returned it
-	}
+	p, res, got := briefUnderFault(t, c, func() { st.SetDiskFull(true) })
 	st.SetDiskFull(false)
 	got2 := pollReceipts(t, c, p.GID, res.MsgID, 300*time.Millisecond)
 	if got[bridge.KindFailed] != 1 || len(got2) != 0 {
@@ -148,20 +135,7 @@ func TestBriefAckRefusedIsDeadLettered(t *testing.T) {
 		cfg.Transport, cfg.Injector, cfg.MaxWait = at, inj, 3*time.Second
 		cfg.InjectWait, cfg.ReceiptWait, cfg.SweepEvery, cfg.PaneRecheck = time.Second, time.Second, 20*time.Millisecond, time.Hour
 	})
-	ctx := context.Background()
-	p, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
-	if _, _, err := c.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"}); err != nil {
-		t.Fatal(err)
-	}
-	at.refuse.Store(true)
-	res, err := c.Send(ctx, p.GID, bridge.SendRequest{Target: "w", Message: "brief"}, nil)
-	if err != nil {
-		t.Fatalf("send: %v", err)
-	}
-	got := pollReceipts(t, c, p.GID, res.MsgID, 500*time.Millisecond)
-	if res.Status == bridge.StatusFailed {
-		got[bridge.KindFailed]++ // the call waited for it and returned it
-	}
+	_, res, got := briefUnderFault(t, c, func() { at.refuse.Store(true) })
 	if got[bridge.KindFailed] != 1 || len(got) != 1 {
 		t.Fatalf("receipts %v (send answered %+v), want exactly one FAILED", got, res)
 	}
@@ -175,4 +149,26 @@ func TestBriefAckRefusedIsDeadLettered(t *testing.T) {
 		dl, err := c.DeadLetters(10)
 		return err == nil && len(dl) == 1 && dl[0].MsgID == res.MsgID && dl[0].Reported
 	})
+}
+
+// briefUnderFault registers a primary "lead" and a pane worker "w", turns
+// fault on, sends w a brief and counts, by kind, the receipts lead gets
+// for it within 500 ms (a FAILED the call returned itself included).
+func briefUnderFault(t *testing.T, c *bridge.Core, fault func()) (bridge.Entity, *bridge.Result, map[bridge.Kind]int) {
+	t.Helper()
+	ctx := context.Background()
+	p, _, _ := c.Register(ctx, bridge.RegisterRequest{Name: "lead", Role: bridge.RolePrimary})
+	if _, _, err := c.Register(ctx, bridge.RegisterRequest{Name: "w", Role: bridge.RoleWorker, PaneID: "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	fault()
+	res, err := c.Send(ctx, p.GID, bridge.SendRequest{Target: "w", Message: "brief"}, nil)
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	got := pollReceipts(t, c, p.GID, res.MsgID, 500*time.Millisecond)
+	if res.Status == bridge.StatusFailed {
+		got[bridge.KindFailed]++ // the call waited for it and returned it
+	}
+	return p, res, got
 }
