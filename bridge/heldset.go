@@ -144,6 +144,19 @@ func (s *heldSet) unclaimedHeld() int {
 // and not settled yet.
 func (s *heldSet) claimedHeld() int { return len(s.held) - s.unclaimedHeld() }
 
+// claimedCopies counts the claimed held messages whose transport copy is
+// still unacked (not spilled): what a transport's count of the inbox
+// includes on their account.
+func (s *heldSet) claimedCopies() int {
+	n := 0
+	for _, hm := range s.held {
+		if hm.claimed && hm.acks != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // internFrom returns the entity's one copy of sender gid from: a backlog
 // from one chatty sender keeps one string, not one per message.
 func (s *heldSet) internFrom(from string) string {

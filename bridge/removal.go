@@ -46,9 +46,11 @@ type leaving struct {
 	m  map[string]departure
 }
 
-// departure is why an entity goes.
+// departure is why an entity goes, and the entity itself: what its calls
+// still hold stays in its held set until they settle it (removalclaims.go).
 type departure struct {
 	addr, cause, why string
+	st               *entState
 }
 
 func (l *leaving) add(gid string, d departure) {
@@ -146,7 +148,7 @@ func (c *Core) markRemoved(st *entState, cause string, decide decideRemoval) ([]
 	rec := st.record()
 	rec.RemovingCause, rec.Removing = cause, why
 	st.mu.Unlock()
-	c.gone.add(st.GID, departure{addr: st.Addr(), cause: cause, why: why})
+	c.gone.add(st.GID, departure{addr: st.Addr(), cause: cause, why: why, st: st})
 	c.publishAll(out)
 	if err := c.st.PutEntity(rec); err != nil {
 		// removed in memory all the same: a crash now brings it back whole,
@@ -160,16 +162,24 @@ func (c *Core) markRemoved(st *entState, cause string, decide decideRemoval) ([]
 // is left, and stop it once nothing waits — counted again with no
 // consumer attached, since a transport cannot count what its consumer has
 // been handed but not yet settled (cancelling returns those to the inbox).
+// What calls still hold is not waited for: the transport counts those
+// copies too, but their fate is the calls' (removalclaims.go), and a
+// stalled reader must not hold a `bridge_stop` for the whole bound. While
+// a call holds one, the consumer stays attached, so the call's ack still
+// lands; step 4 stops it once the calls settled.
 func (c *Core) closeAndDrain(ctx context.Context, st *entState) error {
 	deadline := time.Now().Add(removalDrainBound)
 	for {
-		n, err := c.tr.CloseInbox(ctx, st.GID)
+		n, err := c.waitingUnclaimed(ctx, st)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
+			if c.callsHoldCopies(st) {
+				return nil
+			}
 			c.stopConsumer(st)
-			if n, err = c.tr.CloseInbox(ctx, st.GID); err != nil || n == 0 {
+			if n, err = c.waitingUnclaimed(ctx, st); err != nil || n == 0 {
 				return err
 			}
 			if err := c.restartConsumer(st); err != nil {
@@ -198,15 +208,16 @@ func (c *Core) closeAndDrain(ctx context.Context, st *entState) error {
 // (bounded like step 3), or is left to the next start if the gateway closes.
 func (c *Core) forgetWhenSettled(ctx context.Context, st *entState) error {
 	if c.claimedOf(st) == 0 {
-		return c.forgetEntity(ctx, st)
+		return c.drainAndForget(ctx, st)
 	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		deadline := time.Now().Add(removalDrainBound)
 		for n := c.claimedOf(st); n > 0; n = c.claimedOf(st) {
-			if c.ctx.Err() != nil {
-				return // the record still says "removing": the next start finishes it
+			if c.ctx.Err() != nil { // the record still says "removing": the next start finishes it
+				c.stopConsumer(st) // Close cancels only registered consumers
+				return
 			}
 			if time.Now().After(deadline) {
 				c.log.Error("calls did not settle what they held of a removed entity in time: its store copies go, the calls still settle them", LogGID, st.GID, "name", st.Name, "claimed", n)
@@ -214,7 +225,7 @@ func (c *Core) forgetWhenSettled(ctx context.Context, st *entState) error {
 			}
 			time.Sleep(removalPoll)
 		}
-		if err := c.forgetEntity(ctx, st); err != nil {
+		if err := c.drainAndForget(ctx, st); err != nil {
 			c.log.Warn("finishing the removal of an entity failed", LogGID, st.GID, "err", err)
 		}
 	}()
@@ -298,6 +309,9 @@ func (c *Core) departedName(gid string) string {
 func (c *Core) arrivedForGone(gid string, d Delivery) {
 	env := d.Env
 	dep, ok := c.gone.get(gid)
+	if ok && dep.st != nil && c.copyOfHeld(dep.st, d) {
+		return
+	}
 	if !ok {
 		dep = departure{addr: gid, cause: "gone", why: "recipient " + gid + " was removed from " + c.cfg.Host}
 	}
