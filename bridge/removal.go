@@ -308,6 +308,9 @@ func (c *Core) departedName(gid string) string {
 // leaves the transport.
 func (c *Core) arrivedForGone(gid string, d Delivery) {
 	env := d.Env
+	if c.takenBefore(gid, d) {
+		return
+	}
 	dep, ok := c.gone.get(gid)
 	if ok && dep.st != nil && c.copyOfHeld(dep.st, d) {
 		return
@@ -319,6 +322,24 @@ func (c *Core) arrivedForGone(gid string, d Delivery) {
 		return // unacked: it comes back (a removal's drain restarts the consumer, or the next start) and is reported then
 	}
 	c.ack(d)
+}
+
+// takenBefore settles an arrival for a removed entity that took the
+// message before (the seen-set remembers it): a copy its transport hands
+// back is acked — the entity's ack of it was void, a broker cut between
+// its drain and its removal, and the broker queue is emptied when the
+// link returns — and any other copy is a replay. Reported, it would be
+// the message's second fate.
+func (c *Core) takenBefore(gid string, d Delivery) bool {
+	if !c.mem.has(gid + d.Env.MsgID) {
+		return false
+	}
+	if d.Redelivered {
+		c.ack(d)
+	} else {
+		c.refuse(d, c.inboxQueue(gid), RefuseReplayed, "msgId already taken")
+	}
+	return true
 }
 
 // resumeRemovals finishes the removals a crash or a stop interrupted: an

@@ -158,3 +158,39 @@ func TestCopyOfAMessageACallHoldsIsNotReported(t *testing.T) {
 		t.Fatalf("the copy the call settled was acked %d times, want 1", n)
 	}
 }
+
+// TestCopyOfAMessageTakenBeforeTheRemovalIsNotReported: a worker drains a
+// message, is removed, and its removal finishes; then the transport hands
+// a copy of that message back (a broker cut made the drain's ack void, and
+// the broker queue is emptied into the old handler when the link returns).
+// The seen-set knows the entity took it: the copy is acked, not reported.
+// It was reported FAILED — the message's second fate (sim seed
+// 7483111141784372565, faults abandon,stall,cut,stop,remove).
+func TestCopyOfAMessageTakenBeforeTheRemovalIsNotReported(t *testing.T) {
+	var tr *redeliverer
+	h := newHarness(t, func(c *bridge.Config) {
+		tr = &redeliverer{Transport: c.Transport, handler: map[string]func(bridge.Delivery){}, seen: map[string]bridge.Delivery{}}
+		c.Transport = tr
+	})
+	w := h.reg("w", bridge.RoleWorker)
+	s := h.reg("s", bridge.RolePrimary)
+	f := newFates()
+	id := h.send(s, bridge.SendRequest{Target: "w", Message: "m"}).MsgID
+	f.accept(id, s.Name)
+	h.heldFor("w", 1)
+	if r := h.poll(w, bridge.PollRequest{}); len(r.Messages) != 1 {
+		t.Fatalf("poll: %+v", r)
+	}
+	f.deliver(id)
+	if err := h.c.Remove(context.Background(), w.GID); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	eventually(t, "the removal finished: the inbox is gone", func() bool { return !h.tr.HasInbox(w.GID) })
+	copyAcker := &countingAcker{}
+	tr.redeliver(w.GID, id, copyAcker)
+	collectReports(t, h, s, f)
+	f.check(t)
+	if n := copyAcker.acks.Load(); n != 1 {
+		t.Fatalf("the copy was acked %d times, want 1", n)
+	}
+}
