@@ -87,6 +87,13 @@ func (t *Transport) forget(gid string) {
 	delete(t.declares, gid)
 }
 
+// declaresDone reports whether no inbox has a declare pending.
+func (t *Transport) declaresDone() bool {
+	t.amu.Lock()
+	defer t.amu.Unlock()
+	return len(t.declares) == 0
+}
+
 // declaredRemote reports whether gid's inbox has no declare pending.
 func (t *Transport) declaredRemote(gid string) bool {
 	t.amu.Lock()

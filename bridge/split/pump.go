@@ -31,6 +31,41 @@ type pumpState struct {
 	// head goes next by itself — a refusal is judged, and counted, on a
 	// message published alone, never blamed on a window's first.
 	alone bool
+	// declaresSince: when the pump first found inboxes of this host not
+	// yet declared on the broker (awaitDeclares); zero: none pending
+	declaresSince time.Time
+	declaresLate  bool // the wait ran out: logged once, the outbox goes on
+}
+
+// declaresWait bounds how long the outbox waits for the broker side of
+// this host's inboxes: a declare the broker keeps refusing must not wedge
+// what the outbox holds for everyone else.
+const declaresWait = 10 * time.Second
+
+// awaitDeclares says whether the pump should hold the outbox back because
+// an inbox made on this host during an outage is not on the broker yet:
+// a message the outbox holds may be answered into it at once (a question
+// to another host gets its NO_WAITER there), and the broker drops what no
+// queue takes — the asker would never hear. The attacher declares them
+// once the broker is back; the pump goes on when it has, or declaresWait
+// after it first waited.
+func (t *Transport) awaitDeclares(st *pumpState) bool {
+	if t.declaresDone() {
+		st.declaresSince, st.declaresLate = time.Time{}, false
+		return false
+	}
+	now := time.Now()
+	if st.declaresSince.IsZero() {
+		st.declaresSince = now
+	}
+	if now.Sub(st.declaresSince) < declaresWait {
+		return true
+	}
+	if !st.declaresLate {
+		st.declaresLate = true
+		t.log.Warn("publishing the outbox before every inbox of this host is declared on the broker: a notice into one not yet declared is dead-lettered", "waited", declaresWait)
+	}
+	return false
 }
 
 // pump publishes the outbox, oldest first, in windows of pumpBatch, and
@@ -55,6 +90,9 @@ func (t *Transport) pump() {
 				return
 			}
 		default:
+			if t.awaitDeclares(&st) {
+				break // the attacher declares them meanwhile
+			}
 			if t.publishBatch(batch, &st) {
 				continue
 			}
