@@ -47,6 +47,7 @@ func (r *runner) quiesce() bool {
 			r.bootIfDown(g)
 		}
 		r.answerOwed()
+		r.noteLateStops()
 		asks := r.resumableAsks()
 		for _, a := range asks {
 			r.resumeAsk(r.step, a)

@@ -335,7 +335,9 @@ func (r *runner) stopWorker(step int, a Action) {
 	cancel()
 	if err == nil && res.Status == bridge.StatusStopped && g.sameEpoch(epoch) {
 		r.gone(a.Target)
+		return
 	}
+	r.stopOrdered(a.Target) // its STOP may yet land (latestop.go)
 }
 
 // gone marks a worker removed: nothing more is sent from it, and its

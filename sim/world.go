@@ -120,6 +120,9 @@ type world struct {
 	// cut (guarded by stallMu); quiesce answers them again, as an agent
 	// whose call failed does
 	unanswered []pendingAnswer
+	// stops: stops whose call did not say "stopped" (guarded by stallMu;
+	// latestop.go)
+	stops []orderedStop
 }
 
 // pendingAnswer is an ask name read and still owes an answer.
