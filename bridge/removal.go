@@ -205,7 +205,8 @@ func (c *Core) closeAndDrain(ctx context.Context, st *entState) error {
 // (reportGivenBack) — because a report the call cannot send (its gateway
 // closing) is made from that copy by the next start. The removal does not
 // wait for it: step 4 runs in the background once the calls settled
-// (bounded like step 3), or is left to the next start if the gateway closes.
+// (bounded by the delivery lease plus step 3's bound), or is left to the
+// next start if the gateway closes.
 func (c *Core) forgetWhenSettled(ctx context.Context, st *entState) error {
 	if c.claimedOf(st) == 0 {
 		return c.drainAndForget(ctx, st)
@@ -213,7 +214,11 @@ func (c *Core) forgetWhenSettled(ctx context.Context, st *entState) error {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		deadline := time.Now().Add(removalDrainBound)
+		// past the delivery lease every handover has been given back; a
+		// call that still holds a message then is stuck, and the removal
+		// goes on without it (its departure goes too: a copy the transport
+		// hands back afterwards is no longer recognized as the call's)
+		deadline := time.Now().Add(c.cfg.DeliveryLease + removalDrainBound)
 		for n := c.claimedOf(st); n > 0; n = c.claimedOf(st) {
 			if c.ctx.Err() != nil { // the record still says "removing": the next start finishes it
 				c.stopConsumer(st) // Close cancels only registered consumers

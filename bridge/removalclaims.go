@@ -61,6 +61,7 @@ func (c *Core) copyOfHeld(st *entState, d Delivery) bool {
 func (c *Core) drainAndForget(ctx context.Context, st *entState) error {
 	if c.consumerAttached(st) {
 		if err := c.closeAndDrain(ctx, st); err != nil {
+			c.stopConsumer(st) // out of the registry: Close would not stop it
 			return err
 		}
 		// a call still holding copies past the bound: their acks are void

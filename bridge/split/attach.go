@@ -124,7 +124,6 @@ func (t *Transport) attacher() {
 // attachPending declares and attaches what is pending; true when nothing
 // is left (and the attacher has stopped: a later call starts another).
 func (t *Transport) attachPending() bool {
-	t.settleOrphans()
 	t.amu.Lock()
 	declares := make(map[string]bridge.InboxSpec, len(t.declares))
 	for gid, spec := range t.declares {
@@ -143,6 +142,9 @@ func (t *Transport) attachPending() bool {
 		}
 		t.amu.Unlock()
 	}
+	// after the declares: the outbox waits for those (pump.go
+	// awaitDeclares), and an orphan's drain can take its whole bound
+	t.settleOrphans()
 	t.amu.Lock()
 	var subs []*inboxSub
 	for s := range t.attaches {

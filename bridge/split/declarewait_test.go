@@ -48,6 +48,12 @@ func (s *slowDeclare) DeclareInbox(ctx context.Context, gid string, spec bridge.
 // sim: seed 6152566022319476111, faults abandon,stall,cut,stop,remove) was
 // unroutable: the asker never heard.
 func TestOutboxWaitsForInboxesDeclaredDuringOutage(t *testing.T) {
+	outboxAnswerRace(t, 0)
+}
+
+// outboxAnswerRace is the question, asked from an inbox made during an
+// outage of at least outage, and its answer (see the tests).
+func outboxAnswerRace(t *testing.T, outage time.Duration) {
 	n := network(t)
 	link := &slowDeclare{Transport: n.Connect(), entered: make(chan struct{}), release: make(chan struct{})}
 	b := n.Connect()
@@ -77,6 +83,7 @@ func TestOutboxWaitsForInboxesDeclaredDuringOutage(t *testing.T) {
 	if err := a.Publish(ctx, other, env("ha", other, asker, time.Minute), true); !errors.Is(err, bridge.ErrSpooled) {
 		t.Fatalf("the question with the link down: %v, want ErrSpooled", err)
 	}
+	time.Sleep(outage)
 	link.slow.Store(true)
 	link.LinkUp()
 	select {
@@ -94,4 +101,13 @@ func TestOutboxWaitsForInboxesDeclaredDuringOutage(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the question never reached the other host")
 	}
+}
+
+// TestOutboxWaitsForDeclaresAfterALongOutage: as
+// TestOutboxWaitsForInboxesDeclaredDuringOutage, with an outage longer
+// than the pump's wait for the declares. The wait counts from the link's
+// return, not from the pump's first look during the outage; it did, so
+// after any outage past 10 s the outbox went out beside the declare again.
+func TestOutboxWaitsForDeclaresAfterALongOutage(t *testing.T) {
+	outboxAnswerRace(t, 11*time.Second)
 }

@@ -48,11 +48,13 @@ const declaresWait = 10 * time.Second
 // to another host gets its NO_WAITER there), and the broker drops what no
 // queue takes — the asker would never hear. The attacher declares them
 // once the broker is back; the pump goes on when it has, or declaresWait
-// after it first waited.
+// after it first waited with the link up (the wait starts again after
+// each outage: time spent while the link is down is not waiting for the
+// attacher).
 func (t *Transport) awaitDeclares(st *pumpState) bool {
-	if t.declaresDone() {
+	if t.declaresDone() || !t.remote.Connected() {
 		st.declaresSince, st.declaresLate = time.Time{}, false
-		return false
+		return !t.declaresDone() // link down: nothing goes out anyway
 	}
 	now := time.Now()
 	if st.declaresSince.IsZero() {
