@@ -116,6 +116,28 @@ func (r *redeliverer) redeliver(gid, msgID string, acker bridge.Acker) {
 	h(d)
 }
 
+// redeliverHarness is newHarness over a redeliverer.
+func redeliverHarness(t *testing.T) (*harness, *redeliverer) {
+	var tr *redeliverer
+	h := newHarness(t, func(c *bridge.Config) {
+		tr = &redeliverer{Transport: c.Transport, handler: map[string]func(bridge.Delivery){}, seen: map[string]bridge.Delivery{}}
+		c.Transport = tr
+	})
+	return h, tr
+}
+
+// oneHeldMessage registers a worker w and a primary s, and has w hold one
+// message from s: its msgId, accepted in f.
+func oneHeldMessage(h *harness) (w, s bridge.Entity, f *fates, id string) {
+	w = h.reg("w", bridge.RoleWorker)
+	s = h.reg("s", bridge.RolePrimary)
+	f = newFates()
+	id = h.send(s, bridge.SendRequest{Target: "w", Message: "m"}).MsgID
+	f.accept(id, s.Name)
+	h.heldFor("w", 1)
+	return w, s, f, id
+}
+
 // countingAcker counts its acks and rejections.
 type countingAcker struct{ acks, rejects atomic.Int32 }
 
@@ -128,18 +150,9 @@ func (a *countingAcker) Reject(string) error { a.rejects.Add(1); return nil }
 // reported: reported, a message the call then hands over would have two
 // fates. It was: an arrival for a removed entity was always reported.
 func TestCopyOfAMessageACallHoldsIsNotReported(t *testing.T) {
-	var tr *redeliverer
-	h := newHarness(t, func(c *bridge.Config) {
-		tr = &redeliverer{Transport: c.Transport, handler: map[string]func(bridge.Delivery){}, seen: map[string]bridge.Delivery{}}
-		c.Transport = tr
-	})
+	h, tr := redeliverHarness(t)
 	ctx := context.Background()
-	w := h.reg("w", bridge.RoleWorker)
-	s := h.reg("s", bridge.RolePrimary)
-	f := newFates()
-	id := h.send(s, bridge.SendRequest{Target: "w", Message: "m"}).MsgID
-	f.accept(id, s.Name)
-	h.heldFor("w", 1)
+	w, s, f, id := oneHeldMessage(h)
 	ho := &bridge.Handover{}
 	r, err := h.c.Poll(bridge.WithHandover(ctx, ho), w.GID, bridge.PollRequest{}, nil)
 	if err != nil || len(r.Messages) != 1 {
@@ -167,17 +180,8 @@ func TestCopyOfAMessageACallHoldsIsNotReported(t *testing.T) {
 // It was reported FAILED — the message's second fate (sim seed
 // 7483111141784372565, faults abandon,stall,cut,stop,remove).
 func TestCopyOfAMessageTakenBeforeTheRemovalIsNotReported(t *testing.T) {
-	var tr *redeliverer
-	h := newHarness(t, func(c *bridge.Config) {
-		tr = &redeliverer{Transport: c.Transport, handler: map[string]func(bridge.Delivery){}, seen: map[string]bridge.Delivery{}}
-		c.Transport = tr
-	})
-	w := h.reg("w", bridge.RoleWorker)
-	s := h.reg("s", bridge.RolePrimary)
-	f := newFates()
-	id := h.send(s, bridge.SendRequest{Target: "w", Message: "m"}).MsgID
-	f.accept(id, s.Name)
-	h.heldFor("w", 1)
+	h, tr := redeliverHarness(t)
+	w, s, f, id := oneHeldMessage(h)
 	if r := h.poll(w, bridge.PollRequest{}); len(r.Messages) != 1 {
 		t.Fatalf("poll: %+v", r)
 	}
