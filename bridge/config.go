@@ -108,6 +108,10 @@ type Config struct {
 	// evidence their client has them (handover.go) before they are held
 	// again, flagged redelivered (default DefaultDeliveryLease).
 	DeliveryLease time.Duration
+	// RemovalDrainBound bounds how long a removal's caller waits for the
+	// closed inbox to be emptied; past it the drain goes on in the
+	// background (default DefaultRemovalDrainBound).
+	RemovalDrainBound time.Duration
 }
 
 func (c *Config) defaults() {
@@ -120,6 +124,7 @@ func (c *Config) defaults() {
 	d(&c.ProgressEvery, 10*time.Second)
 	d(&c.ReceiptWait, 10*time.Second)
 	d(&c.DeliveryLease, DefaultDeliveryLease)
+	d(&c.RemovalDrainBound, DefaultRemovalDrainBound)
 	d(&c.AskTTL, 10*time.Minute)
 	d(&c.MessageTTL, 24*time.Hour)
 	d(&c.InboxTTL, 7*24*time.Hour)

@@ -27,7 +27,7 @@
 //	turn book       turnbook.go                                      turnBook (open turns, persisted)
 //	registry        registry.go, register.go                         registry (by gid, name, token hash)
 //	name claims     nameclaims.go                                    nameClaims (names of live stdio sessions)
-//	removal, reap   removal.go, removalclaims.go, reap.go            leaving (removals in progress)
+//	removal, reap   removal.go, removalclaims.go, removallater.go, reap.go  leaving (removals in progress)
 //	sweeper         sweep.go                                         Core.sweep (deadlines, expiry, reaping)
 //	inbox           transport.go, inboxname.go, delay.go             Transport (it holds the inboxes)
 //	arrival         deliver.go, provenance.go                        Core.deliver (verify, admit, handle)

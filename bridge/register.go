@@ -138,6 +138,9 @@ func (c *Core) entityFor(req RegisterRequest, groups []string) (*entState, error
 	if other := c.reg.get(gid); other != nil {
 		return nil, userErr("gid %s is taken by %s", gid, other.Name)
 	}
+	if _, leaving := c.gone.get(gid); leaving { // its inbox would be bound again while its drain reports what is left
+		return nil, userErr("gid %s is still being removed (what was left in its inbox is being reported to its senders): try again once its removal finished", gid)
+	}
 	e := Entity{GID: gid, Name: req.Name, Host: c.cfg.Host, Role: req.Role, Groups: groups, PaneID: req.PaneID, Registered: c.cfg.Now().UTC(),
 		Profile: req.Profile, Spawned: req.Spawned}
 	if req.History != nil {

@@ -26,18 +26,27 @@ import (
 //     into it; a sender elsewhere gets "unroutable") and its consumer,
 //     still attached, takes what is left: every arrival for an entity
 //     being removed is reported, then acked (admit). The inbox is deleted
-//     only once it reports nothing waiting with no consumer attached.
+//     only once it reports nothing waiting with no consumer attached; past
+//     RemovalDrainBound the caller is answered and this step goes on in
+//     the background (removallater.go).
 //  4. Its held records, its presence, its record, its spawn slot and its
 //     history go.
 
-// removalDrainBound bounds step 3. Nothing can enter a closed inbox, so
-// only what was in it has to be taken: a bound this long is reached only
-// when the transport cannot deliver (then what is left is logged, counted
-// and deleted: its broker copy expires and is dead-lettered).
-const removalDrainBound = 30 * time.Second
+// DefaultRemovalDrainBound is Config.RemovalDrainBound's default: how
+// long a removal's caller waits for step 3. Nothing can enter a closed
+// inbox, so only what was in it has to be taken; the bound is reached
+// only when the transport does not hand it over (a broker cut, a stuck
+// consumer). Then the caller is answered and step 3 goes on in the
+// background (finishDrainLater): what is left is reported as its
+// transport hands it back, never deleted unreported.
+const DefaultRemovalDrainBound = 30 * time.Second
 
-// removalPoll is how often step 3 counts what is left.
-const removalPoll = 5 * time.Millisecond
+// removalPoll is how often step 3 counts what is left; past its bound,
+// in the background, it counts every removalSlowPoll.
+const (
+	removalPoll     = 5 * time.Millisecond
+	removalSlowPoll = time.Second
+)
 
 // leaving remembers why each entity being removed goes, for arrivals that
 // find it gone from the registry. Its lock is a leaf.
@@ -101,7 +110,10 @@ func (c *Core) removeEntity(ctx context.Context, st *entState, cause string, dec
 	if len(unsent) > 0 { // kept, with the inbox and the record that says "removing": the next start reports them
 		return told, true, fmt.Errorf("bridge: remove %s: %d of its senders could not be told FAILED: its removal is finished at the next start", st.Name, len(unsent))
 	}
-	if err := c.closeAndDrain(ctx, st); err != nil {
+	if err := c.closeAndDrain(ctx, st, removalPoll); err != nil {
+		if c.drainGoesOn(st, err) {
+			return told, true, nil
+		}
 		return told, true, fmt.Errorf("bridge: empty the inbox of %s: %w", st.Name, err)
 	}
 	return told, true, c.forgetWhenSettled(ctx, st)
@@ -167,8 +179,8 @@ func (c *Core) markRemoved(st *entState, cause string, decide decideRemoval) ([]
 // stalled reader must not hold a `bridge_stop` for the whole bound. While
 // a call holds one, the consumer stays attached, so the call's ack still
 // lands; step 4 stops it once the calls settled.
-func (c *Core) closeAndDrain(ctx context.Context, st *entState) error {
-	deadline := time.Now().Add(removalDrainBound)
+func (c *Core) closeAndDrain(ctx context.Context, st *entState, poll time.Duration) error {
+	deadline := time.Now().Add(c.cfg.RemovalDrainBound)
 	for {
 		n, err := c.waitingUnclaimed(ctx, st)
 		if err != nil {
@@ -191,11 +203,12 @@ func (c *Core) closeAndDrain(ctx context.Context, st *entState) error {
 			return fmt.Errorf("the gateway is closing with %d message(s) left: the removal is finished at the next start", n)
 		}
 		if time.Now().After(deadline) {
-			c.log.Error("an inbox being removed could not be emptied in time: what is left is deleted with it, unreported", LogGID, st.GID, "name", st.Name, "left", n)
-			c.stopConsumer(st)
-			return nil
+			return &drainUnfinished{left: n}
 		}
-		time.Sleep(removalPoll)
+		select { // a close is seen at the next count
+		case <-time.After(poll):
+		case <-c.ctx.Done():
+		}
 	}
 }
 
@@ -218,7 +231,7 @@ func (c *Core) forgetWhenSettled(ctx context.Context, st *entState) error {
 		// call that still holds a message then is stuck, and the removal
 		// goes on without it (its departure goes too: a copy the transport
 		// hands back afterwards is no longer recognized as the call's)
-		deadline := time.Now().Add(c.cfg.DeliveryLease + removalDrainBound)
+		deadline := time.Now().Add(c.cfg.DeliveryLease + c.cfg.RemovalDrainBound)
 		for n := c.claimedOf(st); n > 0; n = c.claimedOf(st) {
 			if c.ctx.Err() != nil { // the record still says "removing": the next start finishes it
 				c.stopConsumer(st) // Close cancels only registered consumers

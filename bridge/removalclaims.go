@@ -60,7 +60,10 @@ func (c *Core) copyOfHeld(st *entState, d Delivery) bool {
 // the calls — what arrived meanwhile is reported first — then step 4.
 func (c *Core) drainAndForget(ctx context.Context, st *entState) error {
 	if c.consumerAttached(st) {
-		if err := c.closeAndDrain(ctx, st); err != nil {
+		if err := c.closeAndDrain(ctx, st, removalPoll); err != nil {
+			if c.drainGoesOn(st, err) {
+				return nil
+			}
 			c.stopConsumer(st) // out of the registry: Close would not stop it
 			return err
 		}
